@@ -1,0 +1,61 @@
+# Paddock's build. `make help` lists the targets.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+.DEFAULT_GOAL := help
+
+GO ?= go
+TOOL := $(GO) tool -modfile=tools/go.mod
+# Kubernetes and etcd binaries, built from their official Go modules into a per-machine cache.
+K8S_BIN = $(shell hack/build-k8s.sh kube-apiserver etcd)
+GO_TEST_FLAGS ?=
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} \
+	  /^[a-zA-Z0-9_-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } \
+	  /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: generate
+generate: ## Regenerate deepcopy code and CRDs from the API types.
+	$(TOOL) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
+	$(TOOL) controller-gen crd:crdVersions=v1 paths=./api/... output:crd:dir=config/crd/bases
+
+.PHONY: verify
+verify: generate ## Regenerate, then fail on any difference or new untracked file.
+	@hack/verify-clean.sh
+
+.PHONY: fmt
+fmt: ## Format the Go code.
+	$(GO) fmt ./...
+
+.PHONY: lint
+lint: ## Run golangci-lint with the project's configuration.
+	$(TOOL) golangci-lint run ./...
+
+##@ Test
+
+.PHONY: test
+test: test-unit test-integration ## Run every test tier (what CI runs).
+
+.PHONY: test-unit
+test-unit: ## Run unit tests (no API server).
+	$(GO) test $(GO_TEST_FLAGS) -race $$($(GO) list ./... | grep -v /test/)
+
+.PHONY: test-integration
+test-integration: k8s-binaries ## Run integration tests against a real kube-apiserver and etcd.
+	KUBEBUILDER_ASSETS=$(K8S_BIN) $(GO) test $(GO_TEST_FLAGS) ./test/integration/...
+
+.PHONY: k8s-binaries
+k8s-binaries: ## Build kube-apiserver and etcd from official modules into the cache (once per machine).
+	@hack/build-k8s.sh kube-apiserver etcd
+
+##@ Build
+
+.PHONY: build
+build: ## Build every binary into bin/.
+	$(GO) build -o bin/ ./cmd/...

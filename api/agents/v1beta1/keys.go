@@ -1,0 +1,69 @@
+package v1beta1
+
+// Prefixes of the keys reserved for the controllers. Keys with these prefixes in a pod template
+// are dropped rather than copied to the Pod.
+const (
+	ReservedKeyPrefix           = "agents.x-k8s.io/"
+	ReservedExtensionsKeyPrefix = "extensions.agents.x-k8s.io/"
+)
+
+// Labels.
+const (
+	// SandboxNameHashLabel carries NameHash(sandbox name) on the Pod, Service and volume claims
+	// of a Sandbox. It is the Service selector and the tracking label for adoption.
+	SandboxNameHashLabel = "agents.x-k8s.io/sandbox-name-hash"
+	// AdoptableLabel set to "true" on an unowned Pod, Service or volume claim lets a Sandbox adopt it.
+	AdoptableLabel = "agents.x-k8s.io/adoptable"
+	// LaunchTypeLabel is "cold" or "warm" on Sandboxes made by the extensions.
+	LaunchTypeLabel = "agents.x-k8s.io/launch-type"
+	// CreatedByLabel names the kind of client that created an object; normalised on the Pod.
+	CreatedByLabel = "agents.x-k8s.io/created-by"
+	// WarmPoolSandboxLabel carries NameHash(pool name) on pool members, their pod templates and Pods.
+	WarmPoolSandboxLabel = "agents.x-k8s.io/warm-pool-sandbox"
+	// SandboxTemplateRefHashLabel carries NameHash(template name) on a template, the Sandboxes made
+	// from it and their Pods; the template's NetworkPolicy selects Pods by it.
+	SandboxTemplateRefHashLabel = "agents.x-k8s.io/sandbox-template-ref-hash"
+	// SandboxTemplateHashLabel carries NameHash(JSON of the template's blueprint) on pool members;
+	// a differing value marks a member stale.
+	SandboxTemplateHashLabel = "agents.x-k8s.io/sandbox-template-hash"
+	// SandboxPodTemplateHashLabel carries NameHash(JSON of the template's podTemplate).
+	//
+	// Deprecated: staleness uses SandboxTemplateHashLabel; kept for wire compatibility.
+	SandboxPodTemplateHashLabel = "agents.x-k8s.io/sandbox-pod-template-hash"
+	// ClaimUIDLabel carries the UID of the SandboxClaim bound to a Sandbox, on the Sandbox, its
+	// pod template and (unlike upstream) its Pod.
+	ClaimUIDLabel = "agents.x-k8s.io/claim-uid"
+)
+
+// Values of LaunchTypeLabel.
+const (
+	LaunchTypeCold = "cold"
+	LaunchTypeWarm = "warm"
+)
+
+// Annotations.
+const (
+	// PodNameAnnotation on a Sandbox names its backing Pod when that differs from the Sandbox name.
+	PodNameAnnotation = "agents.x-k8s.io/pod-name"
+	// SandboxTemplateRefAnnotation on a Sandbox names the SandboxTemplate it was made from.
+	SandboxTemplateRefAnnotation = "agents.x-k8s.io/sandbox-template-ref"
+	// PropagatedLabelsAnnotation on a Pod lists, sorted and comma-joined, the label keys copied from
+	// the pod template, so keys removed from the template can be removed from the Pod.
+	PropagatedLabelsAnnotation = "agents.x-k8s.io/propagated-labels"
+	// PropagatedAnnotationsAnnotation is PropagatedLabelsAnnotation for annotations.
+	PropagatedAnnotationsAnnotation = "agents.x-k8s.io/propagated-annotations"
+	// ClaimNameAnnotation on a Pod names the SandboxClaim bound to its Sandbox.
+	ClaimNameAnnotation = "agents.x-k8s.io/claim-name"
+	// TraceContextAnnotation carries W3C trace headers as a JSON map.
+	TraceContextAnnotation = "opentelemetry.io/trace-context"
+	// SafeToEvictAnnotation tells the cluster autoscaler whether it may evict a Pod.
+	SafeToEvictAnnotation = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+)
+
+// Cache index names.
+const (
+	// PodNameHashIndex indexes Pods by the value of SandboxNameHashLabel.
+	PodNameHashIndex = ".metadata.labels[agents.x-k8s.io/sandbox-name-hash]"
+	// SandboxWarmPoolIndex indexes Sandboxes by the value of WarmPoolSandboxLabel.
+	SandboxWarmPoolIndex = ".metadata.labels[agents.x-k8s.io/warm-pool-sandbox]"
+)

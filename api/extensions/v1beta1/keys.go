@@ -1,0 +1,28 @@
+package v1beta1
+
+// Annotations on a SandboxClaim.
+const (
+	// AssignedSandboxNameAnnotation names the warm Sandbox a claim adopted. The same key was once
+	// a label; readers should accept either.
+	AssignedSandboxNameAnnotation = "agents.x-k8s.io/sandbox-name"
+	// ControllerFirstObservedAtAnnotation records, RFC 3339 with nanoseconds, when the controller
+	// first saw the claim.
+	ControllerFirstObservedAtAnnotation = "agents.x-k8s.io/controller-first-observed-at"
+	// ClaimFirstReadyAtAnnotation records when the claim first became Ready, or "unknown".
+	ClaimFirstReadyAtAnnotation = "agents.x-k8s.io/claim-first-ready-at"
+	// ClientFirstRequestedAtAnnotation is set by SDK clients to when they asked for the claim.
+	ClientFirstRequestedAtAnnotation = "agents.x-k8s.io/client-first-requested-at"
+	// WebhookFirstObservedAtAnnotation is read, never written, for compatibility.
+	WebhookFirstObservedAtAnnotation = "agents.x-k8s.io/webhook-first-observed-at"
+)
+
+// Value of ClaimFirstReadyAtAnnotation when the time is not known.
+const FirstReadyAtUnknown = "unknown"
+
+// Cache index names.
+const (
+	// WarmPoolRefField indexes SandboxClaims by spec.warmPoolRef.name.
+	WarmPoolRefField = ".spec.warmPoolRef.name"
+	// TemplateRefField indexes SandboxWarmPools by spec.sandboxTemplateRef.name.
+	TemplateRefField = ".spec.sandboxTemplateRef.name"
+)

@@ -1,0 +1,145 @@
+// Package framework starts the real kube-apiserver and etcd that integration tests run against,
+// with the project's CRDs installed, and holds the helpers every integration test shares.
+package framework
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+)
+
+// Env is a running API server with the project's CRDs.
+type Env struct {
+	Config *rest.Config
+	Client client.Client
+	Scheme *k8sruntime.Scheme
+
+	testEnv *envtest.Environment
+}
+
+// NewScheme returns a scheme with the Kubernetes built-in types and both API groups.
+func NewScheme() *k8sruntime.Scheme {
+	s := k8sruntime.NewScheme()
+	for _, add := range []func(*k8sruntime.Scheme) error{
+		clientgoscheme.AddToScheme,
+		apiextensionsv1.AddToScheme,
+		agentsv1beta1.AddToScheme,
+		extensionsv1beta1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			panic(fmt.Sprintf("building scheme: %v", err))
+		}
+	}
+	return s
+}
+
+// RepoRoot returns the root of the source tree this package was compiled from.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// BinaryDir returns the directory holding kube-apiserver and etcd. KUBEBUILDER_ASSETS wins when
+// set; otherwise hack/build-k8s.sh builds them into the shared cache (once per machine) and
+// reports where.
+func BinaryDir() (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir, nil
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(filepath.Join(RepoRoot(), "hack", "build-k8s.sh"), "kube-apiserver", "etcd")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building kube-apiserver and etcd with hack/build-k8s.sh: %w\n%s", err, stderr.String())
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+// Start starts etcd and kube-apiserver and installs the CRDs from config/crd/bases.
+func Start() (*Env, error) {
+	dir, err := BinaryDir()
+	if err != nil {
+		return nil, err
+	}
+	scheme := NewScheme()
+	testEnv := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: dir,
+		Scheme:                scheme,
+	}
+	cfg, err := testEnv.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", dir, err)
+	}
+	// Tests create many objects quickly; the client-side limiter would only slow them down.
+	cfg.QPS, cfg.Burst = -1, 1000
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		_ = testEnv.Stop()
+		return nil, fmt.Errorf("creating client: %w", err)
+	}
+	return &Env{Config: cfg, Client: c, Scheme: scheme, testEnv: testEnv}, nil
+}
+
+// Stop stops the API server and etcd.
+func (e *Env) Stop() error { return e.testEnv.Stop() }
+
+// RunMain starts an Env, stores it in *env, runs the package's tests and stops it. Use it from
+// TestMain: `func TestMain(m *testing.M) { framework.RunMain(m, &env) }`.
+func RunMain(m *testing.M, env **Env) {
+	e, err := Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "integration environment: %v\n", err)
+		os.Exit(1)
+	}
+	*env = e
+	code := m.Run()
+	if err := e.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stopping integration environment: %v\n", err)
+	}
+	os.Exit(code)
+}
+
+// Namespace creates a namespace with a generated name for one test and deletes it when the test
+// ends. Tests in one package share an API server; namespaces keep them apart.
+func (e *Env) Namespace(t testing.TB) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}
+	if err := e.Client.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		// envtest runs no namespace controller, so the namespace stays Terminating; deleting it
+		// still marks it, and nothing else in the package uses the name.
+		_ = e.Client.Delete(context.Background(), ns)
+	})
+	return ns.Name
+}
+
+// Context returns a context that ends with the test or after the given timeout.
+func Context(t testing.TB, timeout time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,12 @@
+package sandbox
+
+import (
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+)
+
+func cmpIgnoreConditions() cmp.Option {
+	return cmpopts.IgnoreFields(agentsv1beta1.SandboxStatus{}, "Conditions")
+}

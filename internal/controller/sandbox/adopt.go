@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -87,6 +88,13 @@ func (r *Reconciler) adoptService(ctx context.Context, sb *agentsv1beta1.Sandbox
 		svc.Labels = map[string]string{}
 	}
 	svc.Labels[agentsv1beta1.SandboxNameHashLabel] = naming.NameHash(sb.Name)
+	// The API server makes a selectorless headless Service RequireDualStack, which turns invalid
+	// on a single-stack cluster once it gets a selector. Single stack on the primary family is
+	// valid on every cluster (and the only policy allowed to drop the second family).
+	if len(svc.Spec.Selector) == 0 && ptr.Deref(svc.Spec.IPFamilyPolicy, "") == corev1.IPFamilyPolicyRequireDualStack {
+		svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicySingleStack)
+		svc.Spec.IPFamilies = svc.Spec.IPFamilies[:min(1, len(svc.Spec.IPFamilies))]
+	}
 	svc.Spec.Selector = trackingLabels(sb)
 	svc.Spec.Ports = serviceports.Derive(&sb.Spec.PodTemplate.Spec)
 	svc.OwnerReferences = append(svc.OwnerReferences, owner)

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 )
@@ -10,3 +11,5 @@ import (
 func cmpIgnoreConditions() cmp.Option {
 	return cmpopts.IgnoreFields(agentsv1beta1.SandboxStatus{}, "Conditions")
 }
+
+func mergeFrom(obj client.Object) client.Patch { return client.MergeFrom(obj) }

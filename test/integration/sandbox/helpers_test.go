@@ -48,7 +48,8 @@ func waitSandbox(t *testing.T, sb *agentsv1beta1.Sandbox, check func(*agentsv1be
 			return err
 		}
 		if err := check(got); err != nil {
-			return fmt.Errorf("sandbox %s: %w (conditions %s)", key(sb), err, builder.FormatConditions(got.Status.Conditions))
+			return fmt.Errorf("sandbox %s: %w (conditions %s; Ready message %q)", key(sb), err,
+				builder.FormatConditions(got.Status.Conditions), readyCondition(got).Message)
 		}
 		return nil
 	})

@@ -14,4 +14,6 @@ func cmpIgnoreConditions() cmp.Option {
 
 func mergeFrom(obj client.Object) client.Patch { return client.MergeFrom(obj) }
 
-func equalStatus(a, b agentsv1beta1.SandboxStatus) bool { return cmp.Equal(a, b, cmpopts.EquateEmpty()) }
+func equalStatus(a, b agentsv1beta1.SandboxStatus) bool {
+	return cmp.Equal(a, b, cmpopts.EquateEmpty())
+}

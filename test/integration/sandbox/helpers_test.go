@@ -90,7 +90,9 @@ func ready(status metav1.ConditionStatus, reason string) func(*agentsv1beta1.San
 }
 
 func condition(t string, status metav1.ConditionStatus, reason string) func(*agentsv1beta1.Sandbox) error {
-	return func(sb *agentsv1beta1.Sandbox) error { return builder.HasCondition(sb.Status.Conditions, t, status, reason) }
+	return func(sb *agentsv1beta1.Sandbox) error {
+		return builder.HasCondition(sb.Status.Conditions, t, status, reason)
+	}
 }
 
 // all combines checks.

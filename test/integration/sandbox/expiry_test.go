@@ -57,7 +57,7 @@ func TestExpiryRetain(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSandbox(t, sb, ready(metav1.ConditionTrue, agentsv1beta1.SandboxReasonDependenciesReady))
-	n := len(ops.Passes(ns))
+	n := len(ops.Passes(sb))
 
 	expire(t, sb)
 	got := waitSandbox(t, sb, all(ready(metav1.ConditionFalse, agentsv1beta1.SandboxReasonExpired), readyMessage("Sandbox has expired"),
@@ -81,7 +81,7 @@ func TestExpiryRetain(t *testing.T) {
 		return nil
 	})
 	waitGone(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: sb.Name, Namespace: ns}})
-	checkTwoPassExpiry(t, ops.Passes(ns)[n:], "delete Pod", "delete Service")
+	checkTwoPassExpiry(t, ops.Passes(sb)[n:], "delete Pod", "delete Service")
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data-ttl"}, &corev1.PersistentVolumeClaim{}); err != nil {
 		t.Errorf("PVC not kept on expiry with Retain: %v", err)
 	}
@@ -107,11 +107,11 @@ func TestExpiryDelete(t *testing.T) {
 	create(t, ctx, sb)
 	pod := waitPod(t, key(sb), nil)
 	waitSandbox(t, sb, hasService)
-	n := len(ops.Passes(ns))
+	n := len(ops.Passes(sb))
 	expire(t, sb)
 	waitGone(t, sb.DeepCopy())
 	waitGone(t, pod)
-	checkTwoPassExpiry(t, ops.Passes(ns)[n:], "delete Pod", "delete Service", "delete Sandbox")
+	checkTwoPassExpiry(t, ops.Passes(sb)[n:], "delete Pod", "delete Service", "delete Sandbox")
 }
 
 // The Finished condition of a completed Pod survives the expiry teardown.
@@ -137,7 +137,7 @@ func TestCreatedExpired(t *testing.T) {
 	create(t, ctx, sb)
 	waitSandbox(t, sb, ready(metav1.ConditionFalse, agentsv1beta1.SandboxReasonExpired))
 	nextCompletedPass(t, ctx, sb)
-	for _, pass := range ops.Passes(ns) {
+	for _, pass := range ops.Passes(sb) {
 		if slices.Contains(pass, "create Pod") {
 			t.Errorf("an expired sandbox created a pod: %v", pass)
 		}

@@ -149,19 +149,19 @@ func touch(t *testing.T, ctx context.Context, sb *agentsv1beta1.Sandbox) {
 // once a following pass proves it complete: passes of one Sandbox never overlap.
 func nextCompletedPass(t *testing.T, ctx context.Context, sb *agentsv1beta1.Sandbox) []string {
 	t.Helper()
-	n := len(ops.Passes(sb.Namespace))
+	n := len(ops.Passes(sb))
 	touch(t, ctx, sb)
-	waitPasses(t, sb.Namespace, n+1)
+	waitPasses(t, sb, n+1)
 	touch(t, ctx, sb)
-	waitPasses(t, sb.Namespace, n+2)
-	return ops.Passes(sb.Namespace)[n]
+	waitPasses(t, sb, n+2)
+	return ops.Passes(sb)[n]
 }
 
-func waitPasses(t *testing.T, ns string, n int) {
+func waitPasses(t *testing.T, sb *agentsv1beta1.Sandbox, n int) {
 	t.Helper()
 	framework.Eventually(t, func(context.Context) error {
-		if got := len(ops.Passes(ns)); got < n {
-			return fmt.Errorf("%d passes in %s, waiting for %d", got, ns, n)
+		if got := len(ops.Passes(sb)); got < n {
+			return fmt.Errorf("%d passes of %s, waiting for %d", got, key(sb), n)
 		}
 		return nil
 	})

@@ -149,7 +149,7 @@ func TestNodeNameRidesWithReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSandbox(t, sb, condition(agentsv1beta1.SandboxConditionPodScheduled, metav1.ConditionTrue, agentsv1beta1.SandboxReasonPodScheduled))
-	n := len(ops.Passes(ns))
+	n := len(ops.Passes(sb))
 	if err := bindPod(ctx, pod, "node-a"); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestNodeNameRidesWithReady(t *testing.T) {
 		return nil
 	})
 	nextCompletedPass(t, ctx, sb)
-	for _, pass := range ops.Passes(ns)[n:] {
+	for _, pass := range ops.Passes(sb)[n:] {
 		for _, op := range pass {
 			if op != "patch Pod" {
 				t.Errorf("unexpected write %q after binding: only the pod relabel was due", op)

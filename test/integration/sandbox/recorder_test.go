@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,9 +17,10 @@ import (
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 )
 
-// opLog records, per namespace, each reconcile pass (which starts with the one read of the
-// Sandbox) and the writes made during it. Passes of one Sandbox never overlap, so with one
-// Sandbox per namespace a pass's writes are exactly what that pass did.
+// opLog records, per Sandbox ("namespace/name"), each reconcile pass (which starts with the one
+// read of the Sandbox) and the writes made during it. Passes of one Sandbox never overlap, so a
+// pass's writes are exactly what that pass did. A write is attributed to the Sandbox that
+// controls the object written, or else to the Sandbox of the same name.
 type opLog struct {
 	mu     sync.Mutex
 	passes map[string][][]string
@@ -26,46 +28,59 @@ type opLog struct {
 
 func newOpLog() *opLog { return &opLog{passes: map[string][][]string{}} }
 
-func (l *opLog) startPass(ns string) {
+func (l *opLog) startPass(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.passes[ns] = append(l.passes[ns], []string{})
+	l.passes[key] = append(l.passes[key], []string{})
 }
 
-func (l *opLog) record(ns, op string) {
+func (l *opLog) record(obj client.Object, op string) {
+	key := obj.GetNamespace() + "/" + obj.GetName()
+	if ref := metav1.GetControllerOf(obj); ref != nil && ref.Kind == "Sandbox" {
+		key = obj.GetNamespace() + "/" + ref.Name
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	p := l.passes[ns]
+	p := l.passes[key]
 	if len(p) == 0 {
 		p = append(p, []string{})
 	}
 	p[len(p)-1] = append(p[len(p)-1], op)
-	l.passes[ns] = p
+	l.passes[key] = p
 }
 
-// Passes returns a copy of the passes recorded in ns.
-func (l *opLog) Passes(ns string) [][]string {
+// Passes returns a copy of the passes recorded for sb.
+func (l *opLog) Passes(sb client.Object) [][]string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([][]string, len(l.passes[ns]))
-	for i, p := range l.passes[ns] {
+	k := sb.GetNamespace() + "/" + sb.GetName()
+	out := make([][]string, len(l.passes[k]))
+	for i, p := range l.passes[k] {
 		out[i] = append([]string(nil), p...)
 	}
 	return out
 }
 
-// checkOneStatusWritePerPass fails the test if any pass in ns wrote status more than once.
+// checkOneStatusWritePerPass fails the test if any pass of any Sandbox in ns wrote status more
+// than once.
 func checkOneStatusWritePerPass(t *testing.T, ns string) {
 	t.Helper()
-	for i, pass := range ops.Passes(ns) {
-		n := 0
-		for _, op := range pass {
-			if strings.HasPrefix(op, "status") {
-				n++
-			}
+	ops.mu.Lock()
+	defer ops.mu.Unlock()
+	for key, passes := range ops.passes {
+		if !strings.HasPrefix(key, ns+"/") {
+			continue
 		}
-		if n > 1 {
-			t.Errorf("pass %d in namespace %s wrote status %d times: %v", i, ns, n, pass)
+		for i, pass := range passes {
+			n := 0
+			for _, op := range pass {
+				if strings.HasPrefix(op, "status") {
+					n++
+				}
+			}
+			if n > 1 {
+				t.Errorf("pass %d of sandbox %s wrote status %d times: %v", i, key, n, pass)
+			}
 		}
 	}
 }
@@ -92,32 +107,32 @@ func kindOf(obj runtime.Object) string {
 
 func (c *recordingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if _, ok := obj.(*agentsv1beta1.Sandbox); ok {
-		c.log.startPass(key.Namespace)
+		c.log.startPass(key.String())
 	}
 	return c.Client.Get(ctx, key, obj, opts...)
 }
 
 func (c *recordingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
 	err := c.Client.Create(ctx, obj, opts...)
-	c.log.record(obj.GetNamespace(), "create "+kindOf(obj)+errSuffix(err))
+	c.log.record(obj, "create "+kindOf(obj)+errSuffix(err))
 	return err
 }
 
 func (c *recordingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
 	err := c.Client.Update(ctx, obj, opts...)
-	c.log.record(obj.GetNamespace(), "update "+kindOf(obj)+errSuffix(err))
+	c.log.record(obj, "update "+kindOf(obj)+errSuffix(err))
 	return err
 }
 
 func (c *recordingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	err := c.Client.Patch(ctx, obj, patch, opts...)
-	c.log.record(obj.GetNamespace(), "patch "+kindOf(obj)+errSuffix(err))
+	c.log.record(obj, "patch "+kindOf(obj)+errSuffix(err))
 	return err
 }
 
 func (c *recordingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	err := c.Client.Delete(ctx, obj, opts...)
-	c.log.record(obj.GetNamespace(), "delete "+kindOf(obj)+errSuffix(err))
+	c.log.record(obj, "delete "+kindOf(obj)+errSuffix(err))
 	return err
 }
 
@@ -138,13 +153,13 @@ func (s *recordingStatus) Patch(ctx context.Context, obj client.Object, patch cl
 		}
 	}
 	err := s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
-	s.log.record(obj.GetNamespace(), op+errSuffix(err))
+	s.log.record(obj, op+errSuffix(err))
 	return err
 }
 
 func (s *recordingStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 	err := s.SubResourceWriter.Update(ctx, obj, opts...)
-	s.log.record(obj.GetNamespace(), "status update"+errSuffix(err))
+	s.log.record(obj, "status update"+errSuffix(err))
 	return err
 }
 

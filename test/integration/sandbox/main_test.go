@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	sandboxctrl "github.com/paddock-dev/paddock/internal/controller/sandbox"
 	"github.com/paddock-dev/paddock/test/framework"
@@ -44,6 +45,6 @@ func TestMain(m *testing.M) {
 				return fmt.Errorf("building sandbox reconciler: %w", err)
 			}
 			return r.SetupWithManager(mgr)
-		})
+		}, func(o *manager.Options) { o.Cache = sandboxctrl.CacheOptions() })
 	})
 }

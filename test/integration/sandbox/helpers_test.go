@@ -24,7 +24,7 @@ const testTimeout = 3 * time.Minute
 
 // start gives a test its context and namespace, and checks on cleanup that the reconciler never
 // wrote status twice in one pass there.
-func start(t *testing.T) (context.Context, string) {
+func start(t testing.TB) (context.Context, string) {
 	t.Helper()
 	ctx := framework.Context(t, testTimeout)
 	ns := env.Namespace(t)
@@ -32,7 +32,7 @@ func start(t *testing.T) (context.Context, string) {
 	return ctx, ns
 }
 
-func create(t *testing.T, ctx context.Context, obj client.Object) {
+func create(t testing.TB, ctx context.Context, obj client.Object) {
 	t.Helper()
 	framework.MustCreate(t, ctx, env.Client, obj)
 }
@@ -40,7 +40,7 @@ func create(t *testing.T, ctx context.Context, obj client.Object) {
 func key(obj client.Object) client.ObjectKey { return client.ObjectKeyFromObject(obj) }
 
 // waitSandbox polls the Sandbox until check passes and returns it.
-func waitSandbox(t *testing.T, sb *agentsv1beta1.Sandbox, check func(*agentsv1beta1.Sandbox) error) *agentsv1beta1.Sandbox {
+func waitSandbox(t testing.TB, sb *agentsv1beta1.Sandbox, check func(*agentsv1beta1.Sandbox) error) *agentsv1beta1.Sandbox {
 	t.Helper()
 	got := &agentsv1beta1.Sandbox{}
 	framework.Eventually(t, func(ctx context.Context) error {
@@ -57,7 +57,7 @@ func waitSandbox(t *testing.T, sb *agentsv1beta1.Sandbox, check func(*agentsv1be
 }
 
 // waitPod polls the Pod until it exists and check passes, and returns it.
-func waitPod(t *testing.T, k client.ObjectKey, check func(*corev1.Pod) error) *corev1.Pod {
+func waitPod(t testing.TB, k client.ObjectKey, check func(*corev1.Pod) error) *corev1.Pod {
 	t.Helper()
 	got := &corev1.Pod{}
 	framework.Eventually(t, func(ctx context.Context) error {
@@ -73,7 +73,7 @@ func waitPod(t *testing.T, k client.ObjectKey, check func(*corev1.Pod) error) *c
 }
 
 // waitGone polls until obj is NotFound.
-func waitGone(t *testing.T, obj client.Object) {
+func waitGone(t testing.TB, obj client.Object) {
 	t.Helper()
 	framework.Eventually(t, func(ctx context.Context) error {
 		err := env.Client.Get(ctx, key(obj), obj)
@@ -118,7 +118,7 @@ func readyMessage(msg string) func(*agentsv1beta1.Sandbox) error {
 }
 
 // updateSandbox re-reads the Sandbox, applies mutate and updates it, retrying on conflict.
-func updateSandbox(t *testing.T, ctx context.Context, sb *agentsv1beta1.Sandbox, mutate func(*agentsv1beta1.Sandbox)) {
+func updateSandbox(t testing.TB, ctx context.Context, sb *agentsv1beta1.Sandbox, mutate func(*agentsv1beta1.Sandbox)) {
 	t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		got := &agentsv1beta1.Sandbox{}
@@ -136,7 +136,7 @@ func updateSandbox(t *testing.T, ctx context.Context, sb *agentsv1beta1.Sandbox,
 var touches int
 
 // touch changes an annotation of the Sandbox that the controller ignores, to cause a pass.
-func touch(t *testing.T, ctx context.Context, sb *agentsv1beta1.Sandbox) {
+func touch(t testing.TB, ctx context.Context, sb *agentsv1beta1.Sandbox) {
 	t.Helper()
 	touches++
 	patch := []byte(`{"metadata":{"annotations":{"test.paddock.dev/touch":"` + strconv.Itoa(touches) + `"}}}`)
@@ -147,7 +147,7 @@ func touch(t *testing.T, ctx context.Context, sb *agentsv1beta1.Sandbox) {
 
 // nextCompletedPass causes a new pass of sb (alone in its namespace) and returns what it wrote,
 // once a following pass proves it complete: passes of one Sandbox never overlap.
-func nextCompletedPass(t *testing.T, ctx context.Context, sb *agentsv1beta1.Sandbox) []string {
+func nextCompletedPass(t testing.TB, ctx context.Context, sb *agentsv1beta1.Sandbox) []string {
 	t.Helper()
 	n := len(ops.Passes(sb))
 	touch(t, ctx, sb)
@@ -157,7 +157,7 @@ func nextCompletedPass(t *testing.T, ctx context.Context, sb *agentsv1beta1.Sand
 	return ops.Passes(sb)[n]
 }
 
-func waitPasses(t *testing.T, sb *agentsv1beta1.Sandbox, n int) {
+func waitPasses(t testing.TB, sb *agentsv1beta1.Sandbox, n int) {
 	t.Helper()
 	framework.Eventually(t, func(context.Context) error {
 		if got := len(ops.Passes(sb)); got < n {
@@ -173,7 +173,7 @@ func owner(sb *agentsv1beta1.Sandbox) []metav1.OwnerReference {
 }
 
 // forceDelete removes obj at once, dropping finalizers, as a kubelet confirming a deletion would.
-func forceDelete(t *testing.T, ctx context.Context, obj client.Object) {
+func forceDelete(t testing.TB, ctx context.Context, obj client.Object) {
 	t.Helper()
 	if err := env.Client.Get(ctx, key(obj), obj); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -63,7 +63,7 @@ func (l *opLog) Passes(sb client.Object) [][]string {
 
 // checkOneStatusWritePerPass fails the test if any pass of any Sandbox in ns wrote status more
 // than once.
-func checkOneStatusWritePerPass(t *testing.T, ns string) {
+func checkOneStatusWritePerPass(t testing.TB, ns string) {
 	t.Helper()
 	ops.mu.Lock()
 	defer ops.mu.Unlock()

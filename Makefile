@@ -25,9 +25,19 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code and CRDs from the API types.
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs and RBAC from the API types and markers.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
-	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./api/... output:crd:dir=config/crd/bases
+	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./api/agents/... output:crd:dir=config/crd/core
+	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./api/extensions/... output:crd:dir=config/crd/extensions
+	$(CONTROLLER_GEN) rbac:roleName=paddock-controller paths=./internal/manager/rbac/core/... output:rbac:dir=config/rbac/core
+	$(CONTROLLER_GEN) rbac:roleName=paddock-controller-extensions paths=./internal/manager/rbac/extensions/... output:rbac:dir=config/rbac/extensions
+	$(MAKE) --no-print-directory dist
+
+.PHONY: dist
+dist: ## Render the single-file install bundles under dist/ from config/.
+	@mkdir -p dist
+	kubectl kustomize config/default > dist/paddock.yaml
+	kubectl kustomize config/core > dist/paddock-core.yaml
 
 .PHONY: verify
 verify: generate ## Regenerate, then fail on any difference or new untracked file.

@@ -75,11 +75,6 @@ func New(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder,
 	return r, nil
 }
 
-// +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;update;patch;delete
-// +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=pods;services;persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
-
 // Reconcile brings one Sandbox's children in line with its spec and reports them in its status.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	sb := &agentsv1beta1.Sandbox{}

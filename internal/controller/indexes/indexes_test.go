@@ -43,7 +43,7 @@ func TestIndexFunctions(t *testing.T) {
 
 type recordingIndexer struct{ fields []string }
 
-func (r *recordingIndexer) IndexField(_ context.Context, obj client.Object, field string, _ client.IndexerFunc) error {
+func (r *recordingIndexer) IndexField(_ context.Context, _ client.Object, field string, _ client.IndexerFunc) error {
 	r.fields = append(r.fields, field)
 	return nil
 }

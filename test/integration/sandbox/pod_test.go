@@ -217,6 +217,18 @@ func TestTemplateEditDoesNotTouchPodSpec(t *testing.T) {
 	if got.UID != pod.UID || got.Spec.Containers[0].Image != builder.DefaultImage {
 		t.Errorf("pod replaced or its spec changed: uid %s→%s image %q", pod.UID, got.UID, got.Spec.Containers[0].Image)
 	}
+	// Every condition reports the generation it was computed from.
+	waitSandbox(t, sb, func(s *agentsv1beta1.Sandbox) error {
+		if s.Generation < 2 {
+			return fmt.Errorf("generation %d, want the edit to have bumped it", s.Generation)
+		}
+		for _, c := range s.Status.Conditions {
+			if c.ObservedGeneration != s.Generation {
+				return fmt.Errorf("condition %s observedGeneration %d, want %d", c.Type, c.ObservedGeneration, s.Generation)
+			}
+		}
+		return nil
+	})
 }
 
 // Succeeded and Failed Pods are reported, never replaced or deleted.

@@ -4,6 +4,7 @@ import (
 	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
@@ -158,4 +159,23 @@ func RefreshClaimMetadata(sb *agentsv1beta1.Sandbox, claim *extensionsv1beta1.Sa
 		}
 	}
 	return changed, nil
+}
+
+// PoolOf returns the name of the SandboxWarmPool controlling obj, matching group and kind in any
+// version, so owner references written by older API versions still count.
+func PoolOf(obj metav1.Object) (string, bool) {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != "SandboxWarmPool" {
+		return "", false
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != extensionsv1beta1.GroupVersion.Group {
+		return "", false
+	}
+	return ref.Name, true
+}
+
+// ControlledBy reports whether obj's controller is the given object (by UID).
+func ControlledBy(obj, owner metav1.Object) bool {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return ref != nil && ref.UID == owner.GetUID()
 }

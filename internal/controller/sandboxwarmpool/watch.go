@@ -3,7 +3,6 @@ package sandboxwarmpool
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -12,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/blueprint"
 )
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -45,17 +45,10 @@ func (r *Reconciler) memberEvents() handler.EventHandler {
 	}
 }
 
-// PoolOf returns the SandboxWarmPool controlling obj, matching group and kind in any version.
+// PoolOf returns the SandboxWarmPool controlling obj.
 func PoolOf(obj client.Object) (types.NamespacedName, bool) {
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Controller == nil || !*ref.Controller || ref.Kind != "SandboxWarmPool" {
-			continue
-		}
-		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv.Group == extensionsv1beta1.GroupVersion.Group {
-			return types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, true
-		}
-	}
-	return types.NamespacedName{}, false
+	name, ok := blueprint.PoolOf(obj)
+	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, ok
 }
 
 // poolsOfTemplate enqueues the pools made from a template that changed.

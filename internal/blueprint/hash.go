@@ -34,10 +34,26 @@ func PoolSelector(poolName string) string {
 }
 
 // Stale reports whether a pool member was made from something other than the template's current
-// blueprint: another template, or an older version of this one.
+// blueprint: another template, or an older version of this one whose pod spec, volume claim
+// templates or service differ. Pod-template metadata alone never makes a member stale; it reaches
+// Pods in place. The member's label is the fast path; otherwise the two blueprints are hashed
+// without their metadata, so no list of compared fields needs keeping.
 func Stale(tpl *extensionsv1beta1.SandboxTemplate, sb *agentsv1beta1.Sandbox) bool {
-	return sb.Labels[agentsv1beta1.SandboxTemplateRefHashLabel] != TemplateRefHash(tpl.Name) ||
-		sb.Labels[agentsv1beta1.SandboxTemplateHashLabel] != Hash(tpl.Spec.SandboxBlueprint)
+	if sb.Labels[agentsv1beta1.SandboxTemplateRefHashLabel] != TemplateRefHash(tpl.Name) {
+		return true
+	}
+	if sb.Labels[agentsv1beta1.SandboxTemplateHashLabel] == Hash(tpl.Spec.SandboxBlueprint) {
+		return false
+	}
+	want := tpl.Spec.SandboxBlueprint.DeepCopy()
+	ApplySecureDefaults(&tpl.Spec, &want.PodTemplate.Spec)
+	return specHash(*want) != specHash(sb.Spec.SandboxBlueprint)
+}
+
+// specHash hashes a blueprint without its pod-template metadata.
+func specHash(bp agentsv1beta1.SandboxBlueprint) string {
+	bp.PodTemplate.ObjectMeta = agentsv1beta1.PodMetadata{}
+	return naming.NameHash(mustJSON(bp))
 }
 
 func mustJSON(v any) string {

@@ -100,7 +100,9 @@ func waitClaimReason(t *testing.T, ns, name, status, reason string) *extensionsv
 
 func metav1Status(s string) metav1.ConditionStatus { return metav1.ConditionStatus(s) }
 
-func objectMeta(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
+func objectMeta(ns, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: ns, Name: name}
+}
 
 func metav1ControllerUID(obj metav1.Object) types.UID {
 	if ref := metav1.GetControllerOf(obj); ref != nil {

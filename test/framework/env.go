@@ -106,7 +106,11 @@ func (e *Env) Stop() error { return e.testEnv.Stop() }
 
 // RunMain starts an Env, stores it in *env, runs the package's tests and stops it. Use it from
 // TestMain: `func TestMain(m *testing.M) { framework.RunMain(m, &env) }`.
-func RunMain(m *testing.M, env **Env) {
+func RunMain(m *testing.M, env **Env) { RunMainWithCleanup(m, env, nil) }
+
+// RunMainWithCleanup is RunMain with a cleanup that runs after the tests and before the API
+// server stops, for packages that run controllers for all their tests.
+func RunMainWithCleanup(m *testing.M, env **Env, cleanup func()) {
 	e, err := Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "integration environment: %v\n", err)
@@ -114,6 +118,9 @@ func RunMain(m *testing.M, env **Env) {
 	}
 	*env = e
 	code := m.Run()
+	if cleanup != nil {
+		cleanup()
+	}
 	if err := e.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "stopping integration environment: %v\n", err)
 	}

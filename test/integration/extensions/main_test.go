@@ -34,7 +34,12 @@ func TestMain(m *testing.M) {
 	} else {
 		ctrl.SetLogger(logr.Discard())
 	}
-	framework.RunMain(m, &env)
+	framework.RunMainWithCleanup(m, &env, func() {
+		if h != nil {
+			h.stop()
+			h.readiness.Stop()
+		}
+	})
 }
 
 // Router selection the tests give the template controller, to prove it is an option.

@@ -11,10 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/blueprint"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
 )
@@ -84,6 +86,57 @@ func TestWarmClaimFastPath(t *testing.T) {
 	}
 	// The pool refills behind the claim.
 	waitPoolReady(t, ns, "pool", 2)
+
+	// After the status write: the adoption event and the metrics.
+	framework.Eventually(t, func(ctx context.Context) error {
+		var events corev1.EventList
+		if err := env.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Reason == sandboxclaim.ReasonSandboxAdopted && e.InvolvedObject.Name == "c" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event for claim c", sandboxclaim.ReasonSandboxAdopted)
+	})
+	if n := metricCount(t, "agent_sandbox_claim_creation_total", map[string]string{"namespace": ns, "launch_type": "warm", "warmpool_name": "pool", "pod_condition": "ready", "created_by": "go-client", "sandbox_template": "tpl"}); n != 1 {
+		t.Errorf("agent_sandbox_claim_creation_total{launch_type=warm} = %v, want 1", n)
+	}
+	if n := metricCount(t, "agent_sandbox_creation_latency_ms", map[string]string{"namespace": ns, "launch_type": "warm", "sandbox_template": "tpl"}); n != 1 {
+		t.Errorf("agent_sandbox_creation_latency_ms observations = %v, want 1", n)
+	}
+}
+
+// metricCount returns a counter's value or a histogram's sample count for the series with
+// exactly these labels, 0 when there is none.
+func metricCount(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			if len(m.GetLabel()) != len(labels) {
+				continue
+			}
+			for _, l := range m.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					continue series
+				}
+			}
+			if m.GetHistogram() != nil {
+				return float64(m.GetHistogram().GetSampleCount())
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
 }
 
 // TestColdClaim proves a claim on an empty pool gets a Sandbox named after it, with the

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,6 +62,9 @@ type harness struct {
 var (
 	h     *harness
 	hOnce sync.Once
+	// metrics is the registry the claim metrics are registered with, as main does with
+	// controller-runtime's.
+	metrics = prometheus.NewRegistry()
 )
 
 // controllers returns the running harness, starting it on first use.
@@ -70,6 +74,9 @@ func controllers(t *testing.T) *harness {
 		r, err := framework.StartSandboxReadiness(env)
 		if err != nil {
 			t.Fatalf("starting the Sandbox readiness stand-in: %v", err)
+		}
+		if err := sandboxclaim.RegisterMetrics(metrics); err != nil {
+			t.Fatalf("registering claim metrics: %v", err)
 		}
 		h = &harness{readiness: r, poolOpts: sandboxwarmpool.DefaultOptions()}
 		h.start(t)

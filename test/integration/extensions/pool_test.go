@@ -129,6 +129,15 @@ func TestPoolUpdateStrategies(t *testing.T) {
 	waitPoolReady(t, ns, "recreate", 2)
 	recreateBefore = memberUIDs(t, ns, "recreate")
 
+	// A claimed member of the Recreate pool is no member any more: the rollout leaves it alone.
+	create(t, builder.MakeClaim("claimed", ns, "recreate").Obj())
+	_, claimed := waitClaimReady(t, ns, "claimed")
+	if !recreateBefore[claimed.UID] {
+		t.Fatalf("claim was served cold, want a warm member of the recreate pool")
+	}
+	waitPoolReady(t, ns, "recreate", 2)
+	recreateBefore = memberUIDs(t, ns, "recreate")
+
 	updateTemplate(t, ns, "tpl", func(tpl *extensionsv1beta1.SandboxTemplate) {
 		tpl.Spec.PodTemplate.Spec.Containers[0].Image = "registry.invalid/paddock/test:v2"
 	})
@@ -148,6 +157,13 @@ func TestPoolUpdateStrategies(t *testing.T) {
 		return nil
 	})
 	waitPoolReady(t, ns, "recreate", 2)
+	after, err := get(context.Background(), ns, claimed.Name, &agentsv1beta1.Sandbox{})
+	if err != nil {
+		t.Fatalf("claimed Sandbox: %v", err)
+	}
+	if after.UID != claimed.UID || after.Spec.PodTemplate.Spec.Containers[0].Image != builder.DefaultImage {
+		t.Errorf("the rollout touched the claimed Sandbox: UID %s (was %s), image %q", after.UID, claimed.UID, after.Spec.PodTemplate.Spec.Containers[0].Image)
+	}
 	if diff := cmp.Diff(before, memberUIDs(t, ns, "replenish")); diff != "" {
 		t.Errorf("OnReplenish pool replaced members (-before +after):\n%s", diff)
 	}

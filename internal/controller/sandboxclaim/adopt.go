@@ -19,9 +19,10 @@ import (
 
 // adoptWarm binds the claim to a member of its pool: Ready members first, else the first
 // networked one. Members popped but not used go back to the queue; members that are gone,
-// taken or (under Recreate) stale are dropped. It returns nil when no member could be adopted.
+// taken or (under Recreate) stale are dropped. It returns nil when no member could be adopted;
+// networkPending then says whether some member was only waiting for its Pod's IP.
 func (r *Reconciler) adoptWarm(ctx context.Context, claim *extensionsv1beta1.SandboxClaim,
-	pool *extensionsv1beta1.SandboxWarmPool, tpl *extensionsv1beta1.SandboxTemplate) (*agentsv1beta1.Sandbox, error) {
+	pool *extensionsv1beta1.SandboxWarmPool, tpl *extensionsv1beta1.SandboxTemplate) (_ *agentsv1beta1.Sandbox, networkPending bool, _ error) {
 	key := warmqueue.Key{Namespace: claim.Namespace, Pool: pool.Name}
 	var putBack []warmqueue.Member
 	defer func() {
@@ -39,11 +40,12 @@ func (r *Reconciler) adoptWarm(ctx context.Context, claim *extensionsv1beta1.San
 		switch {
 		case err != nil:
 			putBack = append(putBack, m)
-			return nil, err
+			return nil, false, err
 		case !usable:
 			continue
 		case len(sb.Status.PodIPs) == 0:
 			putBack = append(putBack, warmqueue.Member{Name: sb.Name, NodeName: sb.Status.NodeName})
+			networkPending = true
 			continue
 		case !meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady):
 			if fallback == nil {
@@ -55,16 +57,23 @@ func (r *Reconciler) adoptWarm(ctx context.Context, claim *extensionsv1beta1.San
 		}
 		attempts++
 		if adopted, err := r.adopt(ctx, claim, tpl, sb); err != nil || adopted {
-			return sb, err
+			return adoptedOrNil(sb, adopted), false, err
 		}
 	}
 	if fallback == nil {
-		return nil, nil
+		return nil, networkPending, nil
 	}
 	if adopted, err := r.adopt(ctx, claim, tpl, fallback); err != nil || adopted {
-		return fallback, err
+		return adoptedOrNil(fallback, adopted), false, err
 	}
-	return nil, nil
+	return nil, networkPending, nil
+}
+
+func adoptedOrNil(sb *agentsv1beta1.Sandbox, adopted bool) *agentsv1beta1.Sandbox {
+	if adopted {
+		return sb
+	}
+	return nil
 }
 
 // candidate reads a queued member from the cache and reports whether a claim may take it: still

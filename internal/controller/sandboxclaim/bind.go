@@ -34,8 +34,13 @@ func (r *Reconciler) bind(ctx context.Context, claim *extensionsv1beta1.SandboxC
 		return nil, "", err
 	}
 	if len(claim.Spec.Env) == 0 && len(claim.Spec.VolumeClaimTemplates) == 0 {
-		if sb, err := r.adoptWarm(ctx, claim, pool, tpl); err != nil || sb != nil {
+		sb, networkPending, err := r.adoptWarm(ctx, claim, pool, tpl)
+		if err != nil || sb != nil {
 			return sb, agentsv1beta1.LaunchTypeWarm, err
+		}
+		// A member about to get its IP beats a cold start, for a short while.
+		if age := r.opts.Now().Sub(claim.CreationTimestamp.Time); networkPending && age < warmCandidateGrace {
+			return nil, "", &warmWait{retryAfter: min(warmCandidateRetry, warmCandidateGrace-age)}
 		}
 	}
 	sb, created, err := r.createCold(ctx, claim, tpl)
@@ -64,6 +69,9 @@ func (r *Reconciler) findBound(ctx context.Context, claim *extensionsv1beta1.San
 		r.bindings.Delete(claim.UID) // the cache shows the binding now
 		return sb, nil
 	}
+	if sb, err := r.legacyAssignment(ctx, claim); err != nil || sb != nil {
+		return sb, err
+	}
 	if sb, err := r.recentBinding(ctx, claim); err != nil || sb != nil {
 		return sb, err
 	}
@@ -80,6 +88,23 @@ func (r *Reconciler) findBound(ctx context.Context, claim *extensionsv1beta1.San
 		return nil, newError(errNotControlled, "sandbox %q is not controlled by claim %q (its controller is %s). Please use a different claim name or delete the sandbox manually",
 			sb.Name, claim.Name, kube.DescribeController(sb))
 	}
+}
+
+// legacyAssignment follows the sandbox-name annotation (or the older label of the same key) that
+// upstream controllers write on claims they adopted for; Paddock itself never writes it.
+func (r *Reconciler) legacyAssignment(ctx context.Context, claim *extensionsv1beta1.SandboxClaim) (*agentsv1beta1.Sandbox, error) {
+	name := claim.Annotations[extensionsv1beta1.AssignedSandboxNameAnnotation]
+	if name == "" {
+		name = claim.Labels[extensionsv1beta1.AssignedSandboxNameAnnotation]
+	}
+	if name == "" {
+		return nil, nil
+	}
+	sb, err := r.getSandbox(ctx, claim.Namespace, name)
+	if err != nil || sb == nil || !blueprint.ControlledBy(sb, claim) {
+		return nil, err
+	}
+	return sb, nil
 }
 
 // recentBinding resolves a binding this process made that the cache may not show yet, asking the

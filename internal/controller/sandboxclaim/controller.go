@@ -35,6 +35,9 @@ const (
 	createPendingRetry  = 200 * time.Millisecond
 	expiryMarkedRequeue = time.Millisecond
 	maxAdoptionAttempts = 5
+	// A claim waits this long, from its creation, for a warm member that has no IP yet.
+	warmCandidateGrace = 2 * time.Second
+	warmCandidateRetry = 500 * time.Millisecond
 )
 
 // Reconciler reconciles SandboxClaims.
@@ -85,6 +88,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	sb, launch, bindErr := r.bind(ctx, claim)
+	if wait := (*warmWait)(nil); errors.As(bindErr, &wait) {
+		return ctrl.Result{RequeueAfter: wait.retryAfter}, nil
+	}
 
 	original := claim.DeepCopy()
 	setStatus(claim, sb, bindErr)

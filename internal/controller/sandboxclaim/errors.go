@@ -3,6 +3,7 @@ package sandboxclaim
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/blueprint"
@@ -62,4 +63,12 @@ func suppressed(err error) bool {
 		}
 	}
 	return false
+}
+
+// warmWait is not a failure: a warm member is about to be networked and the claim waits for it
+// briefly, without a status write, instead of starting cold.
+type warmWait struct{ retryAfter time.Duration }
+
+func (w *warmWait) Error() string {
+	return fmt.Sprintf("waiting %s for a warm member to get its IP", w.retryAfter)
 }

@@ -55,7 +55,7 @@ type Reconciler struct {
 	expectations *warmpool.Expectations
 
 	mu            sync.Mutex
-	notProgessing map[string]bool // pools currently holding unschedulable members
+	notProgressing map[string]bool // pools currently holding unschedulable members
 }
 
 // New returns a Reconciler writing through c. Zero options take their defaults.
@@ -77,7 +77,7 @@ func New(c client.Client, recorder events.EventRecorder, opts Options) *Reconcil
 		opts.Now = time.Now
 	}
 	return &Reconciler{client: c, recorder: recorder, opts: opts,
-		expectations: warmpool.NewExpectations(opts.Now), notProgessing: map[string]bool{}}
+		expectations: warmpool.NewExpectations(opts.Now), notProgressing: map[string]bool{}}
 }
 
 // Reconcile brings one pool to its desired number of fresh members and reports its status.
@@ -151,7 +151,7 @@ func (r *Reconciler) requeue(key string, plan warmpool.Plan, now time.Time) ctrl
 func (r *Reconciler) forget(key string) {
 	r.expectations.Forget(key)
 	r.mu.Lock()
-	delete(r.notProgessing, key)
+	delete(r.notProgressing, key)
 	r.mu.Unlock()
 }
 

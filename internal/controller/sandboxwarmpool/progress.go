@@ -23,8 +23,8 @@ func (r *Reconciler) reportProgress(pool *extensionsv1beta1.SandboxWarmPool, pla
 	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}.String()
 	stuck := plan.Unschedulable > 0
 	r.mu.Lock()
-	was := r.notProgessing[key]
-	r.notProgessing[key] = stuck
+	was := r.notProgressing[key]
+	r.notProgressing[key] = stuck
 	r.mu.Unlock()
 	if r.recorder == nil || was == stuck {
 		return

@@ -315,3 +315,50 @@ func slicesContains(s []string, v string) bool {
 	}
 	return false
 }
+
+// TestClaimMirrorsFinishedAndExpiresAfterTTL proves Ready and Finished are mirrored from the
+// Sandbox, and ttlSecondsAfterFinished expires the claim once its Sandbox finished.
+func TestClaimMirrorsFinishedAndExpiresAfterTTL(t *testing.T) {
+	h := controllers(t)
+	ns := env.Namespace(t)
+	create(t, builder.MakeTemplate("tpl", ns).Obj())
+	create(t, builder.MakeWarmPool("pool", ns, "tpl").Replicas(0).Obj())
+	create(t, builder.MakeClaim("c", ns, "pool").Lifecycle(extensionsv1beta1.Lifecycle{TTLSecondsAfterFinished: ptrTo[int32](0)}).Obj())
+	_, sb := waitClaimReady(t, ns, "c")
+
+	// The Pod completes: the stand-in leaves the Sandbox alone and the test writes what the
+	// Sandbox controller would.
+	h.readiness.SetDecision(func(s *agentsv1beta1.Sandbox) framework.Readiness {
+		if s.Name == sb.Name {
+			return framework.Pending
+		}
+		return framework.Ready
+	})
+	framework.Eventually(t, func(ctx context.Context) error {
+		cur, err := get(ctx, ns, sb.Name, &agentsv1beta1.Sandbox{})
+		if err != nil {
+			return err
+		}
+		orig := cur.DeepCopy()
+		now := metav1.Now()
+		cur.Status.Conditions = []metav1.Condition{
+			{Type: agentsv1beta1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1beta1.SandboxReasonPodSucceeded, Message: "Pod completed successfully", LastTransitionTime: now},
+			{Type: agentsv1beta1.SandboxConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1beta1.SandboxReasonPodSucceeded, Message: "Pod completed successfully", LastTransitionTime: now},
+		}
+		return env.Client.Status().Patch(ctx, cur, client.MergeFrom(orig))
+	})
+	// With a TTL of 0 the claim expires as soon as Finished is mirrored; Retain deletes the
+	// Sandbox and keeps the claim, with Finished preserved for the record.
+	claim := waitClaimReason(t, ns, "c", "False", extensionsv1beta1.ClaimReasonExpired)
+	if err := builder.HasCondition(claim.Status.Conditions, extensionsv1beta1.ClaimConditionFinished, metav1.ConditionTrue, agentsv1beta1.SandboxReasonPodSucceeded); err != nil {
+		t.Errorf("Finished not mirrored: %v", err)
+	}
+	framework.Eventually(t, func(ctx context.Context) error {
+		if _, err := get(ctx, ns, sb.Name, &agentsv1beta1.Sandbox{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Sandbox of the expired claim still exists (err %v)", err)
+		}
+		return nil
+	})
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -54,7 +54,7 @@ type Reconciler struct {
 	opts         Options
 	expectations *warmpool.Expectations
 
-	mu            sync.Mutex
+	mu             sync.Mutex
 	notProgressing map[string]bool // pools currently holding unschedulable members
 }
 

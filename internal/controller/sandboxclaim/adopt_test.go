@@ -168,3 +168,54 @@ func TestLostAdoptionAnswerNeverBindsTwice(t *testing.T) {
 		t.Errorf("claim status names %q, want m1 (the one adopted with the lost answer)", claim.Status.Sandbox.Name)
 	}
 }
+
+// TestLaggingCacheNeverBindsTwice: right after an adoption the cache still shows the claim
+// without status and the member as the pool's; the next pass must not take a second member.
+func TestLaggingCacheNeverBindsTwice(t *testing.T) {
+	_, _, objs := fixtures()
+	raw := newFake(t, objs, interceptor.Funcs{})
+	snapshot := map[string]client.Object{}
+	for _, o := range objs {
+		snapshot[o.GetName()] = o.DeepCopyObject().(client.Object)
+	}
+	lagging := false
+	cached := interceptor.NewClient(raw, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil || !lagging {
+				return err
+			}
+			// Serve the state from before the first pass, with the server's resourceVersion
+			// so that writes still go through.
+			old := snapshot[key.Name].DeepCopyObject().(client.Object)
+			old.SetResourceVersion(obj.GetResourceVersion())
+			return scheme(t).Convert(old, obj, nil)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if sbs, ok := list.(*agentsv1beta1.SandboxList); ok && lagging {
+				sbs.Items = nil
+			}
+			return nil
+		},
+	})
+	r := New(cached, raw, nil, queueOf("m1", "m2"), Options{})
+	if err := reconcileClaim(t, r); err != nil {
+		t.Fatal(err)
+	}
+	lagging = true
+	r.queue.Add(warmqueue.Key{Namespace: "ns", Pool: "pool"}, warmqueue.Member{Name: "m1"}) // a late event re-queues it
+	if err := reconcileClaim(t, r); err != nil {
+		t.Fatal(err)
+	}
+	bound := 0
+	for _, name := range []string{"m1", "m2"} {
+		if controllerOf(t, raw, name) == "SandboxClaim/c" {
+			bound++
+		}
+	}
+	if bound != 1 {
+		t.Errorf("claim controls %d Sandboxes, want exactly 1", bound)
+	}
+}

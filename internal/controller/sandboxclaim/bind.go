@@ -115,9 +115,14 @@ func (r *Reconciler) recentBinding(ctx context.Context, claim *extensionsv1beta1
 		return nil, nil
 	}
 	if name := v.(string); name != bindingUnknown {
-		sb, err := r.getSandbox(ctx, claim.Namespace, name)
-		if err != nil || (sb != nil && blueprint.ControlledBy(sb, claim)) {
-			return sb, err
+		// The cache may still hold the member as the pool's: only the API server can tell.
+		sb := &agentsv1beta1.Sandbox{}
+		err := r.reader.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: name}, sb)
+		switch {
+		case err == nil && blueprint.ControlledBy(sb, claim):
+			return sb, nil
+		case err != nil && !apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("reading Sandbox %q bound to claim %q: %w", name, claim.Name, err)
 		}
 		r.bindings.Delete(claim.UID)
 		return nil, nil

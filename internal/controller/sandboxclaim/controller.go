@@ -6,7 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -53,6 +55,9 @@ type Reconciler struct {
 	// bindings remembers, by claim UID, the Sandbox this process bound the claim to until the
 	// cache shows the binding; bindingUnknown marks an adoption whose outcome was lost.
 	bindings sync.Map
+	// lastWrite remembers, by claim UID, the last status this process wrote, so that a pass on a
+	// cache that has not caught up with it does not write the same status again.
+	lastWrite sync.Map
 }
 
 const bindingUnknown = ""
@@ -73,7 +78,8 @@ func New(c client.Client, reader client.Reader, recorder events.EventRecorder, q
 // the claim's lifecycle.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	claim := &extensionsv1beta1.SandboxClaim{}
-	if err := r.client.Get(ctx, req.NamespacedName, claim); err != nil {
+	err := r.client.Get(ctx, req.NamespacedName, claim)
+	if err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !claim.DeletionTimestamp.IsZero() {
@@ -94,9 +100,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	original := claim.DeepCopy()
 	setStatus(claim, sb, bindErr)
-	written, err := kube.PatchStatus(ctx, r.client, claim, original, claimStatus)
-	if err != nil {
-		return ctrl.Result{}, errors.Join(bindErr, err)
+	written := false
+	if !r.echoOfLastWrite(original, claim) {
+		if written, err = kube.PatchStatus(ctx, r.client, claim, original, claimStatus); err != nil {
+			return ctrl.Result{}, errors.Join(bindErr, err)
+		}
+		r.rememberWrite(original, claim, written)
 	}
 	r.recordBinding(ctx, claim, sb, launch)
 	if written {
@@ -140,6 +149,41 @@ func (r *Reconciler) observe(claim *extensionsv1beta1.SandboxClaim) {
 func (r *Reconciler) forget(uid types.UID) {
 	r.firstSeen.Delete(uid)
 	r.bindings.Delete(uid)
+	r.lastWrite.Delete(uid)
+}
+
+type statusWrite struct {
+	before string // resourceVersion the write was computed from
+	status extensionsv1beta1.SandboxClaimStatus
+}
+
+// echoOfLastWrite reports whether the pass computed, from the same stale view of the claim, the
+// status this process already wrote: the write happened, the cache just does not show it yet.
+func (r *Reconciler) echoOfLastWrite(original, claim *extensionsv1beta1.SandboxClaim) bool {
+	v, ok := r.lastWrite.Load(claim.UID)
+	if !ok {
+		return false
+	}
+	last := v.(statusWrite)
+	return last.before == original.ResourceVersion && sameStatus(last.status, claim.Status)
+}
+
+func (r *Reconciler) rememberWrite(original, claim *extensionsv1beta1.SandboxClaim, written bool) {
+	if written {
+		r.lastWrite.Store(claim.UID, statusWrite{before: original.ResourceVersion, status: *claim.Status.DeepCopy()})
+	}
+}
+
+// sameStatus compares statuses ignoring condition transition times, which a pass on a stale
+// view sets afresh.
+func sameStatus(a, b extensionsv1beta1.SandboxClaimStatus) bool {
+	a, b = *a.DeepCopy(), *b.DeepCopy()
+	for _, cs := range [][]metav1.Condition{a.Conditions, b.Conditions} {
+		for i := range cs {
+			cs[i].LastTransitionTime = metav1.Time{}
+		}
+	}
+	return equality.Semantic.DeepEqual(a, b)
 }
 
 // getSandbox reads a Sandbox from the cache, falling back to the API server when the cache does

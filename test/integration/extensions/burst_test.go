@@ -102,6 +102,7 @@ func runBurst(t *testing.T, restart bool) {
 	t.Logf("%d claims bound and Ready %s after the first create", burstClaims, time.Since(start).Round(time.Millisecond))
 
 	checkExactlyOnce(t, ns, claims.Items, initial)
+	logWrites(t, ns)
 	framework.EventuallyWithin(t, burstTimeout, func(ctx context.Context) error {
 		p, err := get(ctx, ns, "pool", &extensionsv1beta1.SandboxWarmPool{})
 		if err != nil {
@@ -222,5 +223,22 @@ func watchMemberCount(t *testing.T, ns, poolHash string) func() int {
 		mu.Lock()
 		defer mu.Unlock()
 		return highest
+	}
+}
+
+// logWrites reports the writes each controller sent for the namespace (since the last restart),
+// as numbers for the reader, not as assertions.
+func logWrites(t *testing.T, ns string) {
+	t.Helper()
+	for _, name := range []string{"claim", "pool"} {
+		byKind := map[string]int{}
+		failed := 0
+		for _, w := range controllers(t).writesOf(name).InNamespace(ns) {
+			byKind[w.Verb+" "+w.Kind+"/"+w.Subresource]++
+			if w.Err != nil {
+				failed++
+			}
+		}
+		t.Logf("%s controller writes: %v (%d failed, e.g. conflicts)", name, byKind, failed)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -362,3 +363,66 @@ func TestClaimMirrorsFinishedAndExpiresAfterTTL(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestBoundSandboxFollowsMetadataEdits proves template and claim metadata edits reach a bound
+// Sandbox's pod template, while spec edits do not.
+func TestBoundSandboxFollowsMetadataEdits(t *testing.T) {
+	controllers(t)
+	ns := env.Namespace(t)
+	create(t, builder.MakeTemplate("tpl", ns).Obj())
+	create(t, builder.MakeWarmPool("pool", ns, "tpl").Replicas(0).Obj())
+	create(t, builder.MakeClaim("c", ns, "pool").Obj())
+	_, sb := waitClaimReady(t, ns, "c")
+
+	updateTemplate(t, ns, "tpl", func(tpl *extensionsv1beta1.SandboxTemplate) {
+		tpl.Spec.PodTemplate.ObjectMeta.Annotations = map[string]string{"note": "v2"}
+		tpl.Spec.PodTemplate.Spec.Containers[0].Image = "registry.invalid/paddock/test:v2"
+	})
+	framework.Eventually(t, func(ctx context.Context) error {
+		// Any claim update wakes the claim; the label proves the claim's edit arrives too.
+		c, err := get(ctx, ns, "c", &extensionsv1beta1.SandboxClaim{})
+		if err != nil {
+			return err
+		}
+		if c.Spec.AdditionalPodMetadata.Labels["sandbox.users.io/x"] != "y" {
+			c.Spec.AdditionalPodMetadata.Labels = map[string]extensionsv1beta1.LabelValue{"sandbox.users.io/x": "y"}
+			if err := env.Client.Update(ctx, c); err != nil {
+				return err
+			}
+		}
+		cur, err := get(ctx, ns, sb.Name, &agentsv1beta1.Sandbox{})
+		if err != nil {
+			return err
+		}
+		md := cur.Spec.PodTemplate.ObjectMeta
+		if md.Annotations["note"] != "v2" || md.Labels["sandbox.users.io/x"] != "y" {
+			return fmt.Errorf("bound Sandbox pod metadata %+v lacks the edits", md)
+		}
+		if img := cur.Spec.PodTemplate.Spec.Containers[0].Image; img != builder.DefaultImage {
+			return fmt.Errorf("bound Sandbox image changed to %q", img)
+		}
+		return nil
+	})
+}
+
+// TestClaimRefusesForeignSandboxOfItsName proves a claim never takes over a Sandbox named
+// after it that it does not control, and says so.
+func TestClaimRefusesForeignSandboxOfItsName(t *testing.T) {
+	controllers(t)
+	ns := env.Namespace(t)
+	create(t, builder.MakeTemplate("tpl", ns).Obj())
+	create(t, builder.MakeWarmPool("pool", ns, "tpl").Replicas(0).Obj())
+	create(t, builder.MakeSandbox("c", ns).Obj())
+	create(t, builder.MakeClaim("c", ns, "pool").Obj())
+	claim := waitClaimReason(t, ns, "c", "False", extensionsv1beta1.ClaimReasonReconcilerError)
+	if msg := meta.FindStatusCondition(claim.Status.Conditions, extensionsv1beta1.ClaimConditionReady).Message; !strings.Contains(msg, `sandbox "c" is not controlled by claim "c"`) {
+		t.Errorf("message %q does not explain the conflict", msg)
+	}
+	sb, err := get(context.Background(), ns, "c", &agentsv1beta1.Sandbox{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sb.OwnerReferences) != 0 || sb.Labels[agentsv1beta1.ClaimUIDLabel] != "" {
+		t.Errorf("the claim touched the foreign Sandbox: owners %v labels %v", sb.OwnerReferences, sb.Labels)
+	}
+}

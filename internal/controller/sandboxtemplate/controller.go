@@ -53,6 +53,7 @@ func New(c client.Client, opts Options) *Reconciler {
 	if len(opts.RouterPodLabels) == 0 {
 		opts.RouterPodLabels = def.RouterPodLabels
 	}
+	opts.RouterPodLabels = maps.Clone(opts.RouterPodLabels) // the caller's map stays theirs
 	return &Reconciler{client: c, opts: opts}
 }
 
@@ -137,7 +138,6 @@ func (r *Reconciler) deleteControlledPolicy(ctx context.Context, tpl *extensions
 
 // SetupWithManager registers the controller.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.opts.RouterPodLabels = maps.Clone(r.opts.RouterPodLabels)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&extensionsv1beta1.SandboxTemplate{}).
 		Owns(&networkingv1.NetworkPolicy{}).

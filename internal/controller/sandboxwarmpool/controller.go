@@ -33,6 +33,10 @@ type Options struct {
 	UnschedulableRecheckInterval time.Duration
 	// SafeToEvict is --enable-warm-pool-eviction (true).
 	SafeToEvict bool
+	// ReplenishDelay is --sandbox-warm-pool-replenish-delay (0, refill at once).
+	ReplenishDelay time.Duration
+	// MaxRefillRate is --sandbox-warm-pool-max-refill-rate in Sandboxes per second (0, unpaced).
+	MaxRefillRate float64
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -53,6 +57,7 @@ type Reconciler struct {
 	recorder     events.EventRecorder
 	opts         Options
 	expectations *warmpool.Expectations
+	shaping      *warmpool.Shaping
 
 	mu             sync.Mutex
 	notProgressing map[string]bool // pools currently holding unschedulable members
@@ -77,7 +82,8 @@ func New(c client.Client, recorder events.EventRecorder, opts Options) *Reconcil
 		opts.Now = time.Now
 	}
 	return &Reconciler{client: c, recorder: recorder, opts: opts,
-		expectations: warmpool.NewExpectations(opts.Now), notProgressing: map[string]bool{}}
+		expectations: warmpool.NewExpectations(opts.Now), notProgressing: map[string]bool{},
+		shaping: &warmpool.Shaping{ReplenishDelay: opts.ReplenishDelay, MaxRefillRate: opts.MaxRefillRate}}
 }
 
 // Reconcile brings one pool to its desired number of fresh members and reports its status.
@@ -115,11 +121,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	log.V(4).Info("Warm pool plan", "pool", klog.KObj(pool), "members", len(members), "create", plan.Create,
 		"delete", len(plan.Delete), "adopt", len(plan.Adopt), "replicas", plan.Replicas, "ready", plan.ReadyReplicas)
 
+	create, paced := r.shaping.Allow(key, plan.Create, int(plan.Replicas), now)
 	actErr := errors.Join(
 		r.deleteMembers(ctx, pool, plan.Delete),
 		r.adoptOrphans(ctx, pool, members, plan.Adopt),
 		r.relabel(ctx, members, plan.Relabel),
-		r.createMembers(ctx, pool, tpl, plan.Create),
+		r.createMembers(ctx, pool, tpl, create),
 	)
 
 	original := pool.DeepCopy()
@@ -128,16 +135,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		actErr = errors.Join(actErr, err)
 	}
 	r.reportProgress(pool, plan)
-	return r.requeue(key, plan, now), errors.Join(actErr, tplErr)
+	return r.requeue(key, plan, paced, now), errors.Join(actErr, tplErr)
 }
 
 // requeue is when the pool must look again without an event: when a young member's grace
-// period ends, while members are held unschedulable, or while writes are unobserved.
-func (r *Reconciler) requeue(key string, plan warmpool.Plan, now time.Time) ctrl.Result {
-	var after time.Duration
+// period ends, when paced creates may go, while members are held unschedulable, or while writes
+// are unobserved.
+func (r *Reconciler) requeue(key string, plan warmpool.Plan, paced time.Duration, now time.Time) ctrl.Result {
+	after := paced
 	if !plan.RecheckAt.IsZero() {
 		wait := plan.RecheckAt.Sub(now) + 2*time.Second
-		after = wait + time.Duration(rand.Int64N(int64(wait)/2+1)) // jitter spreads the rechecks of many pools
+		wait += time.Duration(rand.Int64N(int64(wait)/2 + 1)) // jitter spreads the rechecks of many pools
+		if after == 0 || wait < after {
+			after = wait
+		}
 	}
 	if plan.Unschedulable > 0 && (after == 0 || r.opts.UnschedulableRecheckInterval < after) {
 		after = r.opts.UnschedulableRecheckInterval
@@ -150,6 +161,7 @@ func (r *Reconciler) requeue(key string, plan warmpool.Plan, now time.Time) ctrl
 
 func (r *Reconciler) forget(key string) {
 	r.expectations.Forget(key)
+	r.shaping.Forget(key)
 	r.mu.Lock()
 	delete(r.notProgressing, key)
 	r.mu.Unlock()

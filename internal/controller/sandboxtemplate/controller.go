@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"maps"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,14 +37,20 @@ func DefaultOptions() Options {
 	return Options{Workers: 1, RouterNamespace: "agent-sandbox-system", RouterPodLabels: map[string]string{"app": "sandbox-router"}}
 }
 
+// ReasonPolicyNotControlled is the Warning event of a template whose NetworkPolicy name is taken
+// by a policy it does not control: the template's sandboxes are not isolated as it says.
+const ReasonPolicyNotControlled = "NetworkPolicyNotControlled"
+
 // Reconciler reconciles SandboxTemplates.
 type Reconciler struct {
-	client client.Client
-	opts   Options
+	client   client.Client
+	recorder events.EventRecorder
+	opts     Options
 }
 
-// New returns a Reconciler writing through c. Zero options take their defaults.
-func New(c client.Client, opts Options) *Reconciler {
+// New returns a Reconciler writing through c and reporting through recorder (nil for none).
+// Zero options take their defaults.
+func New(c client.Client, recorder events.EventRecorder, opts Options) *Reconciler {
 	def := DefaultOptions()
 	if opts.Workers <= 0 {
 		opts.Workers = def.Workers
@@ -54,7 +62,7 @@ func New(c client.Client, opts Options) *Reconciler {
 		opts.RouterPodLabels = def.RouterPodLabels
 	}
 	opts.RouterPodLabels = maps.Clone(opts.RouterPodLabels) // the caller's map stays theirs
-	return &Reconciler{client: c, opts: opts}
+	return &Reconciler{client: c, recorder: recorder, opts: opts}
 }
 
 // Reconcile labels the template and brings its NetworkPolicy in line with its spec.
@@ -107,8 +115,12 @@ func (r *Reconciler) applyPolicy(ctx context.Context, tpl *extensionsv1beta1.San
 		return fmt.Errorf("reading NetworkPolicy %q of SandboxTemplate %q: %w", want.Name, tpl.Name, err)
 	}
 	if kube.OwnershipOf(have, tpl.UID) != kube.OwnedByUs {
-		return fmt.Errorf("refusing to update NetworkPolicy %q as it is not controlled by SandboxTemplate %q (its controller is %s); delete or rename it",
+		err := fmt.Errorf("refusing to update NetworkPolicy %q as it is not controlled by SandboxTemplate %q (its controller is %s); delete or rename it",
 			have.Name, tpl.Name, kube.DescribeController(have))
+		if r.recorder != nil {
+			r.recorder.Eventf(tpl, have, corev1.EventTypeWarning, ReasonPolicyNotControlled, "Reconciling", "%s", err.Error())
+		}
+		return err
 	}
 	if equality.Semantic.DeepEqual(have.Spec, want.Spec) {
 		return nil

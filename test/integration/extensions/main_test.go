@@ -106,7 +106,7 @@ func (h *harness) start(t *testing.T) {
 	counted := func(name string) client.Client { return &countingClient{Client: mgr.GetClient(), log: h.writes[name]} }
 	claims := sandboxclaim.New(counted("claim"), mgr.GetAPIReader(), mgr.GetEventRecorder("sandboxclaim-controller"), warmqueue.New(), sandboxclaim.Options{})
 	pools := sandboxwarmpool.New(counted("pool"), mgr.GetEventRecorder("sandboxwarmpool-controller"), h.poolOpts)
-	templates := sandboxtemplate.New(counted("template"), sandboxtemplate.Options{RouterNamespace: testRouterNamespace, RouterPodLabels: testRouterLabels})
+	templates := sandboxtemplate.New(counted("template"), mgr.GetEventRecorder("sandboxtemplate-controller"), sandboxtemplate.Options{RouterNamespace: testRouterNamespace, RouterPodLabels: testRouterLabels})
 	for _, setup := range []func(ctrl.Manager) error{claims.SetupWithManager, pools.SetupWithManager, templates.SetupWithManager} {
 		if err := setup(mgr); err != nil {
 			t.Fatalf("setting up controllers: %v", err)

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
@@ -125,16 +126,18 @@ func TestTemplateNeverOverwritesForeignPolicy(t *testing.T) {
 	}
 	create(t, foreign)
 	create(t, builder.MakeTemplate("tpl", ns).Obj())
-	// Wait for the template to be reconciled (its label), then check the policy is untouched.
+	// The template says why its sandboxes are not isolated as it describes.
 	framework.Eventually(t, func(ctx context.Context) error {
-		tpl, err := get(ctx, ns, "tpl", &extensionsv1beta1.SandboxTemplate{})
-		if err != nil {
+		var events corev1.EventList
+		if err := env.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
 			return err
 		}
-		if tpl.Labels[agentsv1beta1.SandboxTemplateRefHashLabel] == "" {
-			return fmt.Errorf("template not reconciled yet")
+		for _, e := range events.Items {
+			if e.Reason == sandboxtemplate.ReasonPolicyNotControlled && e.InvolvedObject.Name == "tpl" {
+				return nil
+			}
 		}
-		return nil
+		return fmt.Errorf("no %s event", sandboxtemplate.ReasonPolicyNotControlled)
 	})
 	framework.Eventually(t, func(ctx context.Context) error {
 		// The template controller's failed attempts are retried with backoff; none may write.

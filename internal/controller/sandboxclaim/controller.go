@@ -132,7 +132,7 @@ func (r *Reconciler) result(claim *extensionsv1beta1.SandboxClaim, bindErr error
 	case errors.Is(bindErr, errWarmPoolNotFound), errors.Is(bindErr, errTemplateNotFound):
 		after(missingRefRequeue)
 		return res, nil
-	case errors.Is(bindErr, errCreatePending), errors.Is(bindErr, errAdoptionConflict):
+	case errors.Is(bindErr, errCreatePending):
 		after(createPendingRetry)
 		return res, nil
 	case suppressed(bindErr):

@@ -15,7 +15,6 @@ var (
 	errTemplateNotFound = errors.New("template not found")
 	errCreatePending    = errors.New("sandbox create pending")
 	errNotControlled    = errors.New("sandbox not controlled by claim")
-	errAdoptionConflict = errors.New("adoption conflict")
 )
 
 // claimError is an error of a known kind whose message is meant for the claim's status.
@@ -40,8 +39,6 @@ func reasonFor(err error) (reason, message string) {
 		return extensionsv1beta1.ClaimReasonTemplateNotFound, err.Error()
 	case errors.Is(err, errCreatePending):
 		return extensionsv1beta1.ClaimReasonSandboxCreatePending, err.Error()
-	case errors.Is(err, errAdoptionConflict):
-		return extensionsv1beta1.ClaimReasonAdoptionConflict, err.Error() + "; the next pass retries from a converged view"
 	case errors.Is(err, blueprint.ErrInvalidMetadata):
 		return extensionsv1beta1.ClaimReasonInvalidMetadata, err.Error()
 	case errors.Is(err, blueprint.ErrEnvInjectionRejected):

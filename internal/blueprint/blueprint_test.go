@@ -128,7 +128,7 @@ func TestPoolMember(t *testing.T) {
 	wantLabels := map[string]string{
 		agentsv1beta1.WarmPoolSandboxLabel:        PoolHash("pool"),
 		agentsv1beta1.SandboxTemplateRefHashLabel: TemplateRefHash("tpl"),
-		agentsv1beta1.SandboxPodTemplateHashLabel: PodTemplateHash(tpl.Spec.PodTemplate),
+		agentsv1beta1.SandboxPodTemplateHashLabel: PodTemplateHash(tpl.Spec.PodTemplate), //nolint:staticcheck // still written for wire compatibility
 		agentsv1beta1.SandboxTemplateHashLabel:    Hash(tpl.Spec.SandboxBlueprint),
 		agentsv1beta1.LaunchTypeLabel:             agentsv1beta1.LaunchTypeWarm,
 		agentsv1beta1.CreatedByLabel:              CreatedByController,

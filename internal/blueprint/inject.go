@@ -13,9 +13,9 @@ import (
 
 // Errors of the injection policies. Callers map them to condition reasons with errors.Is.
 var (
-	// ErrEnvInjectionRejected: the claim's env is not acceptable under the template's policy.
+	// ErrEnvInjectionRejected means the claim's env is not acceptable under the template's policy.
 	ErrEnvInjectionRejected = errors.New("environment variable injection rejected")
-	// ErrVolumeClaimTemplates: the claim's or template's volume claim templates are unusable.
+	// ErrVolumeClaimTemplates means the claim's or template's volume claim templates are unusable.
 	ErrVolumeClaimTemplates = errors.New("volume claim templates rejected")
 )
 

@@ -14,9 +14,9 @@ import (
 )
 
 var (
-	// ErrInvalidMetadata: a claim's additionalPodMetadata breaks a rule the schema cannot check.
+	// ErrInvalidMetadata means a claim's additionalPodMetadata breaks a rule the schema cannot check.
 	ErrInvalidMetadata = errors.New("invalid additionalPodMetadata")
-	// ErrMetadataConflict: a claim asks for a key the template already sets to another value.
+	// ErrMetadataConflict means a claim asks for a key the template already sets to another value.
 	ErrMetadataConflict = errors.New("metadata override conflict")
 )
 

@@ -41,7 +41,7 @@ func PoolMember(pool *extensionsv1beta1.SandboxWarmPool, tpl *extensionsv1beta1.
 	ids := map[string]string{
 		agentsv1beta1.WarmPoolSandboxLabel:        PoolHash(pool.Name),
 		agentsv1beta1.SandboxTemplateRefHashLabel: TemplateRefHash(tpl.Name),
-		agentsv1beta1.SandboxPodTemplateHashLabel: PodTemplateHash(tpl.Spec.PodTemplate),
+		agentsv1beta1.SandboxPodTemplateHashLabel: PodTemplateHash(tpl.Spec.PodTemplate), //nolint:staticcheck // still written for wire compatibility
 		agentsv1beta1.SandboxTemplateHashLabel:    Hash(tpl.Spec.SandboxBlueprint),
 	}
 	labels := maps.Clone(ids)
@@ -116,7 +116,8 @@ func Adopt(sb *agentsv1beta1.Sandbox, claim *extensionsv1beta1.SandboxClaim, tpl
 	}
 	sb.Spec.PodTemplate.ObjectMeta = md
 	sb.OwnerReferences = []metav1.OwnerReference{ControllerRef("SandboxClaim", claim)}
-	for _, k := range []string{agentsv1beta1.WarmPoolSandboxLabel, agentsv1beta1.SandboxPodTemplateHashLabel, agentsv1beta1.SandboxTemplateHashLabel, agentsv1beta1.CreatedByLabel} {
+	poolOnly := []string{agentsv1beta1.WarmPoolSandboxLabel, agentsv1beta1.SandboxPodTemplateHashLabel, agentsv1beta1.SandboxTemplateHashLabel, agentsv1beta1.CreatedByLabel} //nolint:staticcheck // removed for wire compatibility
+	for _, k := range poolOnly {
 		delete(sb.Labels, k)
 	}
 	sb.Labels = withKey(sb.Labels, agentsv1beta1.LaunchTypeLabel, agentsv1beta1.LaunchTypeWarm)

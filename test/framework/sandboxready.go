@@ -22,11 +22,11 @@ import (
 type Readiness int
 
 const (
-	// Ready: Ready=True/DependenciesReady with a pod IP, as a running, ready Pod would give.
+	// Ready means Ready=True/DependenciesReady with a pod IP, as a running, ready Pod would give.
 	Ready Readiness = iota
-	// Pending: left alone, as a Pod that has not started.
+	// Pending means the Sandbox is left alone, as a Pod that has not started.
 	Pending
-	// Unschedulable: Ready=False and PodScheduled=False/Unschedulable, as a Pod no node fits.
+	// Unschedulable means Ready=False and PodScheduled=False/Unschedulable, as a Pod no node fits.
 	Unschedulable
 )
 

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/google/go-cmp/cmp"
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/blueprint"

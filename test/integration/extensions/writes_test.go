@@ -73,7 +73,7 @@ type countingClient struct {
 }
 
 func (c *countingClient) record(verb, sub string, obj client.Object, err error) {
-	gvk, _ := c.Client.GroupVersionKindFor(obj)
+	gvk, _ := c.GroupVersionKindFor(obj)
 	c.log.add(write{Verb: verb, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Subresource: sub, Err: err})
 }
 

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/paddock-dev/paddock/internal/controller/extindex"
+	"github.com/paddock-dev/paddock/internal/controller/indexes"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
@@ -102,7 +102,7 @@ func (h *harness) start(t *testing.T) {
 		t.Fatalf("creating manager: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := extindex.Register(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := indexes.Register(ctx, mgr.GetFieldIndexer()); err != nil {
 		t.Fatalf("registering indexes: %v", err)
 	}
 	h.writes = map[string]*writeLog{"claim": newWriteLog(), "pool": newWriteLog(), "template": newWriteLog()}

@@ -12,8 +12,11 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/manager"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
@@ -151,4 +154,70 @@ func TestLeaderHandover(t *testing.T) {
 	})
 	framework.MustCreate(t, ctx, env.Client, builder.MakeSandbox("after-handover", ns).Obj())
 	podOf(t, ns, "after-handover")
+}
+
+// TestWarmClaimThroughAllControllers runs every controller as main wires them with --extensions:
+// the pool fills, its member's Pod becomes Ready (the test plays the kubelet), a claim adopts it,
+// and the claim's identity reaches the Pod.
+func TestWarmClaimThroughAllControllers(t *testing.T) {
+	ns := env.Namespace(t)
+	o := options(t, ns)
+	o.Extensions = true
+	start(t, o)
+	ctx := framework.Context(t, framework.DefaultTimeout)
+
+	framework.MustCreate(t, ctx, env.Client, builder.MakeTemplate("tpl", ns).Obj())
+	framework.MustCreate(t, ctx, env.Client, builder.MakeWarmPool("pool", ns, "tpl").Replicas(1).Obj())
+
+	var member agentsv1beta1.Sandbox
+	framework.Eventually(t, func(ctx context.Context) error {
+		list := &agentsv1beta1.SandboxList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(list.Items) != 1 {
+			return fmt.Errorf("pool has %d members, want 1", len(list.Items))
+		}
+		member = list.Items[0]
+		return nil
+	})
+	podOf(t, ns, member.Name)
+	if _, err := framework.MarkPodReady(ctx, env.Client, client.ObjectKey{Namespace: ns, Name: member.Name}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, func(ctx context.Context) error {
+		pool := &extensionsv1beta1.SandboxWarmPool{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pool"}, pool); err != nil {
+			return err
+		}
+		if pool.Status.ReadyReplicas != 1 {
+			return fmt.Errorf("pool readyReplicas = %d, want 1", pool.Status.ReadyReplicas)
+		}
+		return nil
+	})
+
+	claim := builder.MakeClaim("claim", ns, "pool").Obj()
+	framework.MustCreate(t, ctx, env.Client, claim)
+	framework.Eventually(t, func(ctx context.Context) error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+			return err
+		}
+		if claim.Status.Sandbox.Name != member.Name {
+			return fmt.Errorf("claim bound to %q, want the warm member %q", claim.Status.Sandbox.Name, member.Name)
+		}
+		return builder.HasCondition(claim.Status.Conditions, extensionsv1beta1.ClaimConditionReady, metav1.ConditionTrue, "")
+	})
+	framework.Eventually(t, func(ctx context.Context) error {
+		pod := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: member.Name}, pod); err != nil {
+			return err
+		}
+		if got := pod.Labels[agentsv1beta1.ClaimUIDLabel]; got != string(claim.UID) {
+			return fmt.Errorf("pod claim-uid label = %q, want %q", got, claim.UID)
+		}
+		if got := pod.Annotations[agentsv1beta1.ClaimNameAnnotation]; got != claim.Name {
+			return fmt.Errorf("pod claim-name annotation = %q, want %q", got, claim.Name)
+		}
+		return nil
+	})
 }

@@ -53,7 +53,7 @@ func TestRegisterAddsEveryIndex(t *testing.T) {
 	if err := Register(context.Background(), &r); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{agentsv1beta1.PodNameHashIndex, agentsv1beta1.SandboxWarmPoolIndex, extensionsv1beta1.TemplateRefField, extensionsv1beta1.WarmPoolRefField}
+	want := []string{agentsv1beta1.PodNameHashIndex, agentsv1beta1.SandboxWarmPoolIndex, agentsv1beta1.SandboxClaimUIDIndex, extensionsv1beta1.TemplateRefField, extensionsv1beta1.WarmPoolRefField}
 	if diff := cmp.Diff(want, r.fields); diff != "" {
 		t.Errorf("registered indexes (-want +got):\n%s", diff)
 	}

@@ -27,6 +27,13 @@ import (
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 )
 
+// ServiceCIDR is the API server's Service cluster IP range; PodIPs made up by tests come from
+// PodCIDR. Both lie in 198.18.0.0/15, the only range Paddock tests may use.
+const (
+	ServiceCIDR = "198.18.0.0/24"
+	PodCIDR     = "198.19.0.0/16"
+)
+
 // Env is a running API server with the project's CRDs.
 type Env struct {
 	Config *rest.Config
@@ -90,6 +97,8 @@ func Start() (*Env, error) {
 		BinaryAssetsDirectory: dir,
 		Scheme:                scheme,
 	}
+	// Test Services get their (never used) cluster IPs from the range the project is allowed to use.
+	testEnv.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", ServiceCIDR)
 	cfg, err := testEnv.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", dir, err)
@@ -108,26 +117,33 @@ func Start() (*Env, error) {
 func (e *Env) Stop() error { return e.testEnv.Stop() }
 
 // RunMain starts an Env, stores it in *env, runs the package's tests and stops it. Use it from
-// TestMain: `func TestMain(m *testing.M) { framework.RunMain(m, &env) }`.
-func RunMain(m *testing.M, env **Env) { RunMainWithCleanup(m, env, nil) }
-
-// RunMainWithCleanup is RunMain with a cleanup that runs after the tests and before the API
-// server stops, for packages that run controllers for all their tests.
-func RunMainWithCleanup(m *testing.M, env **Env, cleanup func()) {
+// TestMain: `func TestMain(m *testing.M) { framework.RunMain(m, &env) }`. Each setup runs after
+// the API server is up (typically to start a manager with the controllers under test); the
+// function it returns runs after the tests, before the API server stops.
+func RunMain(m *testing.M, env **Env, setup ...func(*Env) (func(), error)) {
 	e, err := Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "integration environment: %v\n", err)
 		os.Exit(1)
 	}
 	*env = e
-	code := m.Run()
-	if cleanup != nil {
-		cleanup()
-	}
+	code := runWith(m, e, setup)
 	if err := e.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "stopping integration environment: %v\n", err)
 	}
 	os.Exit(code)
+}
+
+func runWith(m *testing.M, e *Env, setup []func(*Env) (func(), error)) int {
+	for _, s := range setup {
+		stop, err := s(e)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "integration environment setup: %v\n", err)
+			return 1
+		}
+		defer stop()
+	}
+	return m.Run()
 }
 
 // Namespace creates a namespace with a generated name for one test and deletes it when the test

@@ -32,7 +32,7 @@ func EventuallyWithin(t testing.TB, timeout time.Duration, check func(ctx contex
 		if err == nil {
 			return
 		}
-		// A call cut short by the deadline says nothing about the state; keep the error before it.
+		// A check cut short by the deadline says nothing new; report what it saw before.
 		if last == nil || ctx.Err() == nil {
 			last = err
 		}

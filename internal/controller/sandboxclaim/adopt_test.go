@@ -20,7 +20,7 @@ import (
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/blueprint"
-	"github.com/paddock-dev/paddock/internal/controller/extindex"
+	"github.com/paddock-dev/paddock/internal/controller/indexes"
 	"github.com/paddock-dev/paddock/internal/warmqueue"
 )
 
@@ -57,7 +57,7 @@ func fixtures() (*extensionsv1beta1.SandboxTemplate, *extensionsv1beta1.SandboxW
 func newFake(t *testing.T, objs []client.Object, funcs interceptor.Funcs) client.WithWatch {
 	c := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(objs...).
 		WithStatusSubresource(&extensionsv1beta1.SandboxClaim{}, &agentsv1beta1.Sandbox{}).
-		WithIndex(&agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxClaimUIDIndex, extindex.SandboxByClaimUID).
+		WithIndex(&agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxClaimUIDIndex, indexes.SandboxByClaimUID).
 		Build()
 	return interceptor.NewClient(c, funcs)
 }

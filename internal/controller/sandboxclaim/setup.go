@@ -25,7 +25,7 @@ import (
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
-// SetupWithManager registers the controller. The cache indexes of package extindex must be
+// SetupWithManager registers the controller. The cache indexes of package indexes must be
 // registered on mgr first.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).

@@ -167,7 +167,7 @@ func (r *Reconciler) forget(key string) {
 	r.mu.Unlock()
 }
 
-// SetupWithManager registers the controller. The cache indexes of package extindex must be
+// SetupWithManager registers the controller. The cache indexes of package indexes must be
 // registered on mgr first.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).

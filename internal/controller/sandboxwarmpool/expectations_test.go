@@ -18,7 +18,7 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
-	"github.com/paddock-dev/paddock/internal/controller/extindex"
+	"github.com/paddock-dev/paddock/internal/controller/indexes"
 )
 
 // TestLaggingCacheNeverOverCreates uses the fake client only to inject what a real API server
@@ -36,7 +36,7 @@ func TestLaggingCacheNeverOverCreates(t *testing.T) {
 		Spec: extensionsv1beta1.SandboxWarmPoolSpec{Replicas: ptr.To[int32](5), TemplateRef: extensionsv1beta1.SandboxTemplateRef{Name: "tpl"}}}
 	raw := fake.NewClientBuilder().WithScheme(s).WithObjects(tpl, pool).
 		WithStatusSubresource(&extensionsv1beta1.SandboxWarmPool{}).
-		WithIndex(&agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxWarmPoolIndex, extindex.SandboxByWarmPool).Build()
+		WithIndex(&agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxWarmPoolIndex, indexes.SandboxByWarmPool).Build()
 	var generated atomic.Int32
 	lagging := interceptor.NewClient(raw, interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {

@@ -52,6 +52,11 @@ type Options struct {
 	RouterPodLabels map[string]string
 
 	ShowVersion bool
+
+	// AllowDuplicateControllers lets one process run several managers, as tests of leader
+	// election do; controller-runtime otherwise refuses a second controller of the same name.
+	// It has no flag.
+	AllowDuplicateControllers bool
 }
 
 // NewOptions returns the defaults, which match the reference controller's.

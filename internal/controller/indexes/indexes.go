@@ -24,7 +24,7 @@ func SandboxByWarmPool(obj client.Object) []string {
 }
 
 // SandboxByClaimUID indexes a Sandbox by its claim-uid label, so a claim finds the Sandbox bound
-// to it before its status says so.
+// to it even before its own status records the binding.
 func SandboxByClaimUID(obj client.Object) []string {
 	return labelValue(obj, agentsv1beta1.ClaimUIDLabel)
 }

@@ -27,6 +27,8 @@ func TestIndexFunctions(t *testing.T) {
 		{"pod with an empty label", PodBySandboxNameHash, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{agentsv1beta1.SandboxNameHashLabel: ""}}}, nil},
 		{"sandbox in a pool", SandboxByWarmPool, &agentsv1beta1.Sandbox{ObjectMeta: labelled}, []string{"p1"}},
 		{"sandbox outside pools", SandboxByWarmPool, &agentsv1beta1.Sandbox{}, nil},
+		{"bound sandbox", SandboxByClaimUID, &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{agentsv1beta1.ClaimUIDLabel: "u1"}}}, []string{"u1"}},
+		{"unbound sandbox", SandboxByClaimUID, &agentsv1beta1.Sandbox{}, nil},
 		{"pool", WarmPoolByTemplate, &extensionsv1beta1.SandboxWarmPool{Spec: extensionsv1beta1.SandboxWarmPoolSpec{TemplateRef: extensionsv1beta1.SandboxTemplateRef{Name: "t"}}}, []string{"t"}},
 		{"not a pool", WarmPoolByTemplate, &corev1.Pod{}, nil},
 		{"claim", ClaimByWarmPool, &extensionsv1beta1.SandboxClaim{Spec: extensionsv1beta1.SandboxClaimSpec{WarmPoolRef: extensionsv1beta1.SandboxWarmPoolRef{Name: "p"}}}, []string{"p"}},

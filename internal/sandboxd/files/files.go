@@ -41,6 +41,8 @@ type Entry struct {
 	Type       string `json:"type"`
 	ModifiedAt string `json:"modified_at"`
 	Mode       string `json:"mode"`
+	// ModTime is the full-precision modification time, for the legacy API's float mod_time.
+	ModTime time.Time `json:"-"`
 }
 
 // NewEntry describes info under name.
@@ -55,6 +57,7 @@ func NewEntry(name string, info fs.FileInfo) Entry {
 		Type:       kind,
 		ModifiedAt: info.ModTime().UTC().Truncate(time.Second).Format(time.RFC3339),
 		Mode:       fmt.Sprintf("%04o", info.Mode().Perm()),
+		ModTime:    info.ModTime(),
 	}
 }
 

@@ -43,9 +43,9 @@ func Lexical(rootDir, userPath string) (string, error) {
 	return p, nil
 }
 
-// within reports the part of abs below rootDir, when abs is rootDir or under it. The check is
+// Within reports the part of abs below rootDir, when abs is rootDir or under it. The check is
 // separator-aware: "/workspace-evil" is not within "/workspace".
-func within(rootDir, abs string) (string, bool) {
+func Within(rootDir, abs string) (string, bool) {
 	abs = filepath.Clean(abs)
 	if abs == rootDir {
 		return ".", true

@@ -180,7 +180,7 @@ func FuzzResolve(f *testing.F) {
 			if err != nil {
 				continue // does not exist (yet): nothing to reach
 			}
-			if _, ok := within(r.Dir(), real); !ok || strings.HasPrefix(real, outside) {
+			if _, ok := Within(r.Dir(), real); !ok || strings.HasPrefix(real, outside) {
 				if follow {
 					t.Fatalf("resolve(%q) = %q which the kernel resolves to %q, outside %q", in, got, real, r.Dir())
 				}

@@ -115,7 +115,7 @@ func (r *Root) resolve(userPath string, followFinal bool) (string, error) {
 			return "", err
 		}
 		if filepath.IsAbs(target) {
-			inside, ok := within(r.dir, target)
+			inside, ok := Within(r.dir, target)
 			if !ok {
 				return "", ErrEscapes
 			}

@@ -107,4 +107,3 @@ func (td *testDaemon) assertHealthy(t testing.TB) {
 		t.Fatalf("Execute after bad input = %v, %v; want stdout alive", res, err)
 	}
 }
-

@@ -121,7 +121,7 @@ func (d *Daemon) legacyUpload(w http.ResponseWriter, r *http.Request) {
 		legacyValidation(w, "file", err.Error())
 		return
 	}
-	name := part.FileName()
+	name := rawFileName(part)
 	if name == "" {
 		legacyValidation(w, "file", "the \"file\" part needs a filename")
 		return
@@ -195,4 +195,14 @@ func (d *Daemon) legacyExists(w http.ResponseWriter, r *http.Request) {
 	}
 	_, statErr := d.root.FS().Stat(rel)
 	writeJSON(w, http.StatusOK, map[string]any{"path": p, "exists": statErr == nil})
+}
+
+// rawFileName is the part's filename as sent: the legacy runtime accepts a relative sub-path
+// there, which multipart.Part.FileName strips to its last element.
+func rawFileName(part *multipart.Part) string {
+	_, params, err := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+	if err != nil {
+		return ""
+	}
+	return params["filename"]
 }

@@ -101,8 +101,17 @@ func (st *Store) Apply(root *pathsafe.Root, s Settings) error {
 		return fmt.Errorf("%w (claim %q, uid %s); start a new sandbox for claim %q", ErrOtherClaim,
 			st.current.ClaimName, st.current.ClaimUID, s.ClaimName)
 	}
+	// Confine every path before writing any file, so a bad path leaves nothing half-applied.
+	targets := make([]string, len(s.Files))
 	for i, f := range s.Files {
-		if err := writeFile(root, f); err != nil {
+		rel, err := root.Resolve(f.Path)
+		if err != nil {
+			return fmt.Errorf("files[%d].path %q: %w", i, f.Path, err)
+		}
+		targets[i] = rel
+	}
+	for i, f := range s.Files {
+		if err := writeFile(root, targets[i], f); err != nil {
 			return fmt.Errorf("files[%d] %q: %w", i, f.Path, err)
 		}
 	}
@@ -114,14 +123,10 @@ func (st *Store) Apply(root *pathsafe.Root, s Settings) error {
 	return nil
 }
 
-func writeFile(root *pathsafe.Root, f File) error {
+func writeFile(root *pathsafe.Root, rel string, f File) error {
 	mode := int64(0o644)
 	if f.Mode != "" {
 		mode, _ = strconv.ParseInt(f.Mode, 8, 32) // validated
-	}
-	rel, err := root.Resolve(f.Path)
-	if err != nil {
-		return err
 	}
 	return files.Write(root, rel, fs.FileMode(mode), bytes.NewReader(f.Content), 0)
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
@@ -425,5 +426,28 @@ func TestGRPCTokenRequired(t *testing.T) {
 	wantCode(t, err, codes.Unauthenticated)
 	if _, err := td.grpc.Execute(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer s3cret"), req); err != nil {
 		t.Fatalf("Execute with the token: %v", err)
+	}
+}
+
+// TestReflectionListsTheService: tools such as grpcurl discover the API through reflection.
+func TestReflectionListsTheService(t *testing.T) {
+	td := startDaemon(t)
+	stream, err := reflectionpb.NewServerReflectionClient(td.conn).ServerReflectionInfo(framework.Context(t, 30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	if !contains(names, "process.v1.ProcessService") {
+		t.Errorf("reflection lists %q, want process.v1.ProcessService among them", names)
 	}
 }

@@ -61,12 +61,17 @@ func run(args []string) int {
 }
 
 func serve(ctx context.Context, opts Options) error {
-	d, err := server.New(opts.Config(childEnviron(os.Environ())))
+	ls, err := listen(opts)
 	if err != nil {
 		return err
 	}
-	ls, err := listen(opts)
+	d, err := server.New(opts.Config(childEnviron(os.Environ())))
 	if err != nil {
+		for _, l := range []net.Listener{ls.GRPC, ls.REST, ls.Legacy} {
+			if l != nil {
+				l.Close()
+			}
+		}
 		return err
 	}
 	return d.Serve(ctx, ls)

@@ -46,7 +46,7 @@ func fileError(err error) (int, string, string) {
 		return http.StatusForbidden, codePermissionDenied, pathsafe.ErrEscapes.Error()
 	case errors.Is(err, pathsafe.ErrInvalid):
 		return http.StatusBadRequest, codeInvalidArgument, err.Error()
-	case errors.Is(err, files.ErrIsDirectory):
+	case errors.Is(err, files.ErrIsDirectory), errors.Is(err, errNotRegular):
 		return http.StatusBadRequest, codeInvalidArgument, err.Error()
 	case errors.Is(err, files.ErrNotEmpty), errors.Is(err, files.ErrRootDelete):
 		return http.StatusConflict, codeConflict, err.Error()

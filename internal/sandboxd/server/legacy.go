@@ -148,7 +148,7 @@ func (d *Daemon) legacyDownload(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusForbidden, legacyDenied)
 		return
 	}
-	f, err := d.root.FS().Open(rel)
+	f, err := openReadable(d.root.FS(), rel)
 	if err == nil {
 		defer f.Close()
 		if info, err := f.Stat(); err == nil && info.Mode().IsRegular() {

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"os"
 	"strconv"
 	"syscall"
 	"time"
@@ -43,7 +44,7 @@ func (d *Daemon) getFile(w http.ResponseWriter, r *http.Request) {
 		writeFileError(w, err)
 		return
 	}
-	f, err := d.root.FS().Open(rel)
+	f, err := openReadable(d.root.FS(), rel)
 	if err != nil {
 		writeFileError(w, err)
 		return
@@ -262,4 +263,20 @@ func decodeCode(err error) string {
 		return codeResourceExhausted
 	}
 	return codeInvalidArgument
+}
+
+// errNotRegular is returned for devices, sockets and FIFOs, which cannot be downloaded.
+var errNotRegular = errors.New("path is neither a regular file nor a directory")
+
+// openReadable opens a regular file or directory. It checks first, because opening a FIFO that
+// a sandbox process created would block the handler until something writes to it.
+func openReadable(r *os.Root, rel string) (*os.File, error) {
+	info, err := r.Stat(rel)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() && !info.IsDir() {
+		return nil, errNotRegular
+	}
+	return r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -143,6 +144,9 @@ func TestBadFileInput(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(td.root, "keep.txt"), []byte("original"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := syscall.Mkfifo(filepath.Join(td.root, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	big := strings.Repeat("x", 4096)
 	cases := []struct {
 		name, method, path, body, contentType string
@@ -157,6 +161,7 @@ func TestBadFileInput(t *testing.T) {
 		{"symlink escape delete", "DELETE", "out/secret", "", "", 403, codePermissionDenied},
 		{"nul byte", "GET", "a%00b", "", "", 400, codeInvalidArgument},
 		{"missing", "GET", "nope", "", "", 404, codeNotFound},
+		{"fifo", "GET", "fifo", "", "", 400, codeInvalidArgument},
 		{"bad mode", "PUT", "keep.txt?mode=777", "x", "", 400, codeInvalidArgument},
 		{"bad mode digits", "PUT", "keep.txt?mode=0999", "x", "", 400, codeInvalidArgument},
 		{"bad type", "PUT", "keep.txt?type=fifo", "x", "", 400, codeInvalidArgument},

@@ -40,6 +40,7 @@ type Size struct{ Cols, Rows uint16 }
 // Stream names an output stream.
 type Stream int
 
+// The output streams of a process; a PTY merges both into Stdout.
 const (
 	Stdout Stream = iota + 1
 	Stderr
@@ -161,7 +162,7 @@ func (p *Process) supervise(ctx context.Context, readers []*os.File, streams []S
 	go func() {
 		select {
 		case <-ctx.Done():
-			p.kill(syscall.SIGKILL)
+			_ = p.kill(syscall.SIGKILL) // best effort: the group may already be gone
 		case <-exited:
 		}
 	}()

@@ -9,10 +9,10 @@ import (
 )
 
 var (
-	// ErrNoClosingQuote matches Python's "No closing quotation".
-	ErrNoClosingQuote = errors.New("No closing quotation")
-	// ErrNoEscaped matches Python's "No escaped character".
-	ErrNoEscaped = errors.New("No escaped character")
+	// ErrNoClosingQuote is Python's message verbatim, since legacy clients show it to users.
+	ErrNoClosingQuote = errors.New("No closing quotation") //nolint:staticcheck // ST1005: Python's exact text
+	// ErrNoEscaped is Python's message verbatim.
+	ErrNoEscaped = errors.New("No escaped character") //nolint:staticcheck // ST1005: Python's exact text
 )
 
 // Split returns the words of s.
@@ -23,28 +23,28 @@ func Split(s string) ([]string, error) {
 	runes := []rune(s)
 	for i := 0; i < len(runes); i++ {
 		c := runes[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		switch c {
+		case ' ', '\t', '\n', '\r':
 			if inWord {
 				words = append(words, word.String())
 				word.Reset()
 				inWord = false
 			}
-		case c == '\\':
+		case '\\':
 			if i+1 >= len(runes) {
 				return nil, ErrNoEscaped
 			}
 			i++
 			word.WriteRune(runes[i])
 			inWord = true
-		case c == '\'':
+		case '\'':
 			end := indexFrom(runes, i+1, '\'')
 			if end < 0 {
 				return nil, ErrNoClosingQuote
 			}
 			word.WriteString(string(runes[i+1 : end]))
 			i, inWord = end, true
-		case c == '"':
+		case '"':
 			next, err := doubleQuoted(runes, i+1, &word)
 			if err != nil {
 				return nil, err

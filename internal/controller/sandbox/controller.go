@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,7 @@ type Reconciler struct {
 	clock         clock.PassiveClock
 	clusterDomain string
 	workers       int
+	tracer        trace.Tracer
 }
 
 // Option configures a Reconciler.
@@ -60,7 +62,7 @@ func WithWorkers(n int) Option { return func(r *Reconciler) { r.workers = n } }
 // client), resolves kinds with scheme and emits events with recorder.
 func New(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder, opts ...Option) (*Reconciler, error) {
 	r := &Reconciler{client: c, scheme: scheme, recorder: recorder, clock: clock.RealClock{},
-		clusterDomain: DefaultClusterDomain, workers: DefaultWorkers}
+		clusterDomain: DefaultClusterDomain, workers: DefaultWorkers, tracer: defaultTracer()}
 	for _, opt := range opts {
 		opt(r)
 	}
@@ -76,7 +78,7 @@ func New(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder,
 }
 
 // Reconcile brings one Sandbox's children in line with its spec and reports them in its status.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
 	sb := &agentsv1beta1.Sandbox{}
 	if err := r.client.Get(ctx, req.NamespacedName, sb); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -84,7 +86,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !sb.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // garbage collection removes the children
 	}
+	ctx, span := r.startSpan(ctx, sb)
+	defer func() { endSpan(span, err) }()
 	before := sb.Status.DeepCopy()
+
+	if err := r.recordTraceContext(ctx, sb); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Cannot record the trace context") // tracing must not fail a pass
+	}
 
 	var obs observation
 	var result ctrl.Result

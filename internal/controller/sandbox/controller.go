@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,6 +45,7 @@ type Reconciler struct {
 	clusterDomain string
 	workers       int
 	tracer        trace.Tracer
+	written       writtenVersions
 }
 
 // Option configures a Reconciler.
@@ -81,11 +83,19 @@ func New(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder,
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
 	sb := &agentsv1beta1.Sandbox{}
 	if err := r.client.Get(ctx, req.NamespacedName, sb); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !sb.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // garbage collection removes the children
 	}
+	if r.written.stale(req.NamespacedName, sb.ResourceVersion) {
+		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil // our last write is still on its way
+	}
+	read := sb.ResourceVersion
+	defer func() { r.written.record(req.NamespacedName, read, sb.ResourceVersion) }()
 	ctx, span := r.startSpan(ctx, sb)
 	defer func() { endSpan(span, err) }()
 	before := sb.Status.DeepCopy()

@@ -111,7 +111,8 @@ func (r *Reconciler) runPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod 
 		created, existing, err := r.createPod(ctx, sb)
 		switch {
 		case err != nil:
-			return err
+			// The annotation must not keep naming a Pod that is gone.
+			return joinErrs(err, r.setPodNameAnnotation(ctx, sb, ""))
 		case created != nil:
 			obs.pod, obs.podOwned = created, true
 			return r.setPodNameAnnotation(ctx, sb, created.Name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
@@ -100,15 +101,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	defer func() { endSpan(span, err) }()
 	before := sb.Status.DeepCopy()
 
-	if err := r.recordTraceContext(ctx, sb); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Cannot record the trace context") // tracing must not fail a pass
-	}
+	annotations := annotationsAsRead(sb)
+	recordTraceContext(ctx, sb)
 
 	var obs observation
 	var result ctrl.Result
 	switch now := r.clock.Now(); {
 	case !expired(sb, now):
 		obs = r.reconcileChildren(ctx, sb)
+		obs.addErr(stepMetadata, annotations.patch(ctx, r.client, sb))
 		computeStatus(sb, &obs, r.clusterDomain)
 		result = r.scheduleExpiry(sb)
 	case !markedExpired(sb):
@@ -123,6 +124,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}
 
+	obs.addErr(stepMetadata, annotations.patch(ctx, r.client, sb)) // expiry passes: the trace context
 	if err := r.writeStatus(ctx, sb, before); err != nil {
 		obs.addErr(stepStatus, err)
 		return ctrl.Result{}, obs.err()
@@ -146,6 +148,32 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, sb *agentsv1beta1.Sa
 	obs.service = svc
 	obs.addErr(stepService, err)
 	return obs
+}
+
+// sandboxAnnotations are the Sandbox's annotations as last read or written; a pass changes
+// sb.Annotations in memory and sends all its changes in one merge patch.
+type sandboxAnnotations struct{ read map[string]string }
+
+func annotationsAsRead(sb *agentsv1beta1.Sandbox) *sandboxAnnotations {
+	return &sandboxAnnotations{read: maps.Clone(sb.Annotations)}
+}
+
+// patch sends the changes made to sb.Annotations since they were read, if any. The status being
+// computed in sb is kept: the patch response must not replace it.
+func (a *sandboxAnnotations) patch(ctx context.Context, c client.Client, sb *agentsv1beta1.Sandbox) error {
+	if maps.Equal(a.read, sb.Annotations) {
+		return nil
+	}
+	base := sb.DeepCopy()
+	base.Annotations = a.read
+	status := sb.Status.DeepCopy()
+	err := c.Patch(ctx, sb, client.MergeFrom(base))
+	sb.Status = *status
+	a.read = maps.Clone(sb.Annotations) // a failed patch is retried by the next pass, not this one
+	if err != nil {
+		return fmt.Errorf("updating annotations of sandbox %q: %w", sb.Name, err)
+	}
+	return nil
 }
 
 // writeStatus writes sb's status once if it differs from before.
@@ -212,11 +240,12 @@ type observation struct {
 
 // Steps of a pass, the label of the reconcile error metric.
 const (
-	stepPVC     = "pvc"
-	stepPod     = "pod"
-	stepService = "service"
-	stepExpiry  = "expiry"
-	stepStatus  = "status"
+	stepPVC      = "pvc"
+	stepPod      = "pod"
+	stepService  = "service"
+	stepExpiry   = "expiry"
+	stepStatus   = "status"
+	stepMetadata = "metadata"
 )
 
 func (o *observation) addErr(step string, err error) {

@@ -3,14 +3,12 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/internal/podmeta"
@@ -46,32 +44,23 @@ func (r *Reconciler) startSpan(ctx context.Context, sb *agentsv1beta1.Sandbox) (
 	return r.tracer.Start(ctx, "ReconcileSandbox", trace.WithAttributes(attrs...))
 }
 
-// recordTraceContext stores the current trace in the Sandbox's annotation when it has none, so
-// later passes and other controllers join the same trace.
-func (r *Reconciler) recordTraceContext(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
+// recordTraceContext puts the current trace in the Sandbox's annotation when it has none, so
+// later passes and other controllers join the same trace. The change is sent with the pass's one
+// metadata patch.
+func recordTraceContext(ctx context.Context, sb *agentsv1beta1.Sandbox) {
 	if _, ok := sb.Annotations[agentsv1beta1.TraceContextAnnotation]; ok {
-		return nil
+		return
 	}
 	carrier := propagation.MapCarrier{}
 	traceContext.Inject(ctx, carrier)
 	if len(carrier) == 0 {
-		return nil // tracing is off
+		return // tracing is off
 	}
-	raw, err := json.Marshal(carrier)
-	if err != nil {
-		return fmt.Errorf("encoding trace context: %w", err)
-	}
-	base := sb.DeepCopy()
-	status := sb.Status.DeepCopy()
+	raw, _ := json.Marshal(carrier) // a map of strings always encodes
 	if sb.Annotations == nil {
 		sb.Annotations = map[string]string{}
 	}
 	sb.Annotations[agentsv1beta1.TraceContextAnnotation] = string(raw)
-	if err := r.client.Patch(ctx, sb, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("setting annotation %s on sandbox %q: %w", agentsv1beta1.TraceContextAnnotation, sb.Name, err)
-	}
-	sb.Status = *status
-	return nil
 }
 
 // endSpan ends a pass's span, marking it failed when the pass returns an error.

@@ -15,16 +15,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
-	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/manager"
 )
 
 // ServiceCIDR is the API server's Service cluster IP range; PodIPs made up by tests come from
@@ -43,21 +40,8 @@ type Env struct {
 	testEnv *envtest.Environment
 }
 
-// NewScheme returns a scheme with the Kubernetes built-in types and both API groups.
-func NewScheme() *k8sruntime.Scheme {
-	s := k8sruntime.NewScheme()
-	for _, add := range []func(*k8sruntime.Scheme) error{
-		clientgoscheme.AddToScheme,
-		apiextensionsv1.AddToScheme,
-		agentsv1beta1.AddToScheme,
-		extensionsv1beta1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(fmt.Sprintf("building scheme: %v", err))
-		}
-	}
-	return s
-}
+// NewScheme returns the scheme the controller manager uses.
+func NewScheme() *k8sruntime.Scheme { return manager.NewScheme() }
 
 // RepoRoot returns the root of the source tree this package was compiled from.
 func RepoRoot() string {

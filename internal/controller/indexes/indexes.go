@@ -23,6 +23,12 @@ func SandboxByWarmPool(obj client.Object) []string {
 	return labelValue(obj, agentsv1beta1.WarmPoolSandboxLabel)
 }
 
+// SandboxByClaimUID indexes a Sandbox by its claim-uid label, so a claim finds the Sandbox bound
+// to it even before its own status records the binding.
+func SandboxByClaimUID(obj client.Object) []string {
+	return labelValue(obj, agentsv1beta1.ClaimUIDLabel)
+}
+
 // WarmPoolByTemplate indexes a SandboxWarmPool by spec.sandboxTemplateRef.name.
 func WarmPoolByTemplate(obj client.Object) []string {
 	pool, ok := obj.(*extensionsv1beta1.SandboxWarmPool)
@@ -50,6 +56,7 @@ func Register(ctx context.Context, indexer client.FieldIndexer) error {
 	}{
 		{&corev1.Pod{}, agentsv1beta1.PodNameHashIndex, PodBySandboxNameHash},
 		{&agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxWarmPoolIndex, SandboxByWarmPool},
+		{&agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxClaimUIDIndex, SandboxByClaimUID},
 		{&extensionsv1beta1.SandboxWarmPool{}, extensionsv1beta1.TemplateRefField, WarmPoolByTemplate},
 		{&extensionsv1beta1.SandboxClaim{}, extensionsv1beta1.WarmPoolRefField, ClaimByWarmPool},
 	} {

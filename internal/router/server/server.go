@@ -46,6 +46,7 @@ type Server struct {
 	servers   map[string]*http.Server
 	listeners map[string]net.Listener
 	bound     atomic.Bool
+	ready     atomic.Pointer[func() bool]
 	draining  atomic.Bool
 	active    sync.WaitGroup
 }
@@ -206,9 +207,19 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	switch {
 	case s.draining.Load():
 		http.Error(w, "draining", http.StatusServiceUnavailable)
-	case !s.bound.Load() || (s.opts.Ready != nil && !s.opts.Ready()):
+	case !s.bound.Load() || !s.extraReady():
 		http.Error(w, "not ready", http.StatusServiceUnavailable)
 	default:
 		_, _ = w.Write([]byte("ok"))
 	}
+}
+
+// SetReady replaces the extra readiness check of Options.Ready.
+func (s *Server) SetReady(f func() bool) { s.ready.Store(&f) }
+
+func (s *Server) extraReady() bool {
+	if f := s.ready.Load(); f != nil {
+		return (*f)()
+	}
+	return s.opts.Ready == nil || s.opts.Ready()
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/paddock-dev/paddock/internal/router"
 )
@@ -35,6 +36,8 @@ func main() {
 		return
 	}
 	log := klog.Background().WithName("paddock-router")
+	// The Sandbox informer logs through controller-runtime's global logger.
+	crlog.SetLogger(log.WithName("cache"))
 	cfg := o.Config()
 	cfg.Log = log
 	if o.NeedsKube() {

@@ -7,9 +7,17 @@ package router
 import (
 	"testing"
 
+	"github.com/go-logr/logr"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
 var env *framework.Env
 
-func TestMain(m *testing.M) { framework.RunMain(m, &env) }
+func TestMain(m *testing.M) {
+	// The informer cache logs through controller-runtime's global logger; the tests read the
+	// router's own log through each test's t.
+	crlog.SetLogger(logr.Discard())
+	framework.RunMain(m, &env)
+}

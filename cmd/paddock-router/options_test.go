@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
 )
 
 func TestParseValidation(t *testing.T) {
@@ -90,5 +92,28 @@ func TestConfigFileErrors(t *testing.T) {
 				t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestManifestArgs keeps config/router in step with the flags: the shipped arguments must parse.
+func TestManifestArgs(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "router", "deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d appsv1.Deployment
+	if err := yaml.UnmarshalStrict(data, &d); err != nil {
+		t.Fatalf("config/router/deployment.yaml: %v", err)
+	}
+	args := d.Spec.Template.Spec.Containers[0].Args
+	if len(args) == 0 {
+		t.Fatal("no arguments in config/router/deployment.yaml")
+	}
+	if _, err := parse(args); err != nil {
+		t.Errorf("config/router/deployment.yaml arguments do not parse: %v", err)
+	}
+	// The components patch argument 9 in place; it must stay the authorization mode.
+	if !strings.HasPrefix(args[9], "--authz-mode=") {
+		t.Errorf("argument 9 is %q; components/*/kustomization.yaml replace it as --authz-mode", args[9])
 	}
 }

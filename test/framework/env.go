@@ -74,7 +74,7 @@ func BinaryDir() (string, error) {
 	return strings.TrimSpace(stdout.String()), nil
 }
 
-// Start starts etcd and kube-apiserver and installs the CRDs from config/crd/bases.
+// Start starts etcd and kube-apiserver and installs the CRDs from config/crd.
 func Start() (*Env, error) {
 	dir, err := BinaryDir()
 	if err != nil {
@@ -82,7 +82,10 @@ func Start() (*Env, error) {
 	}
 	scheme := NewScheme()
 	testEnv := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		CRDDirectoryPaths: []string{
+			filepath.Join(RepoRoot(), "config", "crd", "core"),
+			filepath.Join(RepoRoot(), "config", "crd", "extensions"),
+		},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: dir,
 		Scheme:                scheme,

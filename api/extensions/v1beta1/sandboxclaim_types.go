@@ -152,7 +152,3 @@ type SandboxClaimList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SandboxClaim `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&SandboxClaim{}, &SandboxClaimList{})
-}

@@ -149,7 +149,9 @@ func TestUpstreamDownIs502AfterRetries(t *testing.T) {
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	_ = ln.Close()
-	f := newFixture(t, func(c *Config) { c.Retry = RetryPolicy{Max: 2, InitialDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond} })
+	f := newFixture(t, func(c *Config) {
+		c.Retry = RetryPolicy{Max: 2, InitialDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond}
+	})
 	h := map[string]string{"X-Sandbox-ID": "sb", "X-Sandbox-Port": port, "X-Sandbox-Pod-IP": "127.0.0.1"}
 
 	resp, body := f.do(t, http.MethodGet, "/", nil, h)

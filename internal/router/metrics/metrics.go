@@ -61,6 +61,17 @@ func New(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// RegisterBuildInfo registers sandbox_router_build_info, a gauge fixed at 1 whose labels name
+// the build.
+func RegisterBuildInfo(reg prometheus.Registerer, version, commit, goVersion string) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sandbox_router_build_info", Help: "Build of the running router; always 1.",
+		ConstLabels: prometheus.Labels{"git_version": version, "git_commit": commit, "go_version": goVersion},
+	})
+	g.Set(1)
+	reg.MustRegister(g)
+}
+
 // Method maps an HTTP method to a bounded label value.
 func Method(m string) string {
 	switch m {

@@ -166,7 +166,7 @@ func listenAllOnOnePort(t *testing.T, handlers map[string]http.Handler) (int, er
 }
 
 func named(name string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, name)
 	})
 }

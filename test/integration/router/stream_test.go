@@ -84,7 +84,7 @@ func TestWebSocketUpgradePassesThrough(t *testing.T) {
 	ns := env.Namespace(t)
 	var sawOrigin, sawAuth string
 	echo := websocket.Server{
-		Handshake: func(cfg *websocket.Config, r *http.Request) error {
+		Handshake: func(_ *websocket.Config, r *http.Request) error {
 			sawOrigin, sawAuth = r.Header.Get("Origin"), r.Header.Get("Authorization")
 			return nil
 		},

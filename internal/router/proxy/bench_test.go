@@ -85,10 +85,20 @@ func BenchmarkLatency(b *testing.B) {
 }
 
 // BenchmarkLoad is the bounded load run: run it with a count (-benchtime=20000x) and a time
-// bound (-timeout), for example on 2 cores with -cpu=2. It reports requests per second and the
-// latency percentiles of requests through the router, 8 clients per core.
+// bound (-timeout), for example on 2 cores with -cpu=2. It reports requests per second and
+// latency percentiles with 8 clients per core, directly and through the router, so the two can
+// be compared under the same machine load.
 func BenchmarkLoad(b *testing.B) {
-	_, routed, client := benchSetup(b)
+	direct, routed, client := benchSetup(b)
+	for _, bc := range []struct {
+		name string
+		req  func() *http.Request
+	}{{"direct", direct}, {"router", routed}} {
+		b.Run(bc.name, func(b *testing.B) { loadRun(b, client, bc.req) })
+	}
+}
+
+func loadRun(b *testing.B, client *http.Client, req func() *http.Request) {
 	var mu sync.Mutex
 	var all []time.Duration
 	b.SetParallelism(8)
@@ -98,7 +108,7 @@ func BenchmarkLoad(b *testing.B) {
 		var mine []time.Duration
 		for pb.Next() {
 			t0 := time.Now()
-			roundTrip(b, client, routed())
+			roundTrip(b, client, req())
 			mine = append(mine, time.Since(t0))
 		}
 		mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -62,9 +63,12 @@ func New(cfg Config) *Handler {
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:       h.rewrite,
 		Transport:     rt,
-		FlushInterval: -1, // flush every write at once: streamed output must not wait in a buffer
+		// Zero still flushes every write of a stream at once (chunked or text/event-stream
+		// responses); only fixed-length bodies skip per-write flushes and the flush goroutine.
+		FlushInterval: 0,
 		ErrorHandler:  h.upstreamError,
 		ErrorLog:      log.New(logWriter{cfg.Log}, "", 0),
+		BufferPool:    &bufferPool{},
 	}
 	return h
 }
@@ -279,6 +283,18 @@ func (r *recorder) statusCode() int {
 	}
 	return r.status
 }
+
+// bufferPool reuses the 32 KiB copy buffers the reverse proxy would otherwise allocate per request.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
 // logWriter sends the reverse proxy's own log lines to the structured logger.
 type logWriter struct{ log logr.Logger }

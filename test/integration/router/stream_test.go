@@ -22,14 +22,21 @@ import (
 // upstream writes the next chunk only after the client has read the previous one through the
 // router, so any buffering would deadlock the test until its deadline.
 func TestStreamedResponseFlowsChunkByChunk(t *testing.T) {
+	// Server-sent events and a plain chunked body: both must be flushed write by write.
+	for i, contentType := range []string{"text/event-stream", "application/octet-stream"} {
+		t.Run(contentType, func(t *testing.T) { streamThrough(t, contentType, fmt.Sprintf("127.0.0.%d", 13+i)) })
+	}
+}
+
+func streamThrough(t *testing.T, contentType, podIP string) {
 	ns := env.Namespace(t)
 	next := make(chan struct{})
 	const chunks = 5
-	port := upstreams(t, map[string]http.Handler{"127.0.0.7": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
+	port := upstreams(t, map[string]http.Handler{podIP: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", contentType)
 		for i := range chunks {
 			fmt.Fprintf(w, "data: chunk %d\n\n", i)
-			http.NewResponseController(w).Flush()
+			_ = http.NewResponseController(w).Flush()
 			select {
 			case <-next:
 			case <-r.Context().Done():
@@ -37,7 +44,7 @@ func TestStreamedResponseFlowsChunkByChunk(t *testing.T) {
 			}
 		}
 	})})
-	createSandbox(t, builder.MakeSandbox("streamer", ns).ReadyStatus("127.0.0.7"))
+	createSandbox(t, builder.MakeSandbox("streamer", ns).ReadyStatus(podIP))
 	r := startRouter(t, nil)
 
 	ctx := framework.Context(t, time.Minute)

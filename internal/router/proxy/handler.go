@@ -61,8 +61,8 @@ func New(cfg Config) *Handler {
 		}}
 	}
 	h.rp = &httputil.ReverseProxy{
-		Rewrite:       h.rewrite,
-		Transport:     rt,
+		Rewrite:   h.rewrite,
+		Transport: rt,
 		// Zero still flushes every write of a stream at once (chunked or text/event-stream
 		// responses); only fixed-length bodies skip per-write flushes and the flush goroutine.
 		FlushInterval: 0,

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
 
 	"github.com/paddock-dev/paddock/internal/router/authz"
 	"github.com/paddock-dev/paddock/internal/router/headers"
@@ -238,8 +239,7 @@ func headerHasToken(h http.Header, name, token string) bool {
 	return false
 }
 
-// klogRef renders a sandbox as "namespace/name" the way klog.KRef does.
-func klogRef(t headers.Target) string { return t.Namespace + "/" + t.Name }
+func klogRef(t headers.Target) klog.ObjectRef { return klog.KRef(t.Namespace, t.Name) }
 
 // recorder remembers the status and size of a response for metrics and the access log. It keeps
 // Flush and Hijack reachable, which streaming and upgrades need.

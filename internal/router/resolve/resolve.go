@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -129,6 +130,9 @@ type Lookup interface {
 	Sandbox(ctx context.Context, namespace, name string) (*agentsv1beta1.Sandbox, error)
 }
 
+// lookupTimeout bounds one cache read.
+const lookupTimeout = 10 * time.Second
+
 // Resolver picks the endpoint for a request: the pod-IP header first, then the Sandbox in the
 // cache (when Lookup is set), otherwise the conventional DNS name.
 type Resolver struct {
@@ -145,6 +149,10 @@ func (r *Resolver) Resolve(ctx context.Context, t headers.Target) (Endpoint, *Er
 	case r.Lookup == nil:
 		return FromDNS(t, r.ClusterDomain), nil
 	}
+	// Before the informer's first sync a read waits for it; never let a request wait forever
+	// (for example when RBAC forbids listing Sandboxes).
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
 	sb, err := r.Lookup.Sandbox(ctx, t.Namespace, t.Name)
 	if err != nil {
 		return Endpoint{}, &Error{Status: http.StatusServiceUnavailable, Reason: ReasonUnavailable, Cause: err,

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -42,6 +43,7 @@ func NewManager(cfg *rest.Config, scheme *runtime.Scheme, o *Options) (ctrl.Mana
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		Controller:                    config.Controller{SkipNameValidation: &o.AllowDuplicateControllers},
 		Cache: cache.Options{
 			// Nothing reads managedFields; dropping them roughly halves the cache's memory.
 			DefaultTransform: cache.TransformStripManagedFields(),

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"k8s.io/client-go/rest"
@@ -17,6 +16,7 @@ import (
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/paddock-dev/paddock/internal/router"
+	"github.com/paddock-dev/paddock/internal/version"
 )
 
 // Exit codes: a configuration error exits 2, a runtime failure 1.
@@ -99,15 +99,4 @@ func kubeConfig(path string) (*rest.Config, error) {
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 }
 
-func printVersion() {
-	version, revision := "(devel)", "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		version = bi.Main.Version
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				revision = s.Key + "=" + s.Value
-			}
-		}
-	}
-	fmt.Printf("paddock-router %s %s\n", version, revision)
-}
+func printVersion() { fmt.Printf("paddock-router %s\n", version.Get()) }

@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
-	"runtime/debug"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -28,6 +26,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/router/scopedtoken"
 	"github.com/paddock-dev/paddock/internal/router/server"
 	"github.com/paddock-dev/paddock/internal/router/tlsreload"
+	"github.com/paddock-dev/paddock/internal/version"
 )
 
 // Authorization modes.
@@ -84,8 +83,7 @@ func New(cfg Config) (*Router, error) {
 	r := &Router{cfg: cfg, Registry: prometheus.NewRegistry()}
 	r.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(r.Registry)
-	version, commit, goVersion := buildInfo()
-	metrics.RegisterBuildInfo(r.Registry, version, commit, goVersion)
+	metrics.RegisterBuildInfo(r.Registry, version.Get())
 	authorizer, err := newAuthorizer(cfg)
 	if err != nil {
 		return nil, err
@@ -212,17 +210,3 @@ func (r *Router) Serve(ctx context.Context) error {
 
 // Draining reports whether shutdown has begun.
 func (r *Router) Draining() bool { return r.srv.Draining() }
-
-// buildInfo reads the module version, VCS revision and Go version stamped into the binary.
-func buildInfo() (version, commit, goVersion string) {
-	version, commit, goVersion = "(devel)", "unknown", runtime.Version()
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		version = bi.Main.Version
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				commit = s.Value
-			}
-		}
-	}
-	return version, commit, goVersion
-}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paddock-dev/paddock/internal/version"
 )
 
 // NoNamespace is the sandbox_namespace label of requests not tied to a known Sandbox.
@@ -63,10 +65,11 @@ func New(reg prometheus.Registerer) *Metrics {
 
 // RegisterBuildInfo registers sandbox_router_build_info, a gauge fixed at 1 whose labels name
 // the build.
-func RegisterBuildInfo(reg prometheus.Registerer, version, commit, goVersion string) {
+func RegisterBuildInfo(reg prometheus.Registerer, i version.Info) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sandbox_router_build_info", Help: "Build of the running router; always 1.",
-		ConstLabels: prometheus.Labels{"git_version": version, "git_commit": commit, "go_version": goVersion},
+		ConstLabels: prometheus.Labels{"git_version": i.GitVersion, "git_commit": i.GitCommit, "build_date": i.BuildDate,
+			"go_version": i.GoVersion, "compiler": i.Compiler, "platform": i.Platform},
 	})
 	g.Set(1)
 	reg.MustRegister(g)

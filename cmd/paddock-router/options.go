@@ -1,0 +1,241 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/paddock-dev/paddock/internal/router"
+	"github.com/paddock-dev/paddock/internal/router/authz"
+	"github.com/paddock-dev/paddock/internal/router/proxy"
+	"github.com/paddock-dev/paddock/internal/router/server"
+)
+
+// Options are the command-line options. Flag names follow the upstream Go router so its
+// deployment arguments carry over; flags it does not have are marked "paddock" in their help.
+type Options struct {
+	HTTPAddr, HTTPSAddr, MetricsAddr, HealthAddr string
+	TLSCertFile, TLSKeyFile, TLSClientCAFile     string
+	MTLSMode                                     string
+	ClusterDomain                                string
+	ProxyTimeout, ResponseHeaderTimeout          time.Duration
+	DialTimeout                                  time.Duration
+	ShutdownTimeout, ShutdownDelay               time.Duration
+	MaxRequestBodyBytes                          int64
+	MaxHeaderBytes                               int
+	Retries                                      int
+	RetryInitialDelay, RetryMaxDelay             time.Duration
+	AuthzMode                                    string
+	TokenReviewTTL                               time.Duration
+	TokenReviewCacheSize                         int
+	TokenReviewRequireToken                      bool
+	TokenReviewCheckAccess                       bool
+	TokenReviewAudiences                         string
+	ScopedTokenSecretFile                        string
+	SandboxCache                                 bool
+	SandboxNamespaces                            string
+	Kubeconfig                                   string
+	AccessLog                                    bool
+	ConfigFile                                   string
+	Version                                      bool
+}
+
+// defaultOptions applies the built-in defaults, then the CLUSTER_DOMAIN and
+// PROXY_TIMEOUT_SECONDS environment variables (invalid values are ignored, as upstream does).
+func defaultOptions() *Options {
+	o := &Options{
+		HTTPAddr: ":8080", MetricsAddr: ":9090", HealthAddr: ":8081", MTLSMode: "off",
+		ClusterDomain: "cluster.local", ProxyTimeout: 180 * time.Second, ResponseHeaderTimeout: 30 * time.Second,
+		DialTimeout: 30 * time.Second, ShutdownTimeout: 30 * time.Second, ShutdownDelay: 5 * time.Second,
+		MaxHeaderBytes: 64 << 10, Retries: 3, RetryInitialDelay: 200 * time.Millisecond, RetryMaxDelay: 800 * time.Millisecond,
+		AuthzMode: router.AuthzAllowAll, TokenReviewTTL: 30 * time.Second, TokenReviewCacheSize: 2048,
+		SandboxCache: true, AccessLog: true,
+	}
+	if v := os.Getenv("CLUSTER_DOMAIN"); v != "" {
+		o.ClusterDomain = v
+	}
+	if s, err := strconv.ParseFloat(os.Getenv("PROXY_TIMEOUT_SECONDS"), 64); err == nil && s > 0 {
+		o.ProxyTimeout = time.Duration(s * float64(time.Second))
+	}
+	return o
+}
+
+// AddFlags registers every option on fs.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.HTTPAddr, "http-bind-address", o.HTTPAddr, "Proxy listener over HTTP; empty turns it off.")
+	fs.StringVar(&o.HTTPSAddr, "https-bind-address", o.HTTPSAddr, "Proxy listener over HTTPS; needs --tls-cert-file and --tls-key-file.")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Prometheus /metrics listener; empty turns it off.")
+	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "/healthz and /readyz listener; empty turns it off.")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "PEM certificate for HTTPS, reloaded when it changes.")
+	fs.StringVar(&o.TLSKeyFile, "tls-key-file", o.TLSKeyFile, "PEM key for HTTPS, reloaded when it changes.")
+	fs.StringVar(&o.TLSClientCAFile, "tls-client-ca-file", o.TLSClientCAFile, "PEM bundle of CAs for client certificates (mTLS).")
+	fs.StringVar(&o.MTLSMode, "mtls-mode", o.MTLSMode, "Client certificates: off, optional or required.")
+	fs.StringVar(&o.ClusterDomain, "cluster-domain", o.ClusterDomain, "Cluster DNS domain, for DNS-form targets.")
+	fs.DurationVar(&o.ProxyTimeout, "proxy-timeout", o.ProxyTimeout, "Bound on one proxied request (not upgraded connections); a shorter X-Sandbox-Timeout wins.")
+	fs.DurationVar(&o.ResponseHeaderTimeout, "response-header-timeout", o.ResponseHeaderTimeout, "Bound on waiting for the upstream's response headers.")
+	fs.DurationVar(&o.DialTimeout, "dial-timeout", o.DialTimeout, "Bound on connecting to an upstream (paddock).")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "Bound on draining in-flight requests at shutdown.")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "Time to keep serving after /readyz turns 503 at shutdown, so endpoints update first (paddock).")
+	fs.Int64Var(&o.MaxRequestBodyBytes, "max-request-body-bytes", o.MaxRequestBodyBytes, "Refuse larger request bodies with 413; 0 means no limit.")
+	fs.IntVar(&o.MaxHeaderBytes, "max-header-bytes", o.MaxHeaderBytes, "Refuse requests whose headers are larger with 431 (paddock).")
+	fs.IntVar(&o.Retries, "upstream-max-retries", o.Retries, "Retries of an idempotent, bodiless request whose connection attempt failed.")
+	fs.DurationVar(&o.RetryInitialDelay, "upstream-retry-initial-delay", o.RetryInitialDelay, "First retry delay; doubles each retry.")
+	fs.DurationVar(&o.RetryMaxDelay, "upstream-retry-max-delay", o.RetryMaxDelay, "Longest retry delay.")
+	fs.StringVar(&o.AuthzMode, "authz-mode", o.AuthzMode, "allow-all (development), tokenreview or scoped-token.")
+	fs.DurationVar(&o.TokenReviewTTL, "authz-tokenreview-ttl", o.TokenReviewTTL, "How long a TokenReview or SubjectAccessReview result is cached.")
+	fs.IntVar(&o.TokenReviewCacheSize, "authz-tokenreview-cache-size", o.TokenReviewCacheSize, "Entries in the review cache.")
+	fs.BoolVar(&o.TokenReviewRequireToken, "authz-tokenreview-require-token", o.TokenReviewRequireToken, "Refuse requests without a Bearer token.")
+	fs.BoolVar(&o.TokenReviewCheckAccess, "authz-tokenreview-check-access", o.TokenReviewCheckAccess, "Also require create on sandboxes/proxy for the named sandbox via SubjectAccessReview; implies require-token (paddock).")
+	fs.StringVar(&o.TokenReviewAudiences, "authz-tokenreview-audiences", o.TokenReviewAudiences, "Comma-separated audiences the token must carry.")
+	fs.StringVar(&o.ScopedTokenSecretFile, "authz-scoped-token-secret-file", o.ScopedTokenSecretFile, "Key file for scoped tokens: one key of at least 32 bytes per line, the first signs.")
+	fs.BoolVar(&o.SandboxCache, "sandbox-cache", o.SandboxCache, "Resolve sandboxes from a Sandbox informer (paddock); false dials <name>.<namespace>.svc.<cluster-domain>.")
+	fs.BoolVar(&o.SandboxCache, "cache-enabled", o.SandboxCache, "Alias of --sandbox-cache, for upstream deployment arguments.")
+	fs.StringVar(&o.SandboxNamespaces, "sandbox-namespaces", o.SandboxNamespaces, "Comma-separated namespaces to watch; empty watches all (paddock).")
+	fs.StringVar(&o.SandboxNamespaces, "cache-namespace", o.SandboxNamespaces, "Alias of --sandbox-namespaces, for upstream deployment arguments.")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig path; empty uses KUBECONFIG, in-cluster, then ~/.kube/config.")
+	fs.BoolVar(&o.AccessLog, "access-log", o.AccessLog, "Log one line per proxied request.")
+	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "YAML file of flag-name: value pairs; flags given on the command line win. Also SANDBOX_ROUTER_CONFIG.")
+	fs.BoolVar(&o.Version, "version", o.Version, "Print the version and exit.")
+}
+
+// Validate reports every invalid option, naming the flag and the fix.
+func (o *Options) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if o.HTTPAddr == "" && o.HTTPSAddr == "" {
+		bad("--http-bind-address and --https-bind-address are both empty; set at least one")
+	}
+	if o.HTTPSAddr != "" && (o.TLSCertFile == "" || o.TLSKeyFile == "") {
+		bad("--https-bind-address needs --tls-cert-file and --tls-key-file")
+	}
+	switch o.MTLSMode {
+	case "off":
+	case "optional", "required":
+		if o.HTTPSAddr == "" || o.TLSClientCAFile == "" {
+			bad("--mtls-mode=%s needs --https-bind-address and --tls-client-ca-file", o.MTLSMode)
+		}
+	default:
+		bad("--mtls-mode=%q is not one of off, optional, required", o.MTLSMode)
+	}
+	if o.ClusterDomain == "" {
+		bad("--cluster-domain is empty; the usual value is cluster.local")
+	}
+	for name, d := range map[string]time.Duration{"--proxy-timeout": o.ProxyTimeout,
+		"--response-header-timeout": o.ResponseHeaderTimeout, "--dial-timeout": o.DialTimeout,
+		"--authz-tokenreview-ttl": o.TokenReviewTTL} {
+		if d <= 0 {
+			bad("%s=%s must be positive", name, d)
+		}
+	}
+	for name, d := range map[string]time.Duration{"--shutdown-timeout": o.ShutdownTimeout, "--shutdown-delay": o.ShutdownDelay,
+		"--upstream-retry-initial-delay": o.RetryInitialDelay, "--upstream-retry-max-delay": o.RetryMaxDelay} {
+		if d < 0 {
+			bad("%s=%s must not be negative", name, d)
+		}
+	}
+	if o.MaxRequestBodyBytes < 0 {
+		bad("--max-request-body-bytes=%d must not be negative (0 means no limit)", o.MaxRequestBodyBytes)
+	}
+	if o.MaxHeaderBytes < 4096 {
+		bad("--max-header-bytes=%d is below 4096; clients' ordinary headers would be refused", o.MaxHeaderBytes)
+	}
+	if o.Retries < 0 {
+		bad("--upstream-max-retries=%d must not be negative", o.Retries)
+	}
+	if o.TokenReviewCacheSize <= 0 {
+		bad("--authz-tokenreview-cache-size=%d must be positive", o.TokenReviewCacheSize)
+	}
+	switch o.AuthzMode {
+	case router.AuthzAllowAll, router.AuthzTokenReview:
+	case router.AuthzScopedToken:
+		if o.ScopedTokenSecretFile == "" {
+			bad("--authz-mode=scoped-token needs --authz-scoped-token-secret-file")
+		}
+	default:
+		bad("--authz-mode=%q is not one of allow-all, tokenreview, scoped-token", o.AuthzMode)
+	}
+	return errors.Join(errs...)
+}
+
+// NeedsKube reports whether the options need an API server connection.
+func (o *Options) NeedsKube() bool { return o.SandboxCache || o.AuthzMode == router.AuthzTokenReview }
+
+// Config turns validated options into the router's configuration.
+func (o *Options) Config() router.Config {
+	retryInitial, retryMax := o.RetryInitialDelay, o.RetryMaxDelay
+	if retryInitial == 0 {
+		retryInitial = 200 * time.Millisecond
+	}
+	if retryMax == 0 {
+		retryMax = 800 * time.Millisecond
+	}
+	return router.Config{
+		Server: server.Options{HTTPAddr: o.HTTPAddr, HTTPSAddr: o.HTTPSAddr, MetricsAddr: o.MetricsAddr,
+			HealthAddr: o.HealthAddr, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+			MaxHeaderBytes: o.MaxHeaderBytes, ShutdownDelay: o.ShutdownDelay, ShutdownTimeout: o.ShutdownTimeout},
+		TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSKeyFile, TLSClientCAFile: o.TLSClientCAFile, MTLSMode: o.MTLSMode,
+		SandboxCache: o.SandboxCache, SandboxNamespaces: splitCSV(o.SandboxNamespaces), ClusterDomain: o.ClusterDomain,
+		AuthzMode: o.AuthzMode,
+		TokenReview: authz.TokenReviewOptions{Audiences: splitCSV(o.TokenReviewAudiences), RequireToken: o.TokenReviewRequireToken,
+			CheckAccess: o.TokenReviewCheckAccess, TTL: o.TokenReviewTTL, CacheSize: o.TokenReviewCacheSize},
+		ScopedTokenKeys: o.ScopedTokenSecretFile, ProxyTimeout: o.ProxyTimeout, DialTimeout: o.DialTimeout,
+		ResponseTimeout: o.ResponseHeaderTimeout, MaxRequestBody: o.MaxRequestBodyBytes,
+		Retry:     proxy.RetryPolicy{Max: o.Retries, InitialDelay: retryInitial, MaxDelay: retryMax},
+		AccessLog: o.AccessLog,
+	}
+}
+
+func splitCSV(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// applyConfigFile sets, from a YAML map of flag names to scalars, every flag that was not given
+// on the command line. Unknown keys and nested values are errors.
+func applyConfigFile(fs *flag.FlagSet, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading config file: %w", err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		return fmt.Errorf("config file %s is not a YAML map of flag names to values: %w", path, err)
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	for key, v := range values {
+		if fs.Lookup(key) == nil || key == "config" {
+			return fmt.Errorf("config file %s: %q is not a flag of paddock-router; see --help", path, key)
+		}
+		if explicit[key] {
+			continue
+		}
+		var s string
+		switch v := v.(type) {
+		case nil:
+		case string:
+			s = v
+		case bool:
+			s = strconv.FormatBool(v)
+		case float64:
+			s = strconv.FormatFloat(v, 'f', -1, 64)
+		default:
+			return fmt.Errorf("config file %s: %q must be a scalar, got %T", path, key, v)
+		}
+		if err := fs.Set(key, s); err != nil {
+			return fmt.Errorf("config file %s: %q: %w", path, key, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
+)
+
+func TestParseValidation(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "defaults"},
+		{name: "no proxy listener", args: []string{"--http-bind-address="}, wantErr: "set at least one"},
+		{name: "https without cert", args: []string{"--https-bind-address=:8443"}, wantErr: "needs --tls-cert-file"},
+		{name: "mtls without ca", args: []string{"--mtls-mode=required"}, wantErr: "needs --https-bind-address and --tls-client-ca-file"},
+		{name: "bad mtls mode", args: []string{"--mtls-mode=maybe"}, wantErr: `--mtls-mode="maybe"`},
+		{name: "zero proxy timeout", args: []string{"--proxy-timeout=0s"}, wantErr: "--proxy-timeout=0s must be positive"},
+		{name: "negative body limit", args: []string{"--max-request-body-bytes=-1"}, wantErr: "--max-request-body-bytes=-1"},
+		{name: "tiny header limit", args: []string{"--max-header-bytes=10"}, wantErr: "--max-header-bytes=10"},
+		{name: "scoped without key file", args: []string{"--authz-mode=scoped-token"}, wantErr: "needs --authz-scoped-token-secret-file"},
+		{name: "unknown mode", args: []string{"--authz-mode=open"}, wantErr: `--authz-mode="open"`},
+		{name: "the loopback escape hatch is no flag", args: []string{"--allow-loopback-pod-ip"}, wantErr: "flag provided but not defined"},
+		{name: "positional", args: []string{"extra"}, wantErr: "unexpected arguments"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parse(tc.args)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "router.yaml")
+	if err := os.WriteFile(file, []byte("proxy-timeout: 20s\ncluster-domain: from.file\nupstream-max-retries: 5\naccess-log: false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CLUSTER_DOMAIN", "from.env")
+	t.Setenv("PROXY_TIMEOUT_SECONDS", "7.5")
+	o, err := parse([]string{"--config", file, "--proxy-timeout=40s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{o.ProxyTimeout, o.ClusterDomain, o.Retries, o.AccessLog}
+	want := []any{40 * time.Second, "from.file", 5, false}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("flag > file > env (-want +got):\n%s", diff)
+	}
+
+	t.Setenv("SANDBOX_ROUTER_CONFIG", "")
+	o, err = parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]any{7500 * time.Millisecond, "from.env"}, []any{o.ProxyTimeout, o.ClusterDomain}); diff != "" {
+		t.Errorf("env over default (-want +got):\n%s", diff)
+	}
+}
+
+func TestConfigFileErrors(t *testing.T) {
+	for _, tc := range []struct{ name, content, wantErr string }{
+		{name: "unknown key", content: "allow-loopback-pod-ip: true\n", wantErr: `"allow-loopback-pod-ip" is not a flag`},
+		{name: "nested", content: "cluster-domain:\n  a: b\n", wantErr: "must be a scalar"},
+		{name: "not a map", content: "- a\n", wantErr: "not a YAML map"},
+		{name: "bad value", content: "proxy-timeout: soon\n", wantErr: `"proxy-timeout"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "c.yaml")
+			if err := os.WriteFile(file, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := parse([]string{"--config=" + file})
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestManifestArgs keeps config/router in step with the flags: the shipped arguments must parse.
+func TestManifestArgs(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "router", "deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d appsv1.Deployment
+	if err := yaml.UnmarshalStrict(data, &d); err != nil {
+		t.Fatalf("config/router/deployment.yaml: %v", err)
+	}
+	args := d.Spec.Template.Spec.Containers[0].Args
+	if len(args) == 0 {
+		t.Fatal("no arguments in config/router/deployment.yaml")
+	}
+	if _, err := parse(args); err != nil {
+		t.Errorf("config/router/deployment.yaml arguments do not parse: %v", err)
+	}
+	// The components patch argument 9 in place; it must stay the authorization mode.
+	if !strings.HasPrefix(args[9], "--authz-mode=") {
+		t.Errorf("argument 9 is %q; components/*/kustomization.yaml replace it as --authz-mode", args[9])
+	}
+}

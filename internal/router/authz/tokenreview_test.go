@@ -1,0 +1,80 @@
+package authz
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/paddock-dev/paddock/internal/router/headers"
+)
+
+// The real TokenReview and SubjectAccessReview paths run against an API server in
+// test/integration/router; the fake clientset here only injects failures and counts calls.
+func TestTokenReviewCaching(t *testing.T) {
+	var reviews, accessChecks atomic.Int32
+	var failReviews atomic.Bool
+	cs := fake.NewClientset()
+	cs.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		reviews.Add(1)
+		if failReviews.Load() {
+			return true, nil, errors.New("apiserver unavailable")
+		}
+		tr := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
+		tr.Status.Authenticated = tr.Spec.Token == "good"
+		tr.Status.User = authenticationv1.UserInfo{Username: "alice"}
+		return true, tr, nil
+	})
+	cs.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		accessChecks.Add(1)
+		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
+		sar.Status.Allowed = sar.Spec.ResourceAttributes.Name == "mine"
+		return true, sar, nil
+	})
+	a := NewTokenReview(cs, TokenReviewOptions{CheckAccess: true, TTL: time.Hour, CacheSize: 10})
+	ask := func(token, sandbox string) int {
+		r, _ := http.NewRequest(http.MethodGet, "/", nil)
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		if err := a.Authorize(context.Background(), r, headers.Target{Namespace: "ns", Name: sandbox}); err != nil {
+			return StatusFor(err)
+		}
+		return http.StatusOK
+	}
+	steps := []struct {
+		token, sandbox          string
+		want                    int
+		wantReviews, wantChecks int32
+	}{
+		{"", "mine", 401, 0, 0},
+		{"good", "mine", 200, 1, 1},
+		{"good", "mine", 200, 1, 1},   // both answers cached
+		{"good", "theirs", 403, 1, 2}, // identity cached, access checked per sandbox
+		{"good", "theirs", 403, 1, 2}, // denial cached too
+		{"bad", "mine", 401, 2, 2},
+		{"bad", "mine", 401, 2, 2},
+	}
+	for i, s := range steps {
+		got := ask(s.token, s.sandbox)
+		if got != s.want || reviews.Load() != s.wantReviews || accessChecks.Load() != s.wantChecks {
+			t.Fatalf("step %d (%q → %s): status %d, reviews %d, checks %d; want %d, %d, %d",
+				i, s.token, s.sandbox, got, reviews.Load(), accessChecks.Load(), s.want, s.wantReviews, s.wantChecks)
+		}
+	}
+	failReviews.Store(true)
+	if got := ask("other", "mine"); got != http.StatusInternalServerError {
+		t.Errorf("API failure answered %d, want 500", got)
+	}
+	if got := ask("good", "mine"); got != http.StatusOK {
+		t.Errorf("a cached token stopped working during an API failure: %d", got)
+	}
+}

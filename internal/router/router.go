@@ -1,0 +1,212 @@
+// Package router assembles paddock-router from its parts: header parsing, authorization, target
+// resolution from a Sandbox informer, the reverse proxy, and the listeners. main and the
+// integration tests build it the same way, through New.
+package router
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/paddock-dev/paddock/internal/router/authz"
+	"github.com/paddock-dev/paddock/internal/router/headers"
+	"github.com/paddock-dev/paddock/internal/router/metrics"
+	"github.com/paddock-dev/paddock/internal/router/proxy"
+	"github.com/paddock-dev/paddock/internal/router/resolve"
+	"github.com/paddock-dev/paddock/internal/router/scopedtoken"
+	"github.com/paddock-dev/paddock/internal/router/server"
+	"github.com/paddock-dev/paddock/internal/router/tlsreload"
+	"github.com/paddock-dev/paddock/internal/version"
+)
+
+// Authorization modes.
+const (
+	AuthzAllowAll    = "allow-all"
+	AuthzTokenReview = "tokenreview"
+	AuthzScopedToken = "scoped-token"
+)
+
+// Config is everything New needs. cmd/paddock-router fills it from flags.
+type Config struct {
+	Server server.Options
+	// TLSCertFile and TLSKeyFile serve Server.HTTPSAddr and are reloaded when they change.
+	TLSCertFile, TLSKeyFile string
+	// TLSClientCAFile and MTLSMode ("off", "optional", "required") verify client certificates.
+	TLSClientCAFile, MTLSMode string
+
+	// Kube is the API server connection; required for the Sandbox cache and TokenReview.
+	Kube *rest.Config
+	// SandboxCache resolves targets from an informer of Sandboxes; without it the router
+	// dials <name>.<namespace>.svc.<ClusterDomain> like the upstream router.
+	SandboxCache      bool
+	SandboxNamespaces []string
+	ClusterDomain     string
+
+	AuthzMode       string
+	TokenReview     authz.TokenReviewOptions
+	ScopedTokenKeys string // path of the key file
+	ProxyTimeout    time.Duration
+	DialTimeout     time.Duration
+	ResponseTimeout time.Duration
+	MaxRequestBody  int64
+	Retry           proxy.RetryPolicy
+	AccessLog       bool
+	Log             logr.Logger
+
+	// Policy relaxes the address checks. It exists for tests that run upstreams on 127.0.0.1;
+	// no flag sets it.
+	Policy headers.Policy
+}
+
+// Router is a built router, ready to Listen and Serve.
+type Router struct {
+	cfg      Config
+	srv      *server.Server
+	cache    *resolve.Cache
+	reloader *tlsreload.Reloader
+	// Registry holds every metric the router exports.
+	Registry *prometheus.Registry
+}
+
+// New builds the router. It reads key and certificate files but opens no port.
+func New(cfg Config) (*Router, error) {
+	r := &Router{cfg: cfg, Registry: prometheus.NewRegistry()}
+	r.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(r.Registry)
+	metrics.RegisterBuildInfo(r.Registry, version.Get())
+	authorizer, err := newAuthorizer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	resolver := &resolve.Resolver{ClusterDomain: cfg.ClusterDomain, Policy: cfg.Policy}
+	if cfg.SandboxCache {
+		if r.cache, err = resolve.NewCache(cfg.Kube, cfg.SandboxNamespaces); err != nil {
+			return nil, err
+		}
+		resolver.Lookup = r.cache
+	}
+	if cfg.Server.HTTPSAddr != "" {
+		if r.reloader, err = tlsreload.New(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Log.WithName("tls")); err != nil {
+			return nil, err
+		}
+		r.reloader.OnReload = func(err error) {
+			m.CertReloads.WithLabelValues(map[bool]string{true: "success", false: "failure"}[err == nil]).Inc()
+		}
+		if cfg.Server.TLS, err = serverTLS(cfg, r.reloader); err != nil {
+			return nil, err
+		}
+	}
+	handler := proxy.New(proxy.Config{
+		Resolver: resolver, Authorizer: authorizer, Metrics: m, Log: cfg.Log.WithName("proxy"),
+		AccessLog: cfg.AccessLog, ProxyTimeout: cfg.ProxyTimeout, MaxRequestBodyBytes: cfg.MaxRequestBody,
+		Retry:     cfg.Retry,
+		Transport: proxy.NewTransport(cfg.Policy, cfg.DialTimeout, cfg.ResponseTimeout),
+	})
+	opts := cfg.Server
+	opts.Gatherer = r.Registry
+	opts.Log = cfg.Log.WithName("server")
+	r.srv = server.New(opts, handler)
+	return r, nil
+}
+
+func serverTLS(cfg Config, reloader *tlsreload.Reloader) (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"},
+		GetCertificate: reloader.GetCertificate}
+	if cfg.MTLSMode == "" || cfg.MTLSMode == "off" {
+		return c, nil
+	}
+	pem, err := os.ReadFile(cfg.TLSClientCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading --tls-client-ca-file: %w", err)
+	}
+	c.ClientCAs = x509.NewCertPool()
+	if !c.ClientCAs.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--tls-client-ca-file %s holds no PEM certificate", cfg.TLSClientCAFile)
+	}
+	c.ClientAuth = tls.VerifyClientCertIfGiven
+	if cfg.MTLSMode == "required" {
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return c, nil
+}
+
+func newAuthorizer(cfg Config) (authz.Authorizer, error) {
+	switch cfg.AuthzMode {
+	case AuthzAllowAll, "":
+		return authz.AllowAll{}, nil
+	case AuthzTokenReview:
+		cs, err := kubernetes.NewForConfig(cfg.Kube)
+		if err != nil {
+			return nil, fmt.Errorf("creating the Kubernetes client for TokenReview: %w", err)
+		}
+		return authz.NewTokenReview(cs, cfg.TokenReview), nil
+	case AuthzScopedToken:
+		data, err := os.ReadFile(cfg.ScopedTokenKeys)
+		if err != nil {
+			return nil, fmt.Errorf("reading the scoped-token key file (--authz-scoped-token-secret-file): %w", err)
+		}
+		keys, err := scopedtoken.ParseKeys(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.ScopedTokenKeys, err)
+		}
+		return &authz.Scoped{Keys: keys}, nil
+	}
+	return nil, fmt.Errorf("unknown authorization mode %q; use %s, %s or %s", cfg.AuthzMode, AuthzAllowAll, AuthzTokenReview, AuthzScopedToken)
+}
+
+// Listen binds every listener.
+func (r *Router) Listen() error { return r.srv.Listen() }
+
+// Addr is the bound address of a listener (server.ProxyHTTP, ...).
+func (r *Router) Addr(name string) string { return r.srv.Addr(name) }
+
+// Serve runs the Sandbox cache, certificate reloads and the listeners until ctx ends, then
+// drains. /readyz reports ready once the listeners are bound and the cache has synced.
+func (r *Router) Serve(ctx context.Context) error {
+	bg, stop := context.WithCancel(context.Background())
+	defer stop()
+	var cacheErr = make(chan error, 1)
+	if r.cache != nil {
+		go func() { cacheErr <- r.cache.Start(bg) }()
+		synced := make(chan struct{})
+		go func() {
+			if r.cache.WaitForSync(bg) {
+				close(synced)
+			}
+		}()
+		r.srv.SetReady(func() bool {
+			select {
+			case <-synced:
+				return true
+			default:
+				return false
+			}
+		})
+	}
+	if r.reloader != nil {
+		if _, err := r.reloader.Start(bg); err != nil {
+			return err
+		}
+	}
+	err := r.srv.Serve(ctx)
+	stop()
+	if r.cache != nil {
+		if cerr := <-cacheErr; cerr != nil && !errors.Is(cerr, context.Canceled) {
+			err = errors.Join(err, fmt.Errorf("sandbox cache: %w", cerr))
+		}
+	}
+	return err
+}
+
+// Draining reports whether shutdown has begun.
+func (r *Router) Draining() bool { return r.srv.Draining() }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -47,7 +48,16 @@ func run(opts *manager.Options) error {
 		return err
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := manager.SetupControllers(ctx, mgr, opts); err != nil {
+	tp, shutdownTracing, err := manager.NewTracerProvider(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := shutdownTracing(context.Background()); err != nil {
+			ctrl.Log.Error(err, "flushing traces")
+		}
+	}()
+	if err := manager.SetupControllers(ctx, mgr, opts, tp); err != nil {
 		return err
 	}
 	if err := manager.RegisterMetrics(metrics.Registry, mgr); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -18,12 +19,13 @@ import (
 	"github.com/paddock-dev/paddock/internal/warmqueue"
 )
 
-// SetupControllers registers the cache indexes and the controllers o enables.
-func SetupControllers(ctx context.Context, mgr ctrl.Manager, o *Options) error {
+// SetupControllers registers the cache indexes and the controllers o enables; tp traces the
+// Sandbox controller's passes.
+func SetupControllers(ctx context.Context, mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
 	if err := indexes.Register(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	if err := setupSandbox(mgr, o); err != nil {
+	if err := setupSandbox(mgr, o, tp); err != nil {
 		return err
 	}
 	if !o.Extensions {
@@ -42,9 +44,9 @@ func RegisterMetrics(reg prometheus.Registerer, mgr ctrl.Manager) error {
 	)
 }
 
-func setupSandbox(mgr ctrl.Manager, o *Options) error {
+func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
 	r, err := sandbox.New(mgr.GetClient(), mgr.GetScheme(), mgr.GetEventRecorder(sandbox.ControllerName),
-		sandbox.WithClusterDomain(o.ClusterDomain), sandbox.WithWorkers(o.SandboxWorkers))
+		sandbox.WithClusterDomain(o.ClusterDomain), sandbox.WithWorkers(o.SandboxWorkers), sandbox.WithTracerProvider(tp))
 	if err != nil {
 		return err
 	}

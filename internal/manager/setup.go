@@ -8,10 +8,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/paddock-dev/paddock/internal/controller/sandbox"
 )
 
 // RESTConfig applies the client-side rate limits of o to cfg. A negative QPS turns the limiter
@@ -44,10 +45,8 @@ func NewManager(cfg *rest.Config, scheme *runtime.Scheme, o *Options) (ctrl.Mana
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		Controller:                    config.Controller{SkipNameValidation: &o.AllowDuplicateControllers},
-		Cache: cache.Options{
-			// Nothing reads managedFields; dropping them roughly halves the cache's memory.
-			DefaultTransform: cache.TransformStripManagedFields(),
-		},
+		// Cached objects lose managedFields, and Pods keep only what the controllers read.
+		Cache: sandbox.CacheOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the controller manager: %w", err)

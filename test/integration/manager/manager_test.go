@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"testing"
 
+	"go.opentelemetry.io/otel/trace/noop"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,7 +55,7 @@ func start(t *testing.T, o *manager.Options) *instance {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := manager.SetupControllers(ctx, mgr, o); err != nil {
+	if err := manager.SetupControllers(ctx, mgr, o, noop.NewTracerProvider()); err != nil {
 		cancel()
 		t.Fatal(err)
 	}

@@ -1,0 +1,239 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// runtimeUnderTest is the real sandboxd (its legacy API port) when PADDOCK_SANDBOXD_URL is set,
+// e.g. http://127.0.0.1:8888, else the protocol fixture.
+func runtimeUnderTest(t *testing.T) *Runtime {
+	t.Helper()
+	e := Endpoint{URL: os.Getenv("PADDOCK_SANDBOXD_URL"), Token: os.Getenv("PADDOCK_SANDBOXD_TOKEN")}
+	if e.URL == "" {
+		_, srv := newProtocolFixture(t)
+		e.URL = srv.URL
+	}
+	rt, err := NewRuntime(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+func TestRuntimeRunAndFiles(t *testing.T) {
+	rt := runtimeUnderTest(t)
+	ctx := context.Background()
+	dir := fmt.Sprintf("sdk-test-%d", time.Now().UnixNano()) // unique on a shared real daemon
+	if err := rt.WriteFile(ctx, dir+"/sub/hello.txt", []byte("hi there")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := rt.ReadFile(ctx, dir+"/sub/hello.txt")
+	if err != nil || string(got) != "hi there" {
+		t.Fatalf("ReadFile = %q, %v; want %q", got, err, "hi there")
+	}
+	entries, err := rt.ListFiles(ctx, dir+"/sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type brief struct {
+		Name  string
+		Size  int64
+		IsDir bool
+	}
+	var names []brief
+	for _, e := range entries {
+		names = append(names, brief{e.Name, e.Size, e.IsDir})
+		if e.ModTime.IsZero() {
+			t.Errorf("entry %q has no modification time", e.Name)
+		}
+	}
+	if diff := cmp.Diff([]brief{{"hello.txt", 8, false}}, names); diff != "" {
+		t.Errorf("ListFiles(sub) (-want +got):\n%s", diff)
+	}
+	if entries, err = rt.ListFiles(ctx, dir); err != nil || len(entries) != 1 || !entries[0].IsDir {
+		t.Errorf("ListFiles(dir) = %+v, %v; want the one directory sub", entries, err)
+	}
+	for path, want := range map[string]bool{dir + "/sub/hello.txt": true, dir + "/missing": false} {
+		if ok, err := rt.Exists(ctx, path); err != nil || ok != want {
+			t.Errorf("Exists(%q) = %v, %v; want %v", path, ok, err, want)
+		}
+	}
+
+	res, err := rt.Run(ctx, "cat "+dir+"/sub/hello.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&Result{Stdout: "hi there", ExitCode: 0}, res); diff != "" {
+		t.Errorf("Run(cat) (-want +got):\n%s", diff)
+	}
+	if res, err = rt.Run(ctx, "ls "+dir+"/missing"); err != nil || res.ExitCode == 0 || res.Stderr == "" {
+		t.Errorf("Run(ls missing) = %+v, %v; want a non-zero exit code and stderr", res, err)
+	}
+
+	_, err = rt.ReadFile(ctx, dir+"/missing")
+	var he *HTTPError
+	if !errors.As(err, &he) || he.StatusCode != http.StatusNotFound {
+		t.Errorf("ReadFile(missing) = %v, want an *HTTPError with 404", err)
+	}
+}
+
+func TestRuntimeRouterHeaders(t *testing.T) {
+	tests := []struct {
+		name string
+		e    Endpoint
+		want http.Header
+	}{
+		{"router", Endpoint{Sandbox: "sb-1", Namespace: "team", Port: 9000, Token: "t0k"},
+			http.Header{"X-Sandbox-Id": {"sb-1"}, "X-Sandbox-Namespace": {"team"}, "X-Sandbox-Port": {"9000"}, "Authorization": {"Bearer t0k"}}},
+		{"router defaults", Endpoint{Sandbox: "sb-1"},
+			http.Header{"X-Sandbox-Id": {"sb-1"}, "X-Sandbox-Namespace": {"default"}, "X-Sandbox-Port": {"8888"}}},
+		{"direct", Endpoint{}, http.Header{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, srv := newProtocolFixture(t)
+			tt.e.URL = srv.URL
+			rt, err := NewRuntime(tt.e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := rt.Exists(context.Background(), "x"); err != nil {
+				t.Fatal(err)
+			}
+			got := http.Header{}
+			for _, k := range []string{"X-Sandbox-Id", "X-Sandbox-Namespace", "X-Sandbox-Port", "Authorization"} {
+				if v := f.requests()[0].Header.Values(k); v != nil {
+					got[k] = v
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("headers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRuntimeRetries(t *testing.T) {
+	tests := []struct {
+		name         string
+		failStatus   int
+		failTimes    int
+		call         func(*Runtime) error
+		wantRequests int
+		wantErr      bool
+	}{
+		{"read retried through 503", 503, 2, func(r *Runtime) error { _, err := r.ReadFile(context.Background(), "f"); return err }, 3, false},
+		{"write retried through 502", 502, 1, func(r *Runtime) error { return r.WriteFile(context.Background(), "f", []byte("x")) }, 2, false},
+		{"read not retried on 404", 404, 5, func(r *Runtime) error { _, err := r.ReadFile(context.Background(), "f"); return err }, 1, true},
+		{"run not retried on 503", 503, 1, func(r *Runtime) error { _, err := r.Run(context.Background(), "true"); return err }, 1, true},
+		{"read gives up", 503, 99, func(r *Runtime) error { _, err := r.ReadFile(context.Background(), "f"); return err }, maxAttempts, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, srv := newProtocolFixture(t)
+			if err := os.WriteFile(f.root+"/f", []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			failed := 0
+			f.fail = func(*http.Request) (int, bool) {
+				failed++
+				return tt.failStatus, failed <= tt.failTimes
+			}
+			rt, err := NewRuntime(Endpoint{URL: srv.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt.sleep = func(context.Context, time.Duration) error { return nil }
+			err = tt.call(rt)
+			if (err != nil) != tt.wantErr {
+				t.Errorf("err = %v, want error %v", err, tt.wantErr)
+			}
+			if got := len(f.requests()); got != tt.wantRequests {
+				t.Errorf("requests = %d, want %d", got, tt.wantRequests)
+			}
+		})
+	}
+}
+
+// TestRuntimeRetriesRefusedRun: a refused connection never reached the runtime, so even a
+// command is retried, with growing pauses, until the attempts run out.
+func TestRuntimeRetriesRefusedRun(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	rt, err := NewRuntime(Endpoint{URL: "http://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pauses []time.Duration
+	rt.sleep = func(_ context.Context, d time.Duration) error { pauses = append(pauses, d); return nil }
+	_, err = rt.Run(context.Background(), "true")
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("err = %v, want connection refused", err)
+	}
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}
+	if diff := cmp.Diff(want, pauses); diff != "" {
+		t.Errorf("pauses (-want +got):\n%s", diff)
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	reset := &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	tests := []struct {
+		name       string
+		idempotent bool
+		status     int
+		err        error
+		want       bool
+	}{
+		{"refused command", false, 0, refused, true},
+		{"refused read", true, 0, refused, true},
+		{"reset command", false, 0, reset, false},
+		{"reset read", true, 0, reset, true},
+		{"cancelled read", true, 0, context.Canceled, false},
+		{"deadline read", true, 0, context.DeadlineExceeded, false},
+		{"503 read", true, 503, errors.New("x"), true},
+		{"502 command", false, 502, errors.New("x"), false},
+		{"500 read", true, 500, errors.New("x"), false},
+		{"404 read", true, 404, errors.New("x"), false},
+	}
+	for _, tt := range tests {
+		if got := retryable(tt.idempotent, tt.status, tt.err); got != tt.want {
+			t.Errorf("%s: retryable = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	var got []time.Duration
+	for attempt := 1; attempt <= 7; attempt++ {
+		got = append(got, backoff(attempt))
+	}
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond,
+		1600 * time.Millisecond, 2 * time.Second, 2 * time.Second}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("backoff (-want +got):\n%s", diff)
+	}
+}
+
+func TestNewRuntimeRejectsBadURL(t *testing.T) {
+	for _, u := range []string{"", "198.18.0.1:8888", "ftp://x", "http://"} {
+		if _, err := NewRuntime(Endpoint{URL: u}); err == nil {
+			t.Errorf("NewRuntime(%q) succeeded, want an error naming Endpoint.URL", u)
+		}
+	}
+}

@@ -237,3 +237,31 @@ func TestNewRuntimeRejectsBadURL(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxRuntimeStrategy: with a router URL the Sandbox's Runtime routes by headers; without
+// one it goes to the first pod IP on the runtime port, and says what to do when there is none.
+func TestSandboxRuntimeStrategy(t *testing.T) {
+	f, srv := newProtocolFixture(t)
+	routed := &Sandbox{c: &Client{opts: Options{RouterURL: srv.URL, RuntimePort: 8888}}, namespace: "team", claim: "c", sandbox: "sb-7"}
+	rt, err := routed.Runtime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Exists(context.Background(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	h := f.requests()[0].Header
+	if h.Get(HeaderSandboxID) != "sb-7" || h.Get(HeaderSandboxNamespace) != "team" || h.Get(HeaderSandboxPort) != "8888" {
+		t.Errorf("router headers = %v, want sandbox sb-7 in team on port 8888", h)
+	}
+
+	direct := &Sandbox{c: &Client{opts: Options{RuntimePort: 9000}}, namespace: "team", sandbox: "sb-7",
+		podIPs: []string{"fd00::7", "198.18.0.7"}}
+	if rt, err = direct.Runtime(); err != nil || rt.base.String() != "http://[fd00::7]:9000" || len(rt.headers) != 0 {
+		t.Errorf("direct Runtime = %v, %v; want http://[fd00::7]:9000 without router headers", rt.base, err)
+	}
+	noIP := &Sandbox{c: &Client{opts: Options{RuntimePort: 8888}}, namespace: "team", sandbox: "sb-7"}
+	if _, err := noIP.Runtime(); err == nil {
+		t.Error("Runtime without a pod IP succeeded, want an error pointing at Options.RouterURL")
+	}
+}

@@ -228,6 +228,29 @@ func TestClaimRejectedFailsFast(t *testing.T) {
 	claimGone(t, ns, "bad-label")
 }
 
+// TestClaimDeletedWhileWaiting: someone else deletes the claim before it is Ready; the wait ends
+// with ErrSandboxGone instead of running into the deadline.
+func TestClaimDeletedWhileWaiting(t *testing.T) {
+	ns := env.Namespace(t)
+	warmPool(t, ns, 0)
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	errs, c := make(chan error, 1), newClient(t)
+	go func() {
+		_, err := c.Claim(ctx, sdk.ClaimOptions{WarmPool: "pool", Namespace: ns, Name: "doomed"})
+		errs <- err
+	}()
+	claim := &extensionsv1beta1.SandboxClaim{}
+	framework.Eventually(t, func(ctx context.Context) error {
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "doomed"}, claim)
+	})
+	if err := env.Client.Delete(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errs; !errors.Is(err, sdk.ErrSandboxGone) || ctx.Err() != nil {
+		t.Fatalf("err = %v, want ErrSandboxGone before the deadline", err)
+	}
+}
+
 func TestSuspendResume(t *testing.T) {
 	ns := env.Namespace(t)
 	playKubelet(t, ns)

@@ -32,7 +32,11 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer sb.Release(context.Background())
+	defer func() {
+		if err := sb.Release(context.Background()); err != nil {
+			log.Print(err)
+		}
+	}()
 	rt, err := sb.Runtime()
 	if err != nil {
 		log.Fatal(err)

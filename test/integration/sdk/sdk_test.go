@@ -57,7 +57,7 @@ func startControllers(e *framework.Env) (func(), error) {
 }
 
 // playKubelet marks every Pod in ns Ready as soon as it exists, until the test ends.
-func playKubelet(t *testing.T, ns string) {
+func playKubelet(t testing.TB, ns string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-stopped })
@@ -92,7 +92,7 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-func newClient(t *testing.T) *sdk.Client {
+func newClient(t testing.TB) *sdk.Client {
 	c, err := sdk.New(env.Config, sdk.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +101,7 @@ func newClient(t *testing.T) *sdk.Client {
 }
 
 // warmPool creates a template and a pool of n and, when n > 0, waits until a member is Ready.
-func warmPool(t *testing.T, ns string, n int32) {
+func warmPool(t testing.TB, ns string, n int32) {
 	ctx := framework.Context(t, framework.DefaultTimeout)
 	framework.MustCreate(t, ctx, env.Client, builder.MakeTemplate("tpl", ns).Obj())
 	framework.MustCreate(t, ctx, env.Client, builder.MakeWarmPool("pool", ns, "tpl").Replicas(n).Obj())
@@ -120,7 +120,7 @@ func warmPool(t *testing.T, ns string, n int32) {
 	})
 }
 
-func claimGone(t *testing.T, ns, name string) {
+func claimGone(t testing.TB, ns, name string) {
 	t.Helper()
 	framework.Eventually(t, func(ctx context.Context) error {
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &extensionsv1beta1.SandboxClaim{})

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -60,10 +61,17 @@ func TestRuntimeRunAndFiles(t *testing.T) {
 	if diff := cmp.Diff([]brief{{"hello.txt", 8, false}}, names); diff != "" {
 		t.Errorf("ListFiles(sub) (-want +got):\n%s", diff)
 	}
-	if entries, err = rt.ListFiles(ctx, dir); err != nil || len(entries) != 1 || !entries[0].IsDir {
+	if entries, err = rt.ListFiles(ctx, dir+"/sub/.."); err != nil || len(entries) != 1 || !entries[0].IsDir {
 		t.Errorf("ListFiles(dir) = %+v, %v; want the one directory sub", entries, err)
 	}
-	for path, want := range map[string]bool{dir + "/sub/hello.txt": true, dir + "/missing": false} {
+	root, err := rt.ListFiles(ctx, ".")
+	if err != nil || !slices.ContainsFunc(root, func(e FileEntry) bool { return e.Name == dir && e.IsDir }) {
+		t.Errorf("ListFiles(.) = %+v, %v; want it to hold the directory %s", root, err, dir)
+	}
+	if err := rt.WriteFile(ctx, dir+"/odd name%.txt", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]bool{dir + "/sub/hello.txt": true, dir + "/missing": false, dir + "/odd name%.txt": true} {
 		if ok, err := rt.Exists(ctx, path); err != nil || ok != want {
 			t.Errorf("Exists(%q) = %v, %v; want %v", path, ok, err, want)
 		}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 )
 
@@ -177,5 +178,36 @@ func TestUntilDeleted(t *testing.T) {
 	fw.Delete(claimWith("2", ""))
 	if err := <-done; !errors.Is(err, ErrSandboxGone) {
 		t.Fatalf("err = %v, want ErrSandboxGone", err)
+	}
+}
+
+func TestSandboxConditionStateMachine(t *testing.T) {
+	sb := func(gen int64, status metav1.ConditionStatus) *agentsv1beta1.Sandbox {
+		s := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "sb"}}
+		s.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.SandboxConditionSuspended, Status: status,
+			Reason: "R", ObservedGeneration: gen}}
+		return s
+	}
+	tests := []struct {
+		name     string
+		ev       watch.Event
+		wantDone bool
+		wantKind error
+	}{
+		{"true at the written generation", watch.Event{Type: watch.Modified, Object: sb(3, metav1.ConditionTrue)}, true, nil},
+		{"true at a later generation", watch.Event{Type: watch.Modified, Object: sb(4, metav1.ConditionTrue)}, true, nil},
+		{"stale true from before the patch", watch.Event{Type: watch.Modified, Object: sb(2, metav1.ConditionTrue)}, false, nil},
+		{"false", watch.Event{Type: watch.Modified, Object: sb(3, metav1.ConditionFalse)}, false, nil},
+		{"no condition", watch.Event{Type: watch.Added, Object: &agentsv1beta1.Sandbox{}}, false, nil},
+		{"deleted", watch.Event{Type: watch.Deleted, Object: sb(3, metav1.ConditionFalse)}, false, ErrSandboxGone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &waiter{object: "Sandbox", namespace: "ns", name: "sb"}
+			done, err := w.sandboxCondition(agentsv1beta1.SandboxConditionSuspended, 3)(tt.ev)
+			if done != tt.wantDone || !errors.Is(err, tt.wantKind) || (tt.wantKind == nil && err != nil) {
+				t.Errorf("got (%v, %v), want (%v, %v)", done, err, tt.wantDone, tt.wantKind)
+			}
+		})
 	}
 }

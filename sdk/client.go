@@ -171,6 +171,21 @@ func (c *Client) Claim(ctx context.Context, o ClaimOptions) (*Sandbox, error) {
 	return c.newSandbox(ready), nil
 }
 
+// Attach returns the Sandbox of an existing claim, waiting like Claim until it is Ready. It never
+// deletes the claim: the caller who created it owns it.
+func (c *Client) Attach(ctx context.Context, namespace, claimName string) (*Sandbox, error) {
+	if namespace == "" {
+		namespace = "default"
+	}
+	claim := &extensionsv1beta1.SandboxClaim{}
+	claim.Namespace, claim.Name = namespace, claimName
+	ready, err := c.waitClaimReady(ctx, claim)
+	if err != nil {
+		return nil, err
+	}
+	return c.newSandbox(ready), nil
+}
+
 func (c *Client) checkPool(ctx context.Context, namespace, name string) error {
 	pool := &extensionsv1beta1.SandboxWarmPool{}
 	err := c.kube.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pool)

@@ -166,10 +166,18 @@ func TestClaimFromWarmPoolThenRelease(t *testing.T) {
 		t.Errorf("claim %s labels %v: want a generated sandbox-claim- name and label team=a", claim.Name, claim.Labels)
 	}
 
+	attached, err := newClient(t).Attach(ctx, ns, sb.ClaimName())
+	if err != nil || attached.SandboxName() != sb.SandboxName() {
+		t.Fatalf("Attach = %v, %v; want the same sandbox %q", attached, err, sb.SandboxName())
+	}
+
 	if err := sb.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	claimGone(t, ns, sb.ClaimName())
+	if _, err := newClient(t).Attach(ctx, ns, sb.ClaimName()); !errors.Is(err, sdk.ErrSandboxGone) {
+		t.Errorf("Attach after Release = %v, want ErrSandboxGone", err)
+	}
 	if err := sb.Release(ctx); err != nil {
 		t.Errorf("second Release = %v, want nil (already gone)", err)
 	}

@@ -8,17 +8,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 )
 
 // protocolFixture is a minimal stand-in for the legacy runtime API (reference §2.5) on
-// 127.0.0.1. It exists only because the real daemon lives on another branch; it proves the
-// SDK's HTTP mapping, not runtime behaviour. runtimeUnderTest uses the real sandboxd instead
-// whenever PADDOCK_SANDBOXD_URL is set.
+// 127.0.0.1, used only where the real daemon cannot serve the test: recording the headers a
+// router would see, and injecting 5xx answers for the retry tests. Runtime behaviour is tested
+// against the real sandboxd (runtimeUnderTest).
 type protocolFixture struct {
 	root string
 	mu   sync.Mutex
@@ -30,10 +28,8 @@ type protocolFixture struct {
 func newProtocolFixture(t *testing.T) (*protocolFixture, *httptest.Server) {
 	f := &protocolFixture{root: t.TempDir()}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /execute", f.execute)
 	mux.HandleFunc("POST /upload", f.upload)
 	mux.HandleFunc("GET /download/{path...}", f.download)
-	mux.HandleFunc("GET /list/{path...}", f.list)
 	mux.HandleFunc("GET /exists/{path...}", f.exists)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
@@ -56,31 +52,6 @@ func (f *protocolFixture) requests() []*http.Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]*http.Request(nil), f.reqs...)
-}
-
-// execute splits on spaces only (enough for the tests' commands) and runs without a shell.
-func (f *protocolFixture) execute(w http.ResponseWriter, r *http.Request) {
-	var req struct{ Command string }
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
-		return
-	}
-	argv := strings.Fields(req.Command)
-	cmd := exec.CommandContext(r.Context(), argv[0], argv[1:]...)
-	cmd.Dir = f.root
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	code := 0
-	if err := cmd.Run(); err != nil {
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) {
-			stderr.WriteString(err.Error())
-			code = 1
-		} else {
-			code = exit.ExitCode()
-		}
-	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"stdout": stdout.String(), "stderr": stderr.String(), "exit_code": code})
 }
 
 func (f *protocolFixture) upload(w http.ResponseWriter, r *http.Request) {
@@ -117,25 +88,6 @@ func (f *protocolFixture) download(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = w.Write(data)
-}
-
-func (f *protocolFixture) list(w http.ResponseWriter, r *http.Request) {
-	entries, err := os.ReadDir(f.resolve(r))
-	if err != nil {
-		http.Error(w, `{"message":"Directory not found"}`, http.StatusNotFound)
-		return
-	}
-	out := []map[string]any{}
-	for _, e := range entries {
-		info, _ := e.Info()
-		typ := "file"
-		if e.IsDir() {
-			typ = "directory"
-		}
-		out = append(out, map[string]any{"name": e.Name(), "size": info.Size(), "type": typ,
-			"mod_time": float64(info.ModTime().UnixNano()) / 1e9})
-	}
-	_ = json.NewEncoder(w).Encode(out)
 }
 
 func (f *protocolFixture) exists(w http.ResponseWriter, r *http.Request) {

@@ -13,22 +13,50 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 )
 
-// runtimeUnderTest is the real sandboxd (its legacy API port) when PADDOCK_SANDBOXD_URL is set,
-// e.g. http://127.0.0.1:8888, else the protocol fixture.
+// runtimeUnderTest is the sandboxd at PADDOCK_SANDBOXD_URL (its legacy API port, e.g.
+// http://127.0.0.1:8888; PADDOCK_SANDBOXD_TOKEN for --token) when set, else the real sandboxd
+// daemon served in-process on loopback.
 func runtimeUnderTest(t *testing.T) *Runtime {
 	t.Helper()
 	e := Endpoint{URL: os.Getenv("PADDOCK_SANDBOXD_URL"), Token: os.Getenv("PADDOCK_SANDBOXD_TOKEN")}
 	if e.URL == "" {
-		_, srv := newProtocolFixture(t)
-		e.URL = srv.URL
+		e.URL = startSandboxd(t)
 	}
 	rt, err := NewRuntime(e)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rt
+}
+
+// startSandboxd serves the real daemon on a fresh root until the test ends and returns the base
+// URL of its legacy API.
+func startSandboxd(t *testing.T) string {
+	t.Helper()
+	d, err := server.New(server.Config{RootDir: t.TempDir(), Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ls server.Listeners
+	for _, l := range []*net.Listener{&ls.GRPC, &ls.REST, &ls.Legacy} {
+		if *l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- d.Serve(ctx, ls) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("sandboxd: %v", err)
+		}
+	})
+	return "http://" + ls.Legacy.Addr().String()
 }
 
 func TestRuntimeRunAndFiles(t *testing.T) {

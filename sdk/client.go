@@ -36,6 +36,9 @@ type Options struct {
 	// RuntimePort is the runtime's port on the pod (default 8888, the legacy runtime API that
 	// sandboxd and the Python runtime both serve). Through the router it is sent as X-Sandbox-Port.
 	RuntimePort int
+	// GRPCPort is sandboxd's gRPC port on the pod (default 9090), used by Runtime.Stream in
+	// direct mode.
+	GRPCPort int
 	// Token, when set, is sent as "Authorization: Bearer <token>" (sandboxd --token).
 	Token string
 	// HTTPClient carries runtime requests; nil means a client with no proxy from the environment.
@@ -69,8 +72,14 @@ func NewWithClient(kube client.WithWatch, opts Options) (*Client, error) {
 	if opts.RuntimePort == 0 {
 		opts.RuntimePort = defaultRuntimePort
 	}
+	if opts.GRPCPort == 0 {
+		opts.GRPCPort = defaultGRPCPort
+	}
 	if opts.RuntimePort < 1 || opts.RuntimePort > 65535 {
 		return nil, fmt.Errorf("Options.RuntimePort=%d: must be between 1 and 65535 (the runtime's port on the pod, default 8888)", opts.RuntimePort)
+	}
+	if opts.GRPCPort < 1 || opts.GRPCPort > 65535 {
+		return nil, fmt.Errorf("Options.GRPCPort=%d: must be between 1 and 65535 (sandboxd's gRPC port on the pod, default 9090)", opts.GRPCPort)
 	}
 	return &Client{kube: kube, opts: opts}, nil
 }

@@ -19,6 +19,9 @@ import (
 // defaultRuntimePort is the legacy runtime API's port, served by sandboxd and the Python runtime.
 const defaultRuntimePort = 8888
 
+// defaultGRPCPort is sandboxd's gRPC ProcessService port.
+const defaultGRPCPort = 9090
+
 // Router request headers (the router's routing contract).
 const (
 	HeaderSandboxID        = "X-Sandbox-ID"
@@ -42,6 +45,9 @@ type Endpoint struct {
 	// X-Sandbox-Namespace so the router can route; Port (default 8888) as X-Sandbox-Port.
 	Sandbox, Namespace string
 	Port               int
+	// GRPCAddr, when set, is sandboxd's gRPC address (host:port, port 9090 by default); only
+	// Stream uses it.
+	GRPCAddr string
 	// Token, when set, is sent as "Authorization: Bearer <token>".
 	Token string
 	// HTTPClient carries the requests; nil means one that ignores proxy environment variables.
@@ -51,10 +57,11 @@ type Endpoint struct {
 // Runtime runs commands and moves files in one sandbox over the legacy runtime HTTP API
 // (POST /execute, POST /upload, GET /download/, /list/, /exists/).
 type Runtime struct {
-	base    *url.URL
-	headers http.Header
-	http    *http.Client
-	sleep   func(context.Context, time.Duration) error
+	base     *url.URL
+	grpcAddr string
+	headers  http.Header
+	http     *http.Client
+	sleep    func(context.Context, time.Duration) error
 }
 
 // NewRuntime checks e and returns a Runtime for it.
@@ -86,7 +93,7 @@ func NewRuntime(e Endpoint) (*Runtime, error) {
 		tr.Proxy = nil // sandbox traffic stays on the cluster network
 		hc = &http.Client{Transport: tr}
 	}
-	return &Runtime{base: base, headers: h, http: hc, sleep: sleepCtx}, nil
+	return &Runtime{base: base, grpcAddr: e.GRPCAddr, headers: h, http: hc, sleep: sleepCtx}, nil
 }
 
 // Result is a finished command.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -24,7 +25,9 @@ func runtimeUnderTest(t *testing.T) *Runtime {
 	t.Helper()
 	e := Endpoint{URL: os.Getenv("PADDOCK_SANDBOXD_URL"), Token: os.Getenv("PADDOCK_SANDBOXD_TOKEN")}
 	if e.URL == "" {
-		e.URL = startSandboxd(t)
+		e.URL, e.GRPCAddr = startSandboxd(t)
+	} else {
+		e.GRPCAddr = os.Getenv("PADDOCK_SANDBOXD_GRPC") // host:port; Stream is skipped without it
 	}
 	rt, err := NewRuntime(e)
 	if err != nil {
@@ -34,8 +37,8 @@ func runtimeUnderTest(t *testing.T) *Runtime {
 }
 
 // startSandboxd serves the real daemon on a fresh root until the test ends and returns the base
-// URL of its legacy API.
-func startSandboxd(t *testing.T) string {
+// URL of its legacy API and its gRPC address.
+func startSandboxd(t *testing.T) (legacyURL, grpcAddr string) {
 	t.Helper()
 	d, err := server.New(server.Config{RootDir: t.TempDir(), Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
 	if err != nil {
@@ -56,7 +59,32 @@ func startSandboxd(t *testing.T) string {
 			t.Errorf("sandboxd: %v", err)
 		}
 	})
-	return "http://" + ls.Legacy.Addr().String()
+	return "http://" + ls.Legacy.Addr().String(), ls.GRPC.Addr().String()
+}
+
+func TestRuntimeStream(t *testing.T) {
+	rt := runtimeUnderTest(t)
+	if rt.grpcAddr == "" {
+		t.Skip("PADDOCK_SANDBOXD_GRPC is not set")
+	}
+	var stdout, stderr strings.Builder
+	code, err := rt.Stream(context.Background(), []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]any{3, "out\n", "err\n"}, []any{code, stdout.String(), stderr.String()}); diff != "" {
+		t.Errorf("Stream (exit, stdout, stderr) (-want +got):\n%s", diff)
+	}
+	if _, err := rt.Stream(context.Background(), []string{"no-such-program-xyz"}, &stdout, &stderr); err == nil {
+		t.Error("Stream of a missing program succeeded, want the daemon's NOT_FOUND error")
+	}
+	noGRPC, err := NewRuntime(Endpoint{URL: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := noGRPC.Stream(context.Background(), []string{"true"}, &stdout, &stderr); err == nil || !strings.Contains(err.Error(), "GRPCAddr") {
+		t.Errorf("Stream without GRPCAddr = %v, want an error naming Endpoint.GRPCAddr", err)
+	}
 }
 
 func TestRuntimeRunAndFiles(t *testing.T) {
@@ -291,10 +319,10 @@ func TestSandboxRuntimeStrategy(t *testing.T) {
 		t.Errorf("router headers = %v, want sandbox sb-7 in team on port 8888", h)
 	}
 
-	direct := &Sandbox{c: &Client{opts: Options{RuntimePort: 9000}}, namespace: "team", sandbox: "sb-7",
+	direct := &Sandbox{c: &Client{opts: Options{RuntimePort: 9000, GRPCPort: 9001}}, namespace: "team", sandbox: "sb-7",
 		podIPs: []string{"fd00::7", "198.18.0.7"}}
-	if rt, err = direct.Runtime(); err != nil || rt.base.String() != "http://[fd00::7]:9000" || len(rt.headers) != 0 {
-		t.Errorf("direct Runtime = %v, %v; want http://[fd00::7]:9000 without router headers", rt.base, err)
+	if rt, err = direct.Runtime(); err != nil || rt.base.String() != "http://[fd00::7]:9000" || rt.grpcAddr != "[fd00::7]:9001" || len(rt.headers) != 0 {
+		t.Errorf("direct Runtime = %v, %v; want http://[fd00::7]:9000 and gRPC [fd00::7]:9001 without router headers", rt, err)
 	}
 	noIP := &Sandbox{c: &Client{opts: Options{RuntimePort: 8888}}, namespace: "team", sandbox: "sb-7"}
 	if _, err := noIP.Runtime(); err == nil {

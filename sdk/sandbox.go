@@ -45,7 +45,8 @@ func (s *Sandbox) PodIPs() []string {
 }
 
 // Runtime returns the connection to the sandbox's runtime: through the router when
-// Options.RouterURL is set, else straight to the first pod IP on Options.RuntimePort.
+// Options.RouterURL is set, else straight to the first pod IP on Options.RuntimePort (and
+// Options.GRPCPort for Stream).
 func (s *Sandbox) Runtime() (*Runtime, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -60,6 +61,7 @@ func (s *Sandbox) Runtime() (*Runtime, error) {
 			return nil, fmt.Errorf("sandbox %s/%s has no pod IP yet; set Options.RouterURL to go through the router", s.namespace, s.sandbox)
 		}
 		e.URL = "http://" + net.JoinHostPort(s.podIPs[0], strconv.Itoa(s.c.opts.RuntimePort))
+		e.GRPCAddr = net.JoinHostPort(s.podIPs[0], strconv.Itoa(s.c.opts.GRPCPort))
 	}
 	rt, err := NewRuntime(e)
 	if err != nil {

@@ -6,7 +6,8 @@
 // ErrClaimFailed or ErrSandboxGone and carry the controller's last Ready reason. The returned
 // Sandbox's Runtime runs commands and moves files over the runtime's HTTP API (the legacy API
 // on port 8888 that sandboxd and the Python runtime serve), either straight to the pod IP or
-// through the sandbox-router.
+// through the sandbox-router. Runtime.Stream streams a command's output over sandboxd's gRPC
+// ProcessService, straight to the pod.
 //
 // Quickstart:
 //

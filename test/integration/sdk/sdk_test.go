@@ -1,0 +1,305 @@
+// Package sdk tests the public Go SDK against a real API server with every controller running as
+// main wires them (--extensions); the test plays the kubelet.
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/manager"
+	"github.com/paddock-dev/paddock/sdk"
+	"github.com/paddock-dev/paddock/test/builder"
+	"github.com/paddock-dev/paddock/test/framework"
+)
+
+var env *framework.Env
+
+func TestMain(m *testing.M) { framework.RunMain(m, &env, startControllers) }
+
+// startControllers runs one controller manager for the whole package, as main builds it.
+func startControllers(e *framework.Env) (func(), error) {
+	o := manager.NewOptions()
+	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
+	o.LeaderElect = false
+	o.Extensions = true
+	o.AllowDuplicateControllers = true
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	mgr, err := manager.NewManager(e.Config, e.Scheme, o)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := manager.SetupControllers(ctx, mgr, o); err != nil {
+		cancel()
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Printf("manager stopped with error: %v\n", err)
+		}
+	}, nil
+}
+
+// playKubelet marks every Pod in ns Ready as soon as it exists, until the test ends.
+func playKubelet(t testing.TB, ns string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-stopped })
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			pods := &corev1.PodList{}
+			if err := env.Client.List(ctx, pods, client.InNamespace(ns)); err == nil {
+				for _, p := range pods.Items {
+					if p.DeletionTimestamp == nil && !podReady(&p) {
+						_, _ = framework.MarkPodReady(ctx, env.Client, client.ObjectKeyFromObject(&p))
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func newClient(t testing.TB) *sdk.Client {
+	c, err := sdk.New(env.Config, sdk.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// warmPool creates a template and a pool of n and, when n > 0, waits until a member is Ready.
+func warmPool(t testing.TB, ns string, n int32) {
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	framework.MustCreate(t, ctx, env.Client, builder.MakeTemplate("tpl", ns).Obj())
+	framework.MustCreate(t, ctx, env.Client, builder.MakeWarmPool("pool", ns, "tpl").Replicas(n).Obj())
+	if n == 0 {
+		return
+	}
+	framework.Eventually(t, func(ctx context.Context) error {
+		pool := &extensionsv1beta1.SandboxWarmPool{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pool"}, pool); err != nil {
+			return err
+		}
+		if pool.Status.ReadyReplicas != n {
+			return fmt.Errorf("pool readyReplicas = %d, want %d", pool.Status.ReadyReplicas, n)
+		}
+		return nil
+	})
+}
+
+func claimGone(t testing.TB, ns, name string) {
+	t.Helper()
+	framework.Eventually(t, func(ctx context.Context) error {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &extensionsv1beta1.SandboxClaim{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("claim %s/%s still exists (err %v)", ns, name, err)
+	})
+}
+
+func TestClaimFromWarmPoolThenRelease(t *testing.T) {
+	ns := env.Namespace(t)
+	playKubelet(t, ns)
+	warmPool(t, ns, 1)
+	members := &agentsv1beta1.SandboxList{}
+	if err := env.Client.List(framework.Context(t, framework.DefaultTimeout), members, client.InNamespace(ns)); err != nil || len(members.Items) != 1 {
+		t.Fatalf("pool members: %d, %v; want 1", len(members.Items), err)
+	}
+
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	sb, err := newClient(t).Claim(ctx, sdk.ClaimOptions{WarmPool: "pool", Namespace: ns,
+		Labels: map[string]string{"team": "a"}, PodLabels: map[string]string{"sandbox.users.io/from": "sdk"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.SandboxName() != members.Items[0].Name {
+		t.Errorf("SandboxName = %q, want the warm member %q", sb.SandboxName(), members.Items[0].Name)
+	}
+	if diff := cmp.Diff([]string{framework.PodIP}, sb.PodIPs()); diff != "" {
+		t.Errorf("PodIPs (-want +got):\n%s", diff)
+	}
+	claim := &extensionsv1beta1.SandboxClaim{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sb.ClaimName()}, claim); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim.Labels[agentsv1beta1.CreatedByLabel]; got != sdk.CreatedBy {
+		t.Errorf("created-by label = %q, want %q", got, sdk.CreatedBy)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, claim.Annotations[extensionsv1beta1.ClientFirstRequestedAtAnnotation]); err != nil {
+		t.Errorf("client-first-requested-at annotation: %v", err)
+	}
+	if !strings.HasPrefix(claim.Name, "sandbox-claim-") || claim.Labels["team"] != "a" {
+		t.Errorf("claim %s labels %v: want a generated sandbox-claim- name and label team=a", claim.Name, claim.Labels)
+	}
+
+	attached, err := newClient(t).Attach(ctx, ns, sb.ClaimName())
+	if err != nil || attached.SandboxName() != sb.SandboxName() {
+		t.Fatalf("Attach = %v, %v; want the same sandbox %q", attached, err, sb.SandboxName())
+	}
+
+	if err := sb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	claimGone(t, ns, sb.ClaimName())
+	if _, err := newClient(t).Attach(ctx, ns, sb.ClaimName()); !errors.Is(err, sdk.ErrSandboxGone) {
+		t.Errorf("Attach after Release = %v, want ErrSandboxGone", err)
+	}
+	if err := sb.Release(ctx); err != nil {
+		t.Errorf("second Release = %v, want nil (already gone)", err)
+	}
+}
+
+func TestClaimPoolNotFoundLeavesNothing(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	_, err := newClient(t).Claim(ctx, sdk.ClaimOptions{WarmPool: "missing", Namespace: ns})
+	if !errors.Is(err, sdk.ErrPoolNotFound) {
+		t.Fatalf("err = %v, want ErrPoolNotFound", err)
+	}
+	if want := fmt.Sprintf("warm pool %q not found in namespace %q", "missing", ns); !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %q, want it to say %q", err, want)
+	}
+	claims := &extensionsv1beta1.SandboxClaimList{}
+	if err := env.Client.List(ctx, claims, client.InNamespace(ns)); err != nil || len(claims.Items) != 0 {
+		t.Errorf("claims left behind: %d (%v), want 0", len(claims.Items), err)
+	}
+}
+
+// TestClaimNeverReadyCleansUp: no kubelet runs, so the Pod never becomes Ready; the deadline
+// ends the wait with the controller's last reason and the claim is deleted.
+func TestClaimNeverReadyCleansUp(t *testing.T) {
+	ns := env.Namespace(t)
+	warmPool(t, ns, 0)
+	// The deadline bounds the wait; it is long enough for the controller's first status write.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_, err := newClient(t).Claim(ctx, sdk.ClaimOptions{WarmPool: "pool", Namespace: ns, Name: "stuck"})
+	var ce *sdk.ClaimError
+	if !errors.As(err, &ce) || !errors.Is(err, sdk.ErrNotReady) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want a *ClaimError wrapping ErrNotReady and the deadline", err)
+	}
+	if ce.Name != "stuck" || ce.Reason == "" {
+		t.Errorf("ClaimError name %q reason %q, want claim stuck and the last Ready reason (err: %v)", ce.Name, ce.Reason, err)
+	}
+	claimGone(t, ns, "stuck")
+}
+
+// TestClaimRejectedFailsFast: a reason waiting will not fix ends the wait at once, well before
+// the deadline, and the claim is deleted.
+func TestClaimRejectedFailsFast(t *testing.T) {
+	ns := env.Namespace(t)
+	warmPool(t, ns, 0)
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	_, err := newClient(t).Claim(ctx, sdk.ClaimOptions{WarmPool: "pool", Namespace: ns, Name: "bad-label",
+		PodLabels: map[string]string{"no-domain": "x"}})
+	var ce *sdk.ClaimError
+	if !errors.As(err, &ce) || !errors.Is(err, sdk.ErrClaimFailed) || ctx.Err() != nil {
+		t.Fatalf("err = %v, want a *ClaimError wrapping ErrClaimFailed before the deadline", err)
+	}
+	if ce.Reason != extensionsv1beta1.ClaimReasonInvalidMetadata {
+		t.Errorf("reason = %q, want %q", ce.Reason, extensionsv1beta1.ClaimReasonInvalidMetadata)
+	}
+	claimGone(t, ns, "bad-label")
+}
+
+// TestClaimDeletedWhileWaiting: someone else deletes the claim before it is Ready; the wait ends
+// with ErrSandboxGone instead of running into the deadline.
+func TestClaimDeletedWhileWaiting(t *testing.T) {
+	ns := env.Namespace(t)
+	warmPool(t, ns, 0)
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	errs, c := make(chan error, 1), newClient(t)
+	go func() {
+		_, err := c.Claim(ctx, sdk.ClaimOptions{WarmPool: "pool", Namespace: ns, Name: "doomed"})
+		errs <- err
+	}()
+	claim := &extensionsv1beta1.SandboxClaim{}
+	framework.Eventually(t, func(ctx context.Context) error {
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "doomed"}, claim)
+	})
+	if err := env.Client.Delete(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errs; !errors.Is(err, sdk.ErrSandboxGone) || ctx.Err() != nil {
+		t.Fatalf("err = %v, want ErrSandboxGone before the deadline", err)
+	}
+}
+
+func TestSuspendResume(t *testing.T) {
+	ns := env.Namespace(t)
+	playKubelet(t, ns)
+	warmPool(t, ns, 1)
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	sb, err := newClient(t).Claim(ctx, sdk.ClaimOptions{WarmPool: "pool", Namespace: ns, Name: "pausable"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podKey := client.ObjectKey{Namespace: ns, Name: sb.SandboxName()}
+
+	if err := sb.Suspend(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sandbox := &agentsv1beta1.Sandbox{}
+	if err := env.Client.Get(ctx, podKey, sandbox); err != nil {
+		t.Fatal(err)
+	}
+	if sandbox.Spec.OperatingMode != agentsv1beta1.SandboxOperatingModeSuspended {
+		t.Errorf("operatingMode = %q after Suspend, want Suspended", sandbox.Spec.OperatingMode)
+	}
+	if err := builder.HasCondition(sandbox.Status.Conditions, agentsv1beta1.SandboxConditionSuspended, "True", ""); err != nil {
+		t.Error(err)
+	}
+	if err := env.Client.Get(ctx, podKey, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+		t.Errorf("pod after Suspend: err = %v, want NotFound", err)
+	}
+
+	if err := sb.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Get(ctx, podKey, sandbox); err != nil {
+		t.Fatal(err)
+	}
+	if err := builder.HasCondition(sandbox.Status.Conditions, agentsv1beta1.SandboxConditionReady, "True", ""); err != nil {
+		t.Error(err)
+	}
+	if diff := cmp.Diff([]string{framework.PodIP}, sb.PodIPs()); diff != "" {
+		t.Errorf("PodIPs after Resume (-want +got):\n%s", diff)
+	}
+	if err := sb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

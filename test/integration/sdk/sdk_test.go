@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/trace/noop"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,7 +43,7 @@ func startControllers(e *framework.Env) (func(), error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := manager.SetupControllers(ctx, mgr, o); err != nil {
+	if err := manager.SetupControllers(ctx, mgr, o, noop.NewTracerProvider()); err != nil {
 		cancel()
 		return nil, err
 	}

@@ -21,15 +21,17 @@ func (cl *cluster) pushImages(ctx context.Context) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	shell, err := image.FromTree(tree, image.Config{Entrypoint: []string{"/bin/sh"}, Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}})
+	shell, err := image.FromTree(tree, image.Config{Cmd: []string{"sh"}, Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}})
 	if err != nil {
 		return "", false, err
 	}
-	if _, err := image.Push(ctx, pause, cl.cfg.PauseImage()); err != nil {
+	p, err := image.Push(ctx, pause, cl.cfg.PauseImage())
+	if err != nil {
 		return "", false, fmt.Errorf("push the pause image: %w", err)
 	}
-	if _, err := image.Push(ctx, shell, cl.cfg.BusyboxImage()); err != nil {
+	b, err := image.Push(ctx, shell, cl.cfg.BusyboxImage())
+	if err != nil {
 		return "", false, fmt.Errorf("push the busybox image: %w", err)
 	}
-	return cl.cfg.PauseImage() + ", " + cl.cfg.BusyboxImage(), false, nil
+	return cl.cfg.PauseImage() + ", " + cl.cfg.BusyboxImage(), p.Uploaded || b.Uploaded, nil
 }

@@ -68,6 +68,8 @@ func clean(p string) string { return strings.TrimPrefix(path.Clean("/"+p), "/") 
 type Config struct {
 	// Entrypoint is the command the container runs, for example ["/pause"].
 	Entrypoint []string
+	// Cmd is the default arguments, or the command when Entrypoint is empty.
+	Cmd []string
 	// Env holds KEY=VALUE pairs.
 	Env []string
 	// User is the user the container runs as, for example "65532:65532"; empty means root.
@@ -104,6 +106,7 @@ func FromTree(tree *Tree, cfg Config) (v1.Image, error) {
 	// containerd refuses images without a platform, so it is always set.
 	file.OS, file.Architecture = "linux", "amd64"
 	file.Config.Entrypoint = cfg.Entrypoint
+	file.Config.Cmd = cfg.Cmd
 	file.Config.Env = cfg.Env
 	file.Config.User = cfg.User
 	return mutate.ConfigFile(img, file)
@@ -158,24 +161,33 @@ func (t *Tree) writeEntry(w *tar.Writer, p string, e entry) error {
 	return err
 }
 
-// Push uploads img as ref (for example "127.0.0.1:5001/pause:dev") and returns the pushed
-// reference pinned by digest. Registries on localhost or 127.0.0.1 are reached over plain HTTP.
-// Nothing is uploaded when the registry already holds the same manifest.
-func Push(ctx context.Context, img v1.Image, ref string) (string, error) {
+// Pushed is the outcome of Push.
+type Pushed struct {
+	// Ref is the pushed image pinned by digest (HOST:PORT/NAME@sha256:...): use it in pod specs
+	// so that a node never runs a stale image cached under the same tag.
+	Ref string
+	// Uploaded is false when the registry already held the same manifest under the tag.
+	Uploaded bool
+}
+
+// Push uploads img as ref (for example "127.0.0.1:5001/pause:dev"). Registries on localhost or
+// 127.0.0.1 are reached over plain HTTP. Nothing is uploaded when the registry already holds the
+// same manifest under that tag.
+func Push(ctx context.Context, img v1.Image, ref string) (Pushed, error) {
 	tag, err := name.NewTag(ref)
 	if err != nil {
-		return "", fmt.Errorf("image reference %q: %w; want HOST:PORT/NAME:TAG", ref, err)
+		return Pushed{}, fmt.Errorf("image reference %q: %w; want HOST:PORT/NAME:TAG", ref, err)
 	}
 	digest, err := img.Digest()
 	if err != nil {
-		return "", err
+		return Pushed{}, err
 	}
 	pinned := tag.Context().Digest(digest.String()).String()
 	if desc, err := remote.Head(tag, remote.WithContext(ctx)); err == nil && desc.Digest == digest {
-		return pinned, nil
+		return Pushed{Ref: pinned}, nil
 	}
 	if err := remote.Write(tag, img, remote.WithContext(ctx)); err != nil {
-		return "", fmt.Errorf("push %s: %w", ref, err)
+		return Pushed{}, fmt.Errorf("push %s: %w", ref, err)
 	}
-	return pinned, nil
+	return Pushed{Ref: pinned, Uploaded: true}, nil
 }

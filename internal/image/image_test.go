@@ -90,16 +90,16 @@ func TestPushToRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := host + "/tools/app:dev"
-	pinned, err := Push(context.Background(), img, ref)
-	if err != nil {
-		t.Fatal(err)
+	first, err := Push(context.Background(), img, ref)
+	if err != nil || !first.Uploaded {
+		t.Fatalf("first push = %+v, %v; want an upload", first, err)
 	}
-	// A second push of the same image must succeed and pin the same digest.
+	// A second push of the same image uploads nothing and pins the same digest.
 	again, err := Push(context.Background(), img, ref)
-	if err != nil || again != pinned {
-		t.Fatalf("second push = %q, %v; want %q, nil", again, err, pinned)
+	if err != nil || again != (Pushed{Ref: first.Ref}) {
+		t.Fatalf("second push = %+v, %v; want %+v, nil", again, err, Pushed{Ref: first.Ref})
 	}
-	pinnedRef, err := name.ParseReference(pinned)
+	pinnedRef, err := name.ParseReference(first.Ref)
 	if err != nil {
 		t.Fatal(err)
 	}

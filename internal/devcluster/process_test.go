@@ -1,6 +1,8 @@
 package devcluster
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -53,3 +55,22 @@ func TestProcessRecycledPidIsNotOurs(t *testing.T) {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
+func TestEnsureReportsADeadComponentWithItsLog(t *testing.T) {
+	cl := &cluster{cfg: Defaults(t.TempDir())}
+	comp := component{
+		name:    "crasher",
+		binary:  "/bin/sh",
+		args:    []string{"-c", "echo config is broken: line 3 >&2; exit 3"},
+		ready:   func(context.Context) error { return errors.New("not serving") },
+		timeout: 30 * time.Second,
+	}
+	_, _, err := cl.ensure(t.Context(), comp)
+	if err == nil {
+		t.Fatal("ensure of a crashing component succeeded")
+	}
+	for _, want := range []string{"crasher exited", "config is broken: line 3"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}

@@ -122,7 +122,12 @@ func (cl *cluster) components() map[string]component {
 				if err := httpOK(ctx, "http://"+loopback(c.Ports.KubeletHealthz)+"/healthz", ""); err != nil {
 					return err
 				}
-				return cl.nodeReady(ctx, NodeName)
+				// After a restart on kept state the Node still says Ready from before; only a
+				// heartbeat from this kubelet counts.
+				if err := cl.nodeReady(ctx, NodeName); err != nil {
+					return err
+				}
+				return cl.heartbeatSince(ctx, NodeName, c.process(compKubelet).startedAt())
 			},
 			timeout: 120 * time.Second,
 		},

@@ -82,6 +82,15 @@ func (p process) pid() int {
 	return pid
 }
 
+// startedAt is when the recorded process was started (the pid file's time); zero if unknown.
+func (p process) startedAt() time.Time {
+	info, err := os.Stat(p.pidFile)
+	if err != nil {
+		return time.Time{}
+	}
+	return info.ModTime()
+}
+
 // stop sends SIGTERM to the component's process group, waits up to grace for it to exit, then
 // kills the group. It removes the pid file. A component that is not running is not an error.
 func (p process) stop(ctx context.Context, grace time.Duration) error {

@@ -269,6 +269,21 @@ func (cl *cluster) nodeReady(ctx context.Context, name string) error {
 	return fmt.Errorf("node %s has no Ready condition yet", name)
 }
 
+// heartbeatSince fails unless the node's Ready condition was last reported at or after t.
+func (cl *cluster) heartbeatSince(ctx context.Context, name string, t time.Time) error {
+	node, err := cl.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, cond := range node.Status.Conditions {
+		// Heartbeats have whole seconds; allow for the truncation.
+		if cond.Type == corev1.NodeReady && !cond.LastHeartbeatTime.Add(time.Second).Before(t) {
+			return nil
+		}
+	}
+	return fmt.Errorf("node %s has not reported since its kubelet started at %s", name, t.Format(time.RFC3339))
+}
+
 func (cl *cluster) waitDefaultServiceAccount(ctx context.Context) (string, bool, error) {
 	err := poll(ctx, 60*time.Second, func(ctx context.Context) error {
 		_, err := cl.client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})

@@ -1,10 +1,13 @@
 package devcluster
 
 import (
+	"context"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidate(t *testing.T) {
@@ -70,5 +73,42 @@ func TestInstallCommand(t *testing.T) {
 	got := installCommand([]string{"containerd", "runc"})
 	if want := "apt-get update && apt-get install -y containerd runc"; got != want {
 		t.Fatalf("installCommand = %q, want %q", got, want)
+	}
+}
+
+func TestHostOwnership(t *testing.T) {
+	ownerFile = filepath.Join(t.TempDir(), "owner")
+	a, b := Defaults(t.TempDir()), Defaults(t.TempDir())
+	if !ownsHost(a) {
+		t.Fatal("nobody owns the host, yet a does not count as its owner")
+	}
+	if err := claimHost(a); err != nil {
+		t.Fatal(err)
+	}
+	if ownsHost(b) {
+		t.Fatal("b owns the host a claimed")
+	}
+	// a runs nothing, so b may take over.
+	if err := claimHost(b); err != nil {
+		t.Fatalf("claim over a stopped cluster: %v", err)
+	}
+	// Now b runs a component: a may not take the host back.
+	pid, err := b.process(compEtcd).start("/bin/sleep", []string{"60"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.process(compEtcd).stop(context.Background(), time.Second) })
+	_ = pid
+	if err := claimHost(a); err == nil || !strings.Contains(err.Error(), "paddock dev down --state-dir "+b.StateDir) {
+		t.Fatalf("claim over a running cluster = %v, want an error telling how to stop it", err)
+	}
+	if err := releaseHost(a); err != nil {
+		t.Fatal(err)
+	}
+	if !ownsHost(b) {
+		t.Fatal("releaseHost(a) released b's claim")
+	}
+	if err := releaseHost(b); err != nil || !ownsHost(a) {
+		t.Fatalf("releaseHost(b) = %v; the host should be free", err)
 	}
 }

@@ -55,8 +55,13 @@ func Down(ctx context.Context, cfg Config, opts DownOptions) error {
 		stop(name, 10*time.Second)
 	}
 	do("unmount", func() error { return unmountUnder(cfg.StateDir) })
-	do("remove interfaces", deleteInterfaces)
-	do("remove kubelet iptables chains", removeKubeletChains)
+	if ownsHost(cfg) {
+		do("remove interfaces", deleteInterfaces)
+		do("remove kubelet iptables chains", removeKubeletChains)
+		do("release the host", func() error { return releaseHost(cfg) })
+	} else {
+		cl.printf("  - interfaces and iptables chains belong to another dev cluster; left alone\n")
+	}
 	do("remove container log links", func() error { return removeLogLinks(cfg.StateDir) })
 	if !opts.KeepState {
 		do("remove "+cfg.StateDir, func() error { return os.RemoveAll(cfg.StateDir) })

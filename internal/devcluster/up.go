@@ -61,6 +61,9 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 		{"binaries", cl.buildBinaries},
 		{"configuration", cl.writeConfiguration},
 		{"node network", func(context.Context) (string, bool, error) {
+			if err := claimHost(cfg); err != nil {
+				return "", false, err
+			}
 			return nodeInterface + " " + cfg.NodeIP.String(), false, ensureNodeInterface(cfg.NodeIP)
 		}},
 	}

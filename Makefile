@@ -13,6 +13,9 @@ GOLANGCI_LINT := $(TOOLBIN)/golangci-lint-kube-api-linter
 # Kubernetes and etcd binaries, built from their official Go modules into a per-machine cache.
 K8S_BIN = $(shell hack/build-k8s.sh kube-apiserver etcd)
 GO_TEST_FLAGS ?=
+# Debian packages of the local dev cluster's real node (containerd, runc, CNI plugins) and of its
+# busybox image; `make e2e-deps` installs the missing ones through hack/install-deps.sh.
+DEV_DEBIAN_PACKAGES := containerd runc containernetworking-plugins busybox-static iproute2 iptables
 
 ##@ General
 
@@ -55,7 +58,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint, with the Kubernetes API linter, on 
 ##@ Test
 
 .PHONY: test
-test: test-unit test-integration ## Run every test tier (what CI runs).
+test: test-unit test-integration test-e2e ## Run every test tier (what CI runs).
 
 .PHONY: test-unit
 test-unit: ## Run unit tests (no API server).
@@ -64,6 +67,24 @@ test-unit: ## Run unit tests (no API server).
 .PHONY: test-integration
 test-integration: k8s-binaries ## Run integration tests against a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS=$(K8S_BIN) $(GO) test $(GO_TEST_FLAGS) ./test/integration/...
+
+.PHONY: test-e2e
+test-e2e: e2e-deps ## Run end-to-end tests: bring a local dev cluster up (as root), test it, take it down.
+	$(GO) test $(GO_TEST_FLAGS) -count=1 -timeout 30m ./test/e2e/...
+
+.PHONY: e2e-deps
+e2e-deps: ## Install the dev cluster's Debian packages and build its binaries (once per machine).
+	@hack/install-deps.sh $(DEV_DEBIAN_PACKAGES)
+	@hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kube-scheduler kubelet >/dev/null
+	@hack/build-dev-tools.sh kwok coredns >/dev/null
+
+.PHONY: dev
+dev: ## Bring up the local dev cluster (paddock dev up; KUBECONFIG is printed at the end).
+	$(GO) run ./cmd/paddock dev up
+
+.PHONY: dev-down
+dev-down: ## Stop the local dev cluster and remove its state.
+	$(GO) run ./cmd/paddock dev down
 
 .PHONY: k8s-binaries
 k8s-binaries: ## Build kube-apiserver and etcd from official modules into the cache (once per machine).

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/paddock-dev/paddock/internal/devcluster"
+)
+
+// defaultStateDir is where `paddock dev` keeps its cluster unless told otherwise.
+const defaultStateDir = "/var/lib/paddock-dev"
+
+// devOptions are the flags of `paddock dev up`.
+type devOptions struct {
+	StateDir        string
+	SourceDir       string
+	KWOKNodes       int
+	InstallPackages bool
+}
+
+func (o *devOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.SourceDir, "source-dir", "", "Paddock checkout whose hack/ scripts build the binaries (default: the checkout holding the working directory)")
+	fs.IntVar(&o.KWOKNodes, "kwok-nodes", 2, "number of KWOK fake nodes")
+	fs.BoolVar(&o.InstallPackages, "install-packages", true, "install missing Debian packages with apt-get")
+}
+
+// Config validates the flags and turns them into the cluster configuration.
+func (o *devOptions) Config(needSource bool) (devcluster.Config, error) {
+	stateDir, err := filepath.Abs(o.StateDir)
+	if err != nil {
+		return devcluster.Config{}, fmt.Errorf("--state-dir %q: %w", o.StateDir, err)
+	}
+	cfg := devcluster.Defaults(stateDir)
+	cfg.KWOKNodes = o.KWOKNodes
+	if needSource {
+		src := o.SourceDir
+		if src == "" {
+			wd, err := os.Getwd()
+			if err != nil {
+				return cfg, err
+			}
+			if src, err = findSourceDir(wd); err != nil {
+				return cfg, err
+			}
+		}
+		cfg.SourceDir = src
+	}
+	return cfg, cfg.Validate()
+}
+
+// findSourceDir walks up from dir to the Paddock checkout holding it.
+func findSourceDir(dir string) (string, error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		data, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		if err == nil && strings.HasPrefix(string(data), "module github.com/paddock-dev/paddock\n") {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", errors.New("not inside a Paddock checkout: run paddock dev up from one, or pass --source-dir")
+		}
+	}
+}
+
+func newDevCommand() *cobra.Command {
+	o := &devOptions{}
+	dev := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a local Kubernetes cluster (a real node plus KWOK fake nodes) for development",
+	}
+	dev.PersistentFlags().StringVar(&o.StateDir, "state-dir", defaultStateDir, "directory that holds every file, pid and log of the cluster")
+
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Build what is missing and start the cluster; does nothing when it already runs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := o.Config(true)
+			if err != nil {
+				return err
+			}
+			return devcluster.Up(cmd.Context(), cfg, devcluster.UpOptions{InstallPackages: o.InstallPackages, Out: cmd.OutOrStdout()})
+		},
+	}
+	o.AddFlags(up.Flags())
+
+	var keepState bool
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Stop every process of the cluster and remove its state",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := o.Config(false)
+			if err != nil {
+				return err
+			}
+			return devcluster.Down(cmd.Context(), cfg, devcluster.DownOptions{KeepState: keepState, Out: cmd.OutOrStdout()})
+		},
+	}
+	down.Flags().BoolVar(&keepState, "keep-state", false, "keep the state dir (etcd data, volumes, logs) for the next up")
+
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Report each component of the cluster; exits non-zero unless all are ready",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := o.Config(false)
+			if err != nil {
+				return err
+			}
+			statuses, healthy := devcluster.Status(cmd.Context(), cfg)
+			devcluster.PrintStatus(cmd.OutOrStdout(), statuses)
+			if !healthy {
+				return errors.New("the cluster is not fully up; run: paddock dev up")
+			}
+			return nil
+		},
+	}
+
+	dev.AddCommand(up, down, status, newDevRegistryCommand(), newDevProvisionerCommand())
+	return dev
+}
+
+// newDevRegistryCommand is the registry process `up` starts in the background.
+func newDevRegistryCommand() *cobra.Command {
+	var addr, dir string
+	cmd := &cobra.Command{
+		Use:    "registry",
+		Short:  "Serve the cluster's OCI registry (started by up)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return devcluster.ServeRegistry(cmd.Context(), addr, dir)
+		},
+	}
+	cmd.Flags().StringVar(&addr, "address", "127.0.0.1:5001", "loopback address to serve on")
+	cmd.Flags().StringVar(&dir, "dir", "", "directory for blobs")
+	_ = cmd.MarkFlagRequired("dir")
+	return cmd
+}
+
+// newDevProvisionerCommand is the dynamic volume provisioner `up` starts in the background.
+func newDevProvisionerCommand() *cobra.Command {
+	var kubeconfig, dir string
+	cmd := &cobra.Command{
+		Use:    "provisioner",
+		Short:  "Provision host-path volumes for the default StorageClass (started by up)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return devcluster.RunProvisioner(cmd.Context(), kubeconfig, dir)
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "admin kubeconfig of the cluster")
+	cmd.Flags().StringVar(&dir, "dir", "", "directory under which volumes are made")
+	_ = cmd.MarkFlagRequired("kubeconfig")
+	_ = cmd.MarkFlagRequired("dir")
+	return cmd
+}

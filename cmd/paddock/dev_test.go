@@ -1,0 +1,51 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestFindSourceDir(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "go.mod"), []byte("module github.com/paddock-dev/paddock\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deep := filepath.Join(root, "a", "b")
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := findSourceDir(deep)
+	if err != nil || got != root {
+		t.Fatalf("findSourceDir = %q, %v; want %q", got, err, root)
+	}
+	other := t.TempDir()
+	if err := os.WriteFile(filepath.Join(other, "go.mod"), []byte("module example.com/other\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := findSourceDir(other); err == nil || !strings.Contains(err.Error(), "--source-dir") {
+		t.Fatalf("findSourceDir outside a checkout = %v, want an error pointing at --source-dir", err)
+	}
+}
+
+func TestDevFlagsValidation(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dev", "up", "--kwok-nodes=-3", "--source-dir=/src"}, "--kwok-nodes -3 is out of range"},
+		{[]string{"dev", "status", "--state-dir=/"}, "--state-dir must not be /"},
+		{[]string{"dev", "up", "extra"}, `unknown command "extra"`},
+	}
+	for _, tc := range cases {
+		cmd := newRootCommand()
+		cmd.SetArgs(tc.args)
+		cmd.SetOut(&strings.Builder{})
+		cmd.SetErr(&strings.Builder{})
+		err := cmd.Execute()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("paddock %s = %v, want an error with %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,12 @@
+// Package devcluster runs a real single-node Kubernetes cluster plus KWOK fake nodes on one
+// machine, without Docker, for development and end-to-end tests (`paddock dev up|down|status`).
+//
+// Every component is a host process started in its own session, with its pid file and log under
+// one state directory, so the cluster outlives the command that started it and `down` finds
+// everything again. The recipe is /work/shared/guides/LOCAL-CLUSTER.md: etcd, kube-apiserver,
+// controller manager, scheduler, containerd + runc + the CNI bridge, one kubelet, an in-process OCI
+// registry on loopback, CoreDNS on the node address, a hostPath dynamic provisioner and KWOK.
+//
+// Pure parts (configuration, flag validation, rendered files and arguments) are table-tested;
+// the rest is proven by test/e2e/cluster.
+package devcluster

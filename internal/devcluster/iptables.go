@@ -1,0 +1,78 @@
+package devcluster
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+)
+
+// kubeletChains are the iptables chains the kubelet creates on start (canaries that tell it the
+// tables were flushed, the hint chain for kube-proxy's mode detection, and the firewall that
+// blocks outside traffic to 127.0.0.0/8). The dev cluster has no kube-proxy, so nothing else.
+var kubeletChains = map[string][]string{
+	"filter": {"KUBE-FIREWALL", "KUBE-KUBELET-CANARY"},
+	"mangle": {"KUBE-IPTABLES-HINT", "KUBE-KUBELET-CANARY"},
+	"nat":    {"KUBE-KUBELET-CANARY"},
+}
+
+// removeKubeletChains deletes the kubelet's chains and the rules that jump to them, for IPv4 and
+// IPv6, so `down` leaves the host's tables as they were.
+func removeKubeletChains() error {
+	var errs []error
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			continue
+		}
+		for table, chains := range kubeletChains {
+			errs = append(errs, removeChains(tool, table, chains))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func removeChains(tool, table string, chains []string) error {
+	out, err := exec.Command(tool, "-w", "-t", table, "-S").Output()
+	if err != nil {
+		return nil // the table does not exist here, so neither do the chains
+	}
+	owned := map[string]bool{}
+	for _, c := range chains {
+		owned[c] = true
+	}
+	present := map[string]bool{}
+	var errs []error
+	for _, line := range strings.Split(string(out), "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) == 2 && fields[0] == "-N" && owned[fields[1]]:
+			present[fields[1]] = true
+		case len(fields) > 3 && fields[0] == "-A" && !owned[fields[1]] && jumpsTo(fields, owned):
+			// A rule in another chain that jumps to ours: delete it by its exact spec.
+			args := append([]string{"-w", "-t", table, "-D"}, fields[1:]...)
+			if b, err := exec.Command(tool, args...).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("%s %s: %s", tool, strings.Join(args, " "), strings.TrimSpace(string(b))))
+			}
+		}
+	}
+	for _, c := range chains {
+		if !present[c] {
+			continue
+		}
+		for _, op := range []string{"-F", "-X"} {
+			if b, err := exec.Command(tool, "-w", "-t", table, op, c).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("%s -t %s %s %s: %s", tool, table, op, c, strings.TrimSpace(string(b))))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func jumpsTo(fields []string, owned map[string]bool) bool {
+	for i := 0; i+1 < len(fields); i++ {
+		if (fields[i] == "-j" || fields[i] == "-g") && owned[fields[i+1]] {
+			return true
+		}
+	}
+	return false
+}

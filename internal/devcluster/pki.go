@@ -1,0 +1,145 @@
+package devcluster
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// ensurePKI creates, once, the cluster's CA, the API server's serving certificate, the
+// service-account key pair and the static tokens. Existing files are kept, so a second `up`
+// leaves every issued token and kubeconfig valid.
+func ensurePKI(c Config) error {
+	dir := c.path("pki")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if !exists(filepath.Join(dir, "ca.crt")) {
+		if err := writeCA(c, dir); err != nil {
+			return fmt.Errorf("create the cluster CA in %s: %w", dir, err)
+		}
+	}
+	if !exists(filepath.Join(dir, "sa.key")) {
+		key, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			return err
+		}
+		pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+		if err != nil {
+			return err
+		}
+		if err := writePEM(filepath.Join(dir, "sa.pub"), "PUBLIC KEY", pub); err != nil {
+			return err
+		}
+		if err := writePEM(filepath.Join(dir, "sa.key"), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key)); err != nil {
+			return err
+		}
+	}
+	if !exists(filepath.Join(dir, "tokens.csv")) {
+		t := tokens{Admin: randomToken(), Kubelet: randomToken()}
+		if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(tokenFile(t)), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeCA(c Config, dir string) error {
+	caKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "paddock-dev-ca"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.AddDate(10, 0, 0),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return err
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "kube-apiserver"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.AddDate(10, 0, 0),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     apiServerDNSNames(),
+		IPAddresses:  []net.IP{net.IP(c.NodeIP.AsSlice()), net.IP(c.kubernetesServiceIP().AsSlice()), net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	files := []struct {
+		name, typ string
+		der       []byte
+	}{
+		{"apiserver.crt", "CERTIFICATE", der},
+		{"apiserver.key", "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key)},
+		{"ca.key", "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(caKey)},
+		// The CA certificate last: its presence marks the whole set as complete.
+		{"ca.crt", "CERTIFICATE", caDER},
+	}
+	for _, f := range files {
+		if err := writePEM(filepath.Join(dir, f.name), f.typ, f.der); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func apiServerDNSNames() []string {
+	return []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + ClusterDomain}
+}
+
+func writePEM(path, typ string, der []byte) error {
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
+}
+
+func randomToken() string {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b)
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
+// readTokens reads the static tokens ensurePKI wrote.
+func readTokens(c Config) (tokens, error) {
+	data, err := os.ReadFile(c.path("pki", "tokens.csv"))
+	if err != nil {
+		return tokens{}, err
+	}
+	return parseTokenFile(string(data))
+}

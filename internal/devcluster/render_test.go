@@ -1,0 +1,227 @@
+package devcluster
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
+)
+
+var testCfg = Defaults("/state")
+
+func TestCNIConfig(t *testing.T) {
+	var got map[string]any
+	if err := json.Unmarshal([]byte(cniConfig(testCfg)), &got); err != nil {
+		t.Fatal(err)
+	}
+	bridge := got["plugins"].([]any)[0].(map[string]any)
+	want := map[string]any{
+		"type": "bridge", "bridge": "paddock-br", "isGateway": true, "ipMasq": false,
+		"ipam": map[string]any{
+			"type":    "host-local",
+			"dataDir": "/state/cni/ipam",
+			"ranges":  []any{[]any{map[string]any{"subnet": "198.18.0.0/24", "gateway": "198.18.0.1"}}},
+			"routes":  []any{map[string]any{"dst": "0.0.0.0/0"}},
+		},
+	}
+	if diff := cmp.Diff(want, bridge); diff != "" {
+		t.Fatalf("bridge plugin (-want +got):\n%s", diff)
+	}
+}
+
+func TestKubeletConfig(t *testing.T) {
+	var got map[string]any
+	if err := json.Unmarshal([]byte(kubeletConfig(testCfg)), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"address":                  "198.18.255.1",
+		"clusterDNS":               []any{"198.18.255.1"},
+		"containerRuntimeEndpoint": "unix:///state/containerd/containerd.sock",
+		"failCgroupV1":             false,
+		"cgroupDriver":             "cgroupfs",
+		"cgroupsPerQOS":            false,
+		"resolvConf":               "/state/kubelet/resolv.conf",
+	}
+	picked := map[string]any{}
+	for k := range want {
+		picked[k] = got[k]
+	}
+	if diff := cmp.Diff(want, picked); diff != "" {
+		t.Fatalf("kubelet configuration (-want +got):\n%s", diff)
+	}
+}
+
+func TestContainerdConfig(t *testing.T) {
+	got := containerdConfig(testCfg)
+	for _, want := range []string{
+		`address = "/state/containerd/containerd.sock"`,
+		`sandbox_image = "127.0.0.1:5001/pause:dev"`,
+		`restrict_oom_score_adj = true`,
+		`snapshotter = "native"`,
+		`conf_dir = "/state/cni/net.d"`,
+		`[plugins."io.containerd.grpc.v1.cri".registry.mirrors."127.0.0.1:5001"]`,
+		`endpoint = ["http://127.0.0.1:5001"]`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("containerd config lacks %s:\n%s", want, got)
+		}
+	}
+}
+
+func TestCorefile(t *testing.T) {
+	got := corefile(testCfg)
+	for _, want := range []string{".:53 {", "bind 198.18.255.1", "ready 127.0.0.1:18181", "kubernetes cluster.local in-addr.arpa ip6.arpa {", "kubeconfig /state/kubeconfig paddock-dev"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Corefile lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "forward") {
+		t.Errorf("Corefile forwards queries off the machine:\n%s", got)
+	}
+}
+
+func TestArgsStayInsideTheTestBed(t *testing.T) {
+	got := map[string][]string{
+		"apiserver": pick(apiServerArgs(testCfg), "--bind-address", "--service-cluster-ip-range", "--authorization-mode"),
+		"kubelet":   pick(kubeletArgs(testCfg), "--node-ip", "--hostname-override"),
+		"kwok":      pick(kwokArgs(testCfg, []string{"/s/a.yaml", "/s/b.yaml"}), "--cidr", "--manage-nodes-with-label-selector", "--config"),
+		"etcd":      pick(etcdArgs(testCfg), "--listen-client-urls", "--listen-peer-urls"),
+		"kcm":       pick(controllerManagerArgs(testCfg), "--controllers", "--bind-address"),
+	}
+	want := map[string][]string{
+		"apiserver": {"--bind-address=198.18.255.1", "--service-cluster-ip-range=198.19.128.0/17", "--authorization-mode=Node,RBAC"},
+		"kubelet":   {"--node-ip=198.18.255.1", "--hostname-override=paddock-dev"},
+		"kwok":      {"--cidr=198.19.0.0/17", "--manage-nodes-with-label-selector=type=kwok", "--config=/s/a.yaml", "--config=/s/b.yaml"},
+		"etcd":      {"--listen-client-urls=http://127.0.0.1:23790", "--listen-peer-urls=http://127.0.0.1:23800"},
+		"kcm":       {"--controllers=*,-nodeipam", "--bind-address=127.0.0.1"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("arguments (-want +got):\n%s", diff)
+	}
+}
+
+func pick(args []string, flags ...string) []string {
+	var out []string
+	for _, f := range flags {
+		for _, a := range args {
+			if strings.HasPrefix(a, f+"=") {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+func TestKubeconfigLoads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, []byte(kubeconfig("https://198.18.255.1:6443", []byte("CA"), "tok")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{cfg.Host, cfg.BearerToken, string(cfg.CAData)}
+	if diff := cmp.Diff([]string{"https://198.18.255.1:6443", "tok", "CA"}, got); diff != "" {
+		t.Fatalf("kubeconfig (-want +got):\n%s", diff)
+	}
+}
+
+func TestTokenFileRoundTrip(t *testing.T) {
+	in := tokens{Admin: "a1", Kubelet: "k1"}
+	got, err := parseTokenFile(tokenFile(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(in, got); diff != "" {
+		t.Fatalf("tokens (-want +got):\n%s", diff)
+	}
+	if _, err := parseTokenFile("x,someone,uid,\"g\"\n"); err == nil || !strings.Contains(err.Error(), "lacks the admin or kubelet token") {
+		t.Fatalf("parseTokenFile of a foreign file = %v, want a clear error", err)
+	}
+}
+
+func TestKWOKNode(t *testing.T) {
+	n := kwokNode(7)
+	got := []string{n.Name, n.Labels["type"], n.Labels[corev1.LabelHostname], n.Annotations["kwok.x-k8s.io/node"], string(n.Spec.Taints[0].Effect)}
+	if diff := cmp.Diff([]string{"paddock-kwok-7", "kwok", "paddock-kwok-7", "fake", "NoSchedule"}, got); diff != "" {
+		t.Fatalf("fake node (-want +got):\n%s", diff)
+	}
+}
+
+func TestHostPathVolume(t *testing.T) {
+	mode := corev1.PersistentVolumeFilesystem
+	reclaim := corev1.PersistentVolumeReclaimDelete
+	opts := controller.ProvisionOptions{
+		StorageClass: &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "standard"}, ReclaimPolicy: &reclaim},
+		PVName:       "pvc-123",
+		PVC: &corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			VolumeMode:  &mode,
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		}},
+		SelectedNodeName: "paddock-dev",
+	}
+	got := hostPathVolume("/state/volumes", opts)
+	want := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pvc-123"},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			VolumeMode:                    &mode,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+			StorageClassName:              "standard",
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
+				Path: "/state/volumes/pvc-123", Type: ptrTo(corev1.HostPathDirectoryOrCreate),
+			}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{"paddock-dev"}}},
+			}}}},
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("volume (-want +got):\n%s", diff)
+	}
+}
+
+func TestProvisionerDeleteOnlyItsOwnDirectories(t *testing.T) {
+	dir := t.TempDir()
+	p := hostPathProvisioner{dir: dir}
+	outside := t.TempDir()
+	pv := &corev1.PersistentVolume{Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{
+		HostPath: &corev1.HostPathVolumeSource{Path: outside},
+	}}}
+	if err := p.Delete(t.Context(), pv); err == nil {
+		t.Fatal("Delete of a path outside the volume dir succeeded, want an ignored error")
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Fatalf("the outside directory is gone: %v", err)
+	}
+	mine := filepath.Join(dir, "pvc-1")
+	if err := os.Mkdir(mine, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pv.Spec.HostPath.Path = mine
+	if err := p.Delete(t.Context(), pv); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(mine); !os.IsNotExist(err) {
+		t.Fatalf("volume directory still there: %v", err)
+	}
+}
+
+func TestUnescapeMountPath(t *testing.T) {
+	if got := unescapeMountPath(`/a\040b/c`); got != "/a b/c" {
+		t.Fatalf("unescapeMountPath = %q, want %q", got, "/a b/c")
+	}
+}

@@ -1,0 +1,161 @@
+package image
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+func TestBusyboxTreeSkipsTheBinaryName(t *testing.T) {
+	tree := busyboxTree("/bin/busybox", []string{"bin/sh", "bin/busybox", "usr/bin/wget"})
+	want := []string{"bin/busybox", "bin/sh", "usr/bin/wget"}
+	if diff := cmp.Diff(want, tree.Paths()); diff != "" {
+		t.Fatalf("paths (-want +got):\n%s", diff)
+	}
+	if got := tree.entries["bin/busybox"]; got.link != "" || got.source != "/bin/busybox" {
+		t.Fatalf("bin/busybox = %+v, want the regular file copied from /bin/busybox", got)
+	}
+	if got := tree.entries["usr/bin/wget"].link; got != "/bin/busybox" {
+		t.Fatalf("usr/bin/wget links to %q, want /bin/busybox", got)
+	}
+}
+
+func TestFromBinaryLayoutAndConfig(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "app")
+	if err := os.WriteFile(bin, []byte("#!binary"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	img, err := FromBinary(bin, "/usr/local/bin/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{cfg.OS, cfg.Architecture, strings.Join(cfg.Config.Entrypoint, " ")}
+	if diff := cmp.Diff([]string{"linux", "amd64", "/usr/local/bin/app"}, got); diff != "" {
+		t.Fatalf("platform and entrypoint (-want +got):\n%s", diff)
+	}
+	wantFiles := []string{"usr/ dir 755", "usr/local/ dir 755", "usr/local/bin/ dir 755", "usr/local/bin/app file 755 #!binary"}
+	if diff := cmp.Diff(wantFiles, layerListing(t, img)); diff != "" {
+		t.Fatalf("layer (-want +got):\n%s", diff)
+	}
+}
+
+func TestFromBinaryMissingFileNamesIt(t *testing.T) {
+	_, err := FromBinary("/nonexistent/app", "/app")
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/app") {
+		t.Fatalf("err = %v, want one naming /nonexistent/app", err)
+	}
+}
+
+func TestSameInputSameDigest(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "app")
+	if err := os.WriteFile(bin, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := FromBinary(bin, "/app")
+	b, _ := FromBinary(bin, "/app")
+	da, _ := a.Digest()
+	db, _ := b.Digest()
+	if da != db {
+		t.Fatalf("digests differ for the same input: %s and %s", da, db)
+	}
+}
+
+func TestPushToRegistry(t *testing.T) {
+	srv := httptest.NewServer(registry.New())
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	bin := filepath.Join(t.TempDir(), "app")
+	if err := os.WriteFile(bin, []byte("payload"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	img, err := FromBinary(bin, "/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := host + "/tools/app:dev"
+	first, err := Push(context.Background(), img, ref)
+	if err != nil || !first.Uploaded {
+		t.Fatalf("first push = %+v, %v; want an upload", first, err)
+	}
+	// A second push of the same image uploads nothing and pins the same digest.
+	again, err := Push(context.Background(), img, ref)
+	if err != nil || again != (Pushed{Ref: first.Ref}) {
+		t.Fatalf("second push = %+v, %v; want %+v, nil", again, err, Pushed{Ref: first.Ref})
+	}
+	pinnedRef, err := name.ParseReference(first.Ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pulled, err := remote.Image(pinnedRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(layerListing(t, img), layerListing(t, pulled)); diff != "" {
+		t.Fatalf("pulled layer differs (-pushed +pulled):\n%s", diff)
+	}
+}
+
+func TestPushBadReference(t *testing.T) {
+	img, err := FromTree(NewTree(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Push(context.Background(), img, "Not A Ref")
+	if err == nil || !strings.Contains(err.Error(), "HOST:PORT/NAME:TAG") {
+		t.Fatalf("err = %v, want one showing the expected form", err)
+	}
+}
+
+func layerListing(t *testing.T, img v1.Image) []string {
+	t.Helper()
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("layers = %d, %v; want exactly one", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var got []string
+	r := tar.NewReader(rc)
+	for {
+		h, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return got
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := h.Name
+		switch h.Typeflag {
+		case tar.TypeDir:
+			line += " dir " + modeString(h.Mode)
+		case tar.TypeSymlink:
+			line += " -> " + h.Linkname
+		default:
+			data, _ := io.ReadAll(r)
+			line += " file " + modeString(h.Mode) + " " + string(data)
+		}
+		got = append(got, line)
+	}
+}
+
+func modeString(m int64) string { return strconv.FormatInt(m, 8) }

@@ -1,0 +1,321 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/paddock-dev/paddock/test/framework"
+)
+
+var imageFlag = flag.String("image", "127.0.0.1:5001/busybox:dev", "busybox image the test pods run")
+
+// marker is on the command line of every test container, so a leftover one can be found.
+const marker = "paddock-e2e-marker"
+
+// TestCluster runs in order: the cluster serves pods first, then (when the tests brought it
+// up) `dev down` must leave nothing behind.
+func TestCluster(t *testing.T) {
+	t.Run("a pod serves HTTP to the host by pod IP, with logs, exec and DNS", testPodServes)
+	t.Run("a PVC binds and keeps data from one pod to the next", testVolume)
+	t.Run("a pod on a KWOK node goes Ready", testKWOKPod)
+	t.Run("dev down leaves no process, mount, interface or iptables rule", testDownIsClean)
+}
+
+func testPodServes(t *testing.T) {
+	ns := namespace(t)
+	ctx := framework.Context(t, 3*time.Minute)
+	pod := busyboxPod("web", ns, `mkdir -p /www && echo paddock-e2e-ok > /www/index.html && echo server-starting && httpd -f -p 8080 -h /www; :`)
+	pod.Labels = map[string]string{"app": "web"}
+	pod.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1}
+	create(t, ctx, pod)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  map[string]string{"app": "web"},
+			Ports:     []corev1.ServicePort{{Name: "http", Port: 8080}},
+		},
+	}
+	if _, err := suite.client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ip := waitReady(t, ns, "web")
+
+	framework.Eventually(t, func(ctx context.Context) error {
+		body, err := httpGet(ctx, "http://"+ip+":8080/index.html")
+		if err != nil {
+			return err
+		}
+		if body != "paddock-e2e-ok\n" {
+			return fmt.Errorf("GET / from the host = %q, want %q", body, "paddock-e2e-ok\n")
+		}
+		return nil
+	})
+	framework.Eventually(t, func(ctx context.Context) error {
+		logs, err := suite.client.CoreV1().Pods(ns).GetLogs("web", &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(logs), "server-starting") {
+			return fmt.Errorf("logs = %q, want them to contain server-starting", logs)
+		}
+		return nil
+	})
+	out, err := execInPod(ctx, ns, "web", "cat", "/www/index.html")
+	if err != nil || out != "paddock-e2e-ok\n" {
+		t.Fatalf("exec cat = %q, %v; want %q", out, err, "paddock-e2e-ok\n")
+	}
+	// The headless Service resolves to the pod's IP through the cluster DNS.
+	name := "web." + ns + ".svc.cluster.local"
+	framework.Eventually(t, func(ctx context.Context) error {
+		out, err := execInPod(ctx, ns, "web", "nslookup", name)
+		if err != nil {
+			return fmt.Errorf("nslookup %s: %w: %s", name, err, out)
+		}
+		if !strings.Contains(out, "Address: "+ip) {
+			return fmt.Errorf("nslookup %s = %q, want the pod IP %s", name, out, ip)
+		}
+		return nil
+	})
+}
+
+func testVolume(t *testing.T) {
+	ns := namespace(t)
+	ctx := framework.Context(t, 3*time.Minute)
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("16Mi")}},
+		},
+	}
+	if _, err := suite.client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	value := rand.String(16)
+	writer := withVolume(busyboxPod("writer", ns, "echo "+value+" > /data/value"))
+	create(t, ctx, writer)
+	waitSucceeded(t, ns, "writer")
+	got, err := suite.client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
+	if err != nil || got.Status.Phase != corev1.ClaimBound {
+		t.Fatalf("PVC data = %v, %v; want Bound", got.Status.Phase, err)
+	}
+	reader := withVolume(busyboxPod("reader", ns, "cat /data/value"))
+	create(t, ctx, reader)
+	waitSucceeded(t, ns, "reader")
+	logs, err := suite.client.CoreV1().Pods(ns).GetLogs("reader", &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(value+"\n", string(logs)); diff != "" {
+		t.Fatalf("the next pod read (-written +read):\n%s", diff)
+	}
+}
+
+func testKWOKPod(t *testing.T) {
+	ns := namespace(t)
+	ctx := framework.Context(t, time.Minute)
+	pod := busyboxPod("fake", ns, "sleep 3600")
+	pod.Spec.NodeSelector = map[string]string{"type": "kwok"}
+	pod.Spec.Tolerations = []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	create(t, ctx, pod)
+	waitReady(t, ns, "fake")
+	got, err := suite.client.CoreV1().Pods(ns).Get(ctx, "fake", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(got.Spec.NodeName, "paddock-kwok-") {
+		t.Fatalf("pod ran on %q, want a KWOK node", got.Spec.NodeName)
+	}
+}
+
+func testDownIsClean(t *testing.T) {
+	if !suite.owned {
+		t.Skip("the cluster came from -cluster-kubeconfig; the tests do not take it down")
+	}
+	out, err := paddockDown()
+	if err != nil {
+		t.Fatalf("paddock dev down: %v\n%s", err, out)
+	}
+	after, err := snapshotHost(suite.stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(suite.before, after); diff != "" {
+		t.Errorf("the host differs from before up (-before +after):\n%s", diff)
+	}
+	for _, s := range []string{suite.stateDir, marker} {
+		if left := processesMentioning(s); len(left) > 0 {
+			t.Errorf("processes left that mention %s:\n%s", s, strings.Join(left, "\n"))
+		}
+	}
+	if _, err := os.Stat(suite.stateDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state dir %s still exists (err %v)", suite.stateDir, err)
+	}
+}
+
+// namespace creates a namespace for one test and deletes it afterwards.
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
+	ctx := framework.Context(t, 30*time.Second)
+	created, err := suite.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Pods need the namespace's default ServiceAccount, which the controller manager makes.
+	framework.Eventually(t, func(ctx context.Context) error {
+		_, err := suite.client.CoreV1().ServiceAccounts(created.Name).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+	t.Cleanup(func() {
+		_ = suite.client.CoreV1().Namespaces().Delete(context.Background(), created.Name, metav1.DeleteOptions{})
+	})
+	return created.Name
+}
+
+func busyboxPod(name, ns, script string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: ptr(int64(1)),
+			Containers: []corev1.Container{{
+				Name:            "main",
+				Image:           *imageFlag,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				// $0 of the shell is the marker, so the process is recognisable on the host.
+				Command: []string{"sh", "-c", script, marker},
+			}},
+		},
+	}
+}
+
+func withVolume(pod *corev1.Pod) *corev1.Pod {
+	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"},
+	}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	return pod
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func create(t *testing.T, ctx context.Context, pod *corev1.Pod) {
+	t.Helper()
+	if _, err := suite.client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pod %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
+}
+
+// waitReady waits for the pod's Ready condition and returns its IP.
+func waitReady(t *testing.T, ns, name string) string {
+	t.Helper()
+	var ip string
+	framework.EventuallyWithin(t, 2*time.Minute, func(ctx context.Context) error {
+		pod, err := suite.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ip = pod.Status.PodIP
+				return nil
+			}
+		}
+		return fmt.Errorf("pod %s/%s is %s, not Ready: %s", ns, name, pod.Status.Phase, describe(pod))
+	})
+	return ip
+}
+
+func waitSucceeded(t *testing.T, ns, name string) {
+	t.Helper()
+	framework.EventuallyWithin(t, 2*time.Minute, func(ctx context.Context) error {
+		pod, err := suite.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		switch pod.Status.Phase {
+		case corev1.PodSucceeded:
+			return nil
+		case corev1.PodFailed:
+			t.Fatalf("pod %s/%s failed: %s", ns, name, describe(pod))
+		}
+		return fmt.Errorf("pod %s/%s is %s: %s", ns, name, pod.Status.Phase, describe(pod))
+	})
+}
+
+func describe(pod *corev1.Pod) string {
+	var parts []string
+	for _, c := range pod.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Message != "" {
+			parts = append(parts, fmt.Sprintf("%s: %s", c.Type, c.Message))
+		}
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			parts = append(parts, fmt.Sprintf("%s waiting: %s %s", cs.Name, w.Reason, w.Message))
+		}
+		if term := cs.State.Terminated; term != nil {
+			parts = append(parts, fmt.Sprintf("%s terminated: %s exit %d", cs.Name, term.Reason, term.ExitCode))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func httpGet(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
+// execInPod runs cmd in the pod's first container through the API server and the kubelet, the
+// way kubectl exec does (WebSocket, falling back to SPDY), and returns its stdout and stderr.
+func execInPod(ctx context.Context, ns, pod string, cmd ...string) (string, error) {
+	req := suite.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Command: cmd, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(suite.restConfig, http.MethodGet, req.URL().String())
+	if err != nil {
+		return "", err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(suite.restConfig, http.MethodPost, req.URL())
+	if err != nil {
+		return "", err
+	}
+	executor, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	err = executor.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
+	return out.String(), err
+}

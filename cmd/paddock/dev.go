@@ -22,12 +22,14 @@ type devOptions struct {
 	SourceDir       string
 	KWOKNodes       int
 	InstallPackages bool
+	InstallPaddock  bool
 }
 
 func (o *devOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SourceDir, "source-dir", "", "Paddock checkout whose hack/ scripts build the binaries (default: the checkout holding the working directory)")
 	fs.IntVar(&o.KWOKNodes, "kwok-nodes", 2, "number of KWOK fake nodes")
 	fs.BoolVar(&o.InstallPackages, "install-packages", true, "install missing Debian packages with apt-get")
+	fs.BoolVar(&o.InstallPaddock, "install-paddock", true, "build Paddock's images from the source tree and install the controller (core and extensions) into the cluster")
 }
 
 // Config validates the flags and turns them into the cluster configuration.
@@ -84,7 +86,7 @@ func newDevCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return devcluster.Up(cmd.Context(), cfg, devcluster.UpOptions{InstallPackages: o.InstallPackages, Out: cmd.OutOrStdout()})
+			return devcluster.Up(cmd.Context(), cfg, devcluster.UpOptions{InstallPackages: o.InstallPackages, InstallPaddock: o.InstallPaddock, Out: cmd.OutOrStdout()})
 		},
 	}
 	o.AddFlags(up.Flags())

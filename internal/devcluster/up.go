@@ -23,6 +23,9 @@ type UpOptions struct {
 	InstallPackages bool
 	// Out receives one progress line per step.
 	Out io.Writer
+	// InstallPaddock builds Paddock's images from the source tree and installs the controller
+	// (core and extensions) into the cluster.
+	InstallPaddock bool
 }
 
 type cluster struct {
@@ -81,6 +84,9 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 		}
 	}
 	steps = append(steps, step{"default service account", cl.waitDefaultServiceAccount})
+	if opts.InstallPaddock {
+		steps = append(steps, step{"paddock", cl.installPaddock})
+	}
 
 	start := time.Now()
 	changed := false

@@ -1,0 +1,191 @@
+package devcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/paddock-dev/paddock/internal/image"
+)
+
+// ControllerImage is paddock-controller's image in the dev registry.
+func (c Config) ControllerImage() string { return c.RegistryHost() + "/paddock/controller:dev" }
+
+// SandboxImage is the default sandbox image: sandboxd with a busybox shell.
+func (c Config) SandboxImage() string { return c.RegistryHost() + "/paddock/sandbox:dev" }
+
+// bundleImage is the controller image dist/paddock.yaml names; the dev install replaces it.
+const bundleImage = "ghcr.io/paddock-dev/paddock-controller:dev"
+
+// fieldManager owns what the dev install applies.
+const fieldManager = "paddock-dev"
+
+// installPaddock builds the controller and sandbox images from the source tree, pushes them to the
+// registry, applies dist/paddock.yaml (core and extensions) with this cluster's image and API
+// address, and waits for the controller to be available.
+func (cl *cluster) installPaddock(ctx context.Context) (string, bool, error) {
+	uploaded, err := cl.pushPaddockImages(ctx)
+	if err != nil {
+		return "", false, err
+	}
+	objs, err := cl.bundle()
+	if err != nil {
+		return "", false, err
+	}
+	c, err := cl.applyClient()
+	if err != nil {
+		return "", false, err
+	}
+	for _, obj := range objs {
+		if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+			return "", false, fmt.Errorf("applying %s %s from dist/paddock.yaml: %w", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	if err := waitAvailable(ctx, c, "paddock-system", "paddock-controller"); err != nil {
+		return "", false, err
+	}
+	return "controller " + cl.cfg.ControllerImage() + " available; sandbox image " + cl.cfg.SandboxImage(), uploaded, nil
+}
+
+// pushPaddockImages builds paddock-controller and sandboxd as static binaries and pushes their
+// images. Images are reproducible, so an unchanged tree uploads nothing.
+func (cl *cluster) pushPaddockImages(ctx context.Context) (bool, error) {
+	controllerBin, sandboxdBin := cl.cfg.path("bin", "paddock-controller"), cl.cfg.path("bin", "sandboxd")
+	for pkg, out := range map[string]string{"./cmd/paddock-controller": controllerBin, "./cmd/sandboxd": sandboxdBin} {
+		if err := goBuild(ctx, cl.cfg.SourceDir, pkg, out); err != nil {
+			return false, err
+		}
+	}
+	controller, err := image.FromTree(image.NewTree().AddFile("/paddock-controller", controllerBin, 0o755),
+		image.Config{Entrypoint: []string{"/paddock-controller"}, User: "65532:65532"})
+	if err != nil {
+		return false, err
+	}
+	tree, err := image.BusyboxTree(busyboxBinary)
+	if err != nil {
+		return false, err
+	}
+	sandbox, err := image.FromTree(tree.AddFile("/usr/local/bin/sandboxd", sandboxdBin, 0o755), image.Config{
+		Entrypoint: []string{"/usr/local/bin/sandboxd"},
+		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+	})
+	if err != nil {
+		return false, err
+	}
+	uploaded := false
+	for ref, img := range map[string]v1.Image{cl.cfg.ControllerImage(): controller, cl.cfg.SandboxImage(): sandbox} {
+		p, err := image.Push(ctx, img, ref)
+		if err != nil {
+			return false, fmt.Errorf("push %s: %w", ref, err)
+		}
+		uploaded = uploaded || p.Uploaded
+	}
+	return uploaded, nil
+}
+
+// bundle reads dist/paddock.yaml and adapts it to the dev cluster: the controller image comes
+// from the local registry, and the controller reaches the API server by the node address,
+// because the dev cluster runs no kube-proxy to serve the kubernetes Service.
+func (cl *cluster) bundle() ([]*unstructured.Unstructured, error) {
+	path := filepath.Join(cl.cfg.SourceDir, "dist", "paddock.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the install bundle: %w (run `make dist` in the source tree)", err)
+	}
+	data = bytes.ReplaceAll(data, []byte(bundleImage), []byte(cl.cfg.ControllerImage()))
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, fmt.Errorf("parsing %s: %w", path, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if u.GetKind() == "Deployment" && u.GetName() == "paddock-controller" {
+			if err := cl.pointAtAPIServer(u); err != nil {
+				return nil, err
+			}
+		}
+		objs = append(objs, u)
+	}
+	return objs, nil
+}
+
+func (cl *cluster) pointAtAPIServer(u *unstructured.Unstructured) error {
+	d := &appsv1.Deployment{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
+		return err
+	}
+	c := &d.Spec.Template.Spec.Containers[0]
+	c.Env = append(c.Env,
+		corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: cl.cfg.NodeIP.String()},
+		corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: strconv.Itoa(cl.cfg.Ports.APIServer)},
+	)
+	// The image is pushed under the same tag on every change; always pull so a restart runs it.
+	c.ImagePullPolicy = corev1.PullAlways
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
+	if err != nil {
+		return err
+	}
+	u.Object = m
+	u.SetAPIVersion("apps/v1")
+	u.SetKind("Deployment")
+	return nil
+}
+
+func (cl *cluster) applyClient() (client.Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", cl.cfg.KubeconfigPath())
+	if err != nil {
+		return nil, err
+	}
+	s := runtime.NewScheme()
+	if err := appsv1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: s})
+}
+
+// waitAvailable polls the Deployment until it is available, for at most three minutes, and
+// says what the Deployment reports if it never is.
+func waitAvailable(ctx context.Context, c client.Client, ns, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	d := &appsv1.Deployment{}
+	for {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d)
+		if err == nil && d.Status.AvailableReplicas > 0 && d.Status.ObservedGeneration >= d.Generation {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			var conds []string
+			for _, cond := range d.Status.Conditions {
+				conds = append(conds, fmt.Sprintf("%s=%s (%s)", cond.Type, cond.Status, cond.Message))
+			}
+			return fmt.Errorf("deployment %s/%s not available in time (get error: %v; conditions: %s); see `kubectl -n %s logs deploy/%s`",
+				ns, name, err, strings.Join(conds, "; "), ns, name)
+		case <-time.After(time.Second):
+		}
+	}
+}

@@ -5,7 +5,11 @@ SHELL := /usr/bin/env bash -o pipefail
 .DEFAULT_GOAL := help
 
 GO ?= go
-TOOL := $(GO) tool -modfile=tools/go.mod
+# Tools are pinned in tools/go.mod and built from it into bin/tools, so that what they load (the
+# API packages for controller-gen, the tree for the linters) resolves against this module's go.mod.
+TOOLBIN := $(CURDIR)/bin/tools
+CONTROLLER_GEN := $(TOOLBIN)/controller-gen
+GOLANGCI_LINT := $(TOOLBIN)/golangci-lint-kube-api-linter
 # Kubernetes and etcd binaries, built from their official Go modules into a per-machine cache.
 K8S_BIN = $(shell hack/build-k8s.sh kube-apiserver etcd)
 GO_TEST_FLAGS ?=
@@ -24,9 +28,20 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code and CRDs from the API types.
-	$(TOOL) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
-	$(TOOL) controller-gen crd:crdVersions=v1 paths=./api/... output:crd:dir=config/crd/bases
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs, RBAC, protobuf code and the dist bundles.
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./api/agents/... output:crd:dir=config/crd/core
+	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./api/extensions/... output:crd:dir=config/crd/extensions
+	$(CONTROLLER_GEN) rbac:roleName=paddock-controller paths=./internal/manager/rbac/core/... output:rbac:dir=config/rbac/core
+	$(CONTROLLER_GEN) rbac:roleName=paddock-controller-extensions paths=./internal/manager/rbac/extensions/... output:rbac:dir=config/rbac/extensions
+	hack/generate-proto.sh
+	$(MAKE) --no-print-directory dist
+
+.PHONY: dist
+dist: ## Render the single-file install bundles under dist/ from config/.
+	@mkdir -p dist
+	kubectl kustomize config/default > dist/paddock.yaml
+	kubectl kustomize config/core > dist/paddock-core.yaml
 
 .PHONY: verify
 verify: generate ## Regenerate, then fail on any difference or new untracked file.
@@ -37,8 +52,8 @@ fmt: ## Format the Go code.
 	$(GO) fmt ./...
 
 .PHONY: lint
-lint: ## Run golangci-lint with the project's configuration.
-	$(TOOL) golangci-lint run ./...
+lint: $(GOLANGCI_LINT) ## Run golangci-lint, with the Kubernetes API linter, on the tree.
+	$(GOLANGCI_LINT) run ./...
 
 ##@ Test
 
@@ -76,6 +91,10 @@ k8s-binaries: ## Build kube-apiserver and etcd from official modules into the ca
 	@hack/build-k8s.sh kube-apiserver etcd
 
 ##@ Build
+
+# Tool binaries are rebuilt whenever tools/go.mod changes.
+$(TOOLBIN)/%: tools/go.mod tools/go.sum
+	$(GO) -C tools build -o $(TOOLBIN)/ $(shell $(GO) -C tools list -f '{{.ImportPath}}' tool | grep '/$*$$')
 
 .PHONY: build
 build: ## Build every binary into bin/.

@@ -132,7 +132,10 @@ func (w *ClaimWrapper) Env(name, value string) *ClaimWrapper {
 
 // PodLabel adds a label through additionalPodMetadata.
 func (w *ClaimWrapper) PodLabel(k, v string) *ClaimWrapper {
-	w.c.Spec.AdditionalPodMetadata.Labels = setKey(w.c.Spec.AdditionalPodMetadata.Labels, k, v)
+	if w.c.Spec.AdditionalPodMetadata.Labels == nil {
+		w.c.Spec.AdditionalPodMetadata.Labels = map[string]extensionsv1beta1.LabelValue{}
+	}
+	w.c.Spec.AdditionalPodMetadata.Labels[k] = extensionsv1beta1.LabelValue(v)
 	return w
 }
 

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
@@ -143,4 +144,33 @@ func setKey(m map[string]string, k, v string) map[string]string {
 	}
 	m[k] = v
 	return m
+}
+
+// ControlledBy adds a controller owner reference to owner, whose kind is gvk (for example a
+// SandboxClaim), as an extensions controller would.
+func (w *SandboxWrapper) ControlledBy(owner metav1.Object, gvk schema.GroupVersionKind) *SandboxWrapper {
+	w.sb.OwnerReferences = append(w.sb.OwnerReferences, *metav1.NewControllerRef(owner, gvk))
+	return w
+}
+
+// PodVolume adds an emptyDir volume to the pod template.
+func (w *SandboxWrapper) PodVolume(name string) *SandboxWrapper {
+	w.sb.Spec.PodTemplate.Spec.Volumes = append(w.sb.Spec.PodTemplate.Spec.Volumes,
+		corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	return w
+}
+
+// Hostname sets the pod template's hostname.
+func (w *SandboxWrapper) Hostname(h string) *SandboxWrapper {
+	w.sb.Spec.PodTemplate.Spec.Hostname = h
+	return w
+}
+
+// SidecarPort adds a restartable init container (a sidecar) that declares one port.
+func (w *SandboxWrapper) SidecarPort(name string, port int32) *SandboxWrapper {
+	w.sb.Spec.PodTemplate.Spec.InitContainers = append(w.sb.Spec.PodTemplate.Spec.InitContainers, corev1.Container{
+		Name: "sidecar-" + name, Image: DefaultImage, RestartPolicy: restartAlways,
+		Ports: []corev1.ContainerPort{{Name: name, ContainerPort: port}},
+	})
+	return w
 }

@@ -15,16 +15,20 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
-	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/manager"
+)
+
+// ServiceCIDR is the API server's Service cluster IP range; PodIPs made up by tests come from
+// PodCIDR. Both lie in 198.18.0.0/15, the only range Paddock tests may use.
+const (
+	ServiceCIDR = "198.18.0.0/24"
+	PodCIDR     = "198.19.0.0/16"
 )
 
 // Env is a running API server with the project's CRDs.
@@ -36,21 +40,8 @@ type Env struct {
 	testEnv *envtest.Environment
 }
 
-// NewScheme returns a scheme with the Kubernetes built-in types and both API groups.
-func NewScheme() *k8sruntime.Scheme {
-	s := k8sruntime.NewScheme()
-	for _, add := range []func(*k8sruntime.Scheme) error{
-		clientgoscheme.AddToScheme,
-		apiextensionsv1.AddToScheme,
-		agentsv1beta1.AddToScheme,
-		extensionsv1beta1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(fmt.Sprintf("building scheme: %v", err))
-		}
-	}
-	return s
-}
+// NewScheme returns the scheme the controller manager uses.
+func NewScheme() *k8sruntime.Scheme { return manager.NewScheme() }
 
 // RepoRoot returns the root of the source tree this package was compiled from.
 func RepoRoot() string {
@@ -74,7 +65,7 @@ func BinaryDir() (string, error) {
 	return strings.TrimSpace(stdout.String()), nil
 }
 
-// Start starts etcd and kube-apiserver and installs the CRDs from config/crd/bases.
+// Start starts etcd and kube-apiserver and installs the CRDs from config/crd.
 func Start() (*Env, error) {
 	dir, err := BinaryDir()
 	if err != nil {
@@ -82,11 +73,16 @@ func Start() (*Env, error) {
 	}
 	scheme := NewScheme()
 	testEnv := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		CRDDirectoryPaths: []string{
+			filepath.Join(RepoRoot(), "config", "crd", "core"),
+			filepath.Join(RepoRoot(), "config", "crd", "extensions"),
+		},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: dir,
 		Scheme:                scheme,
 	}
+	// Test Services get their (never used) cluster IPs from the range the project is allowed to use.
+	testEnv.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", ServiceCIDR)
 	cfg, err := testEnv.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", dir, err)
@@ -105,19 +101,33 @@ func Start() (*Env, error) {
 func (e *Env) Stop() error { return e.testEnv.Stop() }
 
 // RunMain starts an Env, stores it in *env, runs the package's tests and stops it. Use it from
-// TestMain: `func TestMain(m *testing.M) { framework.RunMain(m, &env) }`.
-func RunMain(m *testing.M, env **Env) {
+// TestMain: `func TestMain(m *testing.M) { framework.RunMain(m, &env) }`. Each setup runs after
+// the API server is up (typically to start a manager with the controllers under test); the
+// function it returns runs after the tests, before the API server stops.
+func RunMain(m *testing.M, env **Env, setup ...func(*Env) (func(), error)) {
 	e, err := Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "integration environment: %v\n", err)
 		os.Exit(1)
 	}
 	*env = e
-	code := m.Run()
+	code := runWith(m, e, setup)
 	if err := e.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "stopping integration environment: %v\n", err)
 	}
 	os.Exit(code)
+}
+
+func runWith(m *testing.M, e *Env, setup []func(*Env) (func(), error)) int {
+	for _, s := range setup {
+		stop, err := s(e)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "integration environment setup: %v\n", err)
+			return 1
+		}
+		defer stop()
+	}
+	return m.Run()
 }
 
 // Namespace creates a namespace with a generated name for one test and deletes it when the test

@@ -28,8 +28,13 @@ func EventuallyWithin(t testing.TB, timeout time.Duration, check func(ctx contex
 	defer ticker.Stop()
 	var last error
 	for {
-		if last = check(ctx); last == nil {
+		err := check(ctx)
+		if err == nil {
 			return
+		}
+		// A check cut short by the deadline says nothing new; report what it saw before.
+		if last == nil || ctx.Err() == nil {
+			last = err
 		}
 		select {
 		case <-ctx.Done():

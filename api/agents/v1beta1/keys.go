@@ -66,4 +66,7 @@ const (
 	PodNameHashIndex = ".metadata.labels[agents.x-k8s.io/sandbox-name-hash]"
 	// SandboxWarmPoolIndex indexes Sandboxes by the value of WarmPoolSandboxLabel.
 	SandboxWarmPoolIndex = ".metadata.labels[agents.x-k8s.io/warm-pool-sandbox]"
+	// SandboxClaimUIDIndex indexes Sandboxes by the value of ClaimUIDLabel, so a claim finds the
+	// Sandbox bound to it without a status.
+	SandboxClaimUIDIndex = ".metadata.labels[agents.x-k8s.io/claim-uid]"
 )

@@ -16,7 +16,7 @@ const (
 	WebhookFirstObservedAtAnnotation = "agents.x-k8s.io/webhook-first-observed-at"
 )
 
-// Value of ClaimFirstReadyAtAnnotation when the time is not known.
+// FirstReadyAtUnknown is the value of ClaimFirstReadyAtAnnotation when the time is not known.
 const FirstReadyAtUnknown = "unknown"
 
 // Cache index names.

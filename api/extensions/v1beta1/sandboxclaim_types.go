@@ -76,9 +76,14 @@ type SandboxClaimSpec struct {
 	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
 
 	// additionalPodMetadata adds labels and annotations to the Sandbox's Pod. Keys under the
-	// reserved agents.x-k8s.io/ prefixes are refused.
+	// reserved agents.x-k8s.io/ and extensions.agents.x-k8s.io/ prefixes are refused at
+	// admission, and so are keys that are not qualified names and invalid label values.
+	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || self.labels.all(k, !k.startsWith('agents.x-k8s.io/') && !k.startsWith('extensions.agents.x-k8s.io/'))",message="additionalPodMetadata.labels: keys under agents.x-k8s.io/ and extensions.agents.x-k8s.io/ are reserved for the controllers; use your own domain prefix",fieldPath=".labels"
+	// +kubebuilder:validation:XValidation:rule="!has(self.annotations) || self.annotations.all(k, !k.startsWith('agents.x-k8s.io/') && !k.startsWith('extensions.agents.x-k8s.io/') && k != 'opentelemetry.io/trace-context')",message="additionalPodMetadata.annotations: keys under agents.x-k8s.io/ and extensions.agents.x-k8s.io/ and opentelemetry.io/trace-context are reserved for the controllers; use your own domain prefix",fieldPath=".annotations"
+	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || self.labels.all(k, !format.qualifiedName().validate(k).hasValue())",message="additionalPodMetadata.labels: every key must be a qualified name (an optional DNS subdomain prefix and '/', then at most 63 alphanumerics, '-', '_' or '.')",fieldPath=".labels"
+	// +kubebuilder:validation:XValidation:rule="!has(self.annotations) || self.annotations.all(k, !format.qualifiedName().validate(k).hasValue())",message="additionalPodMetadata.annotations: every key must be a qualified name (an optional DNS subdomain prefix and '/', then at most 63 alphanumerics, '-', '_' or '.')",fieldPath=".annotations"
 	// +optional
-	AdditionalPodMetadata agentsv1beta1.PodMetadata `json:"additionalPodMetadata,omitempty"`
+	AdditionalPodMetadata AdditionalPodMetadata `json:"additionalPodMetadata,omitempty"`
 
 	// env adds environment variables to the Sandbox, subject to the template's
 	// envVarsInjectionPolicy. A claim with env is always served by a new (cold) Sandbox.
@@ -92,6 +97,26 @@ type SandboxClaimSpec struct {
 	// +listType=atomic
 	VolumeClaimTemplates []agentsv1beta1.PersistentVolumeClaimTemplate `json:"volumeClaimTemplates,omitempty"`
 }
+
+// AdditionalPodMetadata is the metadata a claim adds to its Sandbox's Pod. It has the shape of
+// the Sandbox's PodMetadata, with bounds that let the API server check every key at admission.
+type AdditionalPodMetadata struct {
+	// labels are added to the Pod. Keys need a domain prefix from the controller's allow-list.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Labels map[string]LabelValue `json:"labels,omitempty"`
+
+	// annotations are added to the Pod.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// LabelValue is a Kubernetes label value: at most 63 characters, alphanumerics, '-', '_' or '.',
+// starting and ending with an alphanumeric, or empty.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+type LabelValue string
 
 // SandboxClaimSandboxStatus describes the Sandbox bound to a claim.
 type SandboxClaimSandboxStatus struct {
@@ -151,8 +176,4 @@ type SandboxClaimList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SandboxClaim `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&SandboxClaim{}, &SandboxClaimList{})
 }

@@ -111,7 +111,3 @@ type SandboxTemplateList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SandboxTemplate `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&SandboxTemplate{}, &SandboxTemplateList{})
-}

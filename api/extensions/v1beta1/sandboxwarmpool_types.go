@@ -104,7 +104,3 @@ type SandboxWarmPoolList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SandboxWarmPool `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&SandboxWarmPool{}, &SandboxWarmPoolList{})
-}

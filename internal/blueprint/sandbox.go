@@ -1,0 +1,182 @@
+package blueprint
+
+import (
+	"maps"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+)
+
+// CreatedByController is the created-by value of Sandboxes a controller made on its own.
+const CreatedByController = "controller"
+
+// ControllerRef is a controller owner reference to an extensions object of the given kind.
+func ControllerRef(kind string, obj metav1.Object) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion:         extensionsv1beta1.GroupVersion.String(),
+		Kind:               kind,
+		Name:               obj.GetName(),
+		UID:                obj.GetUID(),
+		Controller:         ptr.To(true),
+		BlockOwnerDeletion: ptr.To(true),
+	}
+}
+
+// PoolOptions tune the members a pool makes.
+type PoolOptions struct {
+	// SafeToEvict stamps the autoscaler's safe-to-evict annotation on members' pod templates
+	// (unless the template sets it), so idle warm members never keep a node alive.
+	SafeToEvict bool
+}
+
+// PoolMember is a new warm-pool Sandbox: the template's blueprint with secure defaults, named
+// after the pool with a generated suffix, labelled with the hashes that make it a member and
+// tell whether it is stale.
+func PoolMember(pool *extensionsv1beta1.SandboxWarmPool, tpl *extensionsv1beta1.SandboxTemplate, opts PoolOptions) *agentsv1beta1.Sandbox {
+	bp := tpl.Spec.SandboxBlueprint.DeepCopy()
+	ids := map[string]string{
+		agentsv1beta1.WarmPoolSandboxLabel:        PoolHash(pool.Name),
+		agentsv1beta1.SandboxTemplateRefHashLabel: TemplateRefHash(tpl.Name),
+		agentsv1beta1.SandboxPodTemplateHashLabel: PodTemplateHash(tpl.Spec.PodTemplate), //nolint:staticcheck // still written for wire compatibility
+		agentsv1beta1.SandboxTemplateHashLabel:    Hash(tpl.Spec.SandboxBlueprint),
+	}
+	labels := maps.Clone(ids)
+	labels[agentsv1beta1.LaunchTypeLabel] = agentsv1beta1.LaunchTypeWarm
+	labels[agentsv1beta1.CreatedByLabel] = CreatedByController
+	for k, v := range ids {
+		bp.PodTemplate.ObjectMeta.Labels = withKey(bp.PodTemplate.ObjectMeta.Labels, k, v)
+	}
+	if _, set := bp.PodTemplate.ObjectMeta.Annotations[agentsv1beta1.SafeToEvictAnnotation]; opts.SafeToEvict && !set {
+		bp.PodTemplate.ObjectMeta.Annotations = withKey(bp.PodTemplate.ObjectMeta.Annotations, agentsv1beta1.SafeToEvictAnnotation, "true")
+	}
+	ApplySecureDefaults(&tpl.Spec, &bp.PodTemplate.Spec)
+	return &agentsv1beta1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName:    pool.Name + "-",
+			Namespace:       pool.Namespace,
+			Labels:          labels,
+			Annotations:     map[string]string{agentsv1beta1.SandboxTemplateRefAnnotation: tpl.Name},
+			OwnerReferences: []metav1.OwnerReference{ControllerRef("SandboxWarmPool", pool)},
+		},
+		Spec: agentsv1beta1.SandboxSpec{SandboxBlueprint: *bp},
+	}
+}
+
+// ColdSandbox is the Sandbox a claim gets when no warm member serves it: named after the claim,
+// made from the template with the claim's env and volume claim templates injected under the
+// template's policies, and controlled by the claim.
+func ColdSandbox(claim *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.SandboxTemplate) (*agentsv1beta1.Sandbox, error) {
+	bp := tpl.Spec.SandboxBlueprint.DeepCopy()
+	md, err := ClaimPodMetadata(claim, tpl)
+	if err != nil {
+		return nil, err
+	}
+	bp.PodTemplate.ObjectMeta = md
+	if bp.VolumeClaimTemplates, err = MergeVolumeClaimTemplates(bp.VolumeClaimTemplates, claim.Spec.VolumeClaimTemplates, tpl.Spec.VolumeClaimTemplatesPolicy); err != nil {
+		return nil, err
+	}
+	if err := InjectEnv(&bp.PodTemplate.Spec, claim.Spec.Env, tpl.Spec.EnvVarsInjectionPolicy); err != nil {
+		return nil, err
+	}
+	ApplySecureDefaults(&tpl.Spec, &bp.PodTemplate.Spec)
+	sb := &agentsv1beta1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      claim.Name,
+			Namespace: claim.Namespace,
+			Labels: map[string]string{
+				agentsv1beta1.ClaimUIDLabel:               string(claim.UID),
+				agentsv1beta1.LaunchTypeLabel:             agentsv1beta1.LaunchTypeCold,
+				agentsv1beta1.SandboxTemplateRefHashLabel: TemplateRefHash(tpl.Name),
+			},
+			Annotations:     map[string]string{agentsv1beta1.SandboxTemplateRefAnnotation: tpl.Name},
+			OwnerReferences: []metav1.OwnerReference{ControllerRef("SandboxClaim", claim)},
+		},
+		Spec: agentsv1beta1.SandboxSpec{SandboxBlueprint: *bp},
+	}
+	if v := claim.Labels[agentsv1beta1.CreatedByLabel]; v != "" {
+		sb.Labels[agentsv1beta1.CreatedByLabel] = v
+	}
+	if v := claim.Annotations[agentsv1beta1.TraceContextAnnotation]; v != "" {
+		sb.Annotations[agentsv1beta1.TraceContextAnnotation] = v
+	}
+	return sb, nil
+}
+
+// Adopt rewrites a warm member, in place, into a Sandbox bound to claim: the claim becomes its
+// only controller, pool labels give way to the claim's identity, and the pod-template metadata
+// becomes the claim's. The pod spec is untouched so the running Pod is not restarted.
+func Adopt(sb *agentsv1beta1.Sandbox, claim *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.SandboxTemplate) error {
+	md, err := ClaimPodMetadata(claim, tpl)
+	if err != nil {
+		return err
+	}
+	sb.Spec.PodTemplate.ObjectMeta = md
+	sb.OwnerReferences = []metav1.OwnerReference{ControllerRef("SandboxClaim", claim)}
+	poolOnly := []string{agentsv1beta1.WarmPoolSandboxLabel, agentsv1beta1.SandboxPodTemplateHashLabel, agentsv1beta1.SandboxTemplateHashLabel, agentsv1beta1.CreatedByLabel} //nolint:staticcheck // removed for wire compatibility
+	for _, k := range poolOnly {
+		delete(sb.Labels, k)
+	}
+	sb.Labels = withKey(sb.Labels, agentsv1beta1.LaunchTypeLabel, agentsv1beta1.LaunchTypeWarm)
+	sb.Labels[agentsv1beta1.ClaimUIDLabel] = string(claim.UID)
+	sb.Labels[agentsv1beta1.SandboxTemplateRefHashLabel] = TemplateRefHash(tpl.Name)
+	if v := claim.Labels[agentsv1beta1.CreatedByLabel]; v != "" {
+		sb.Labels[agentsv1beta1.CreatedByLabel] = v
+	}
+	sb.Annotations = withKey(sb.Annotations, agentsv1beta1.PodNameAnnotation, sb.Name)
+	if v := claim.Annotations[agentsv1beta1.TraceContextAnnotation]; v != "" {
+		sb.Annotations[agentsv1beta1.TraceContextAnnotation] = v
+	}
+	return nil
+}
+
+// RefreshClaimMetadata brings a bound Sandbox's pod-template metadata and identity labels in line
+// with the template and claim, so metadata edits reach bound Sandboxes. It reports whether
+// anything changed.
+func RefreshClaimMetadata(sb *agentsv1beta1.Sandbox, claim *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.SandboxTemplate) (bool, error) {
+	md, err := ClaimPodMetadata(claim, tpl)
+	if err != nil {
+		return false, err
+	}
+	changed := !maps.Equal(md.Labels, sb.Spec.PodTemplate.ObjectMeta.Labels) || !maps.Equal(md.Annotations, sb.Spec.PodTemplate.ObjectMeta.Annotations)
+	sb.Spec.PodTemplate.ObjectMeta = md
+	want := map[string]string{
+		agentsv1beta1.ClaimUIDLabel:               string(claim.UID),
+		agentsv1beta1.SandboxTemplateRefHashLabel: TemplateRefHash(tpl.Name),
+		agentsv1beta1.CreatedByLabel:              claim.Labels[agentsv1beta1.CreatedByLabel],
+	}
+	for k, v := range want {
+		if sb.Labels[k] == v {
+			continue
+		}
+		changed = true
+		if v == "" {
+			delete(sb.Labels, k)
+		} else {
+			sb.Labels = withKey(sb.Labels, k, v)
+		}
+	}
+	return changed, nil
+}
+
+// PoolOf returns the name of the SandboxWarmPool controlling obj, matching group and kind in any
+// version, so owner references written by older API versions still count.
+func PoolOf(obj metav1.Object) (string, bool) {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != "SandboxWarmPool" {
+		return "", false
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != extensionsv1beta1.GroupVersion.Group {
+		return "", false
+	}
+	return ref.Name, true
+}
+
+// ControlledBy reports whether obj's controller is the given object (by UID).
+func ControlledBy(obj, owner metav1.Object) bool {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return ref != nil && ref.UID == owner.GetUID()
+}

@@ -1,0 +1,214 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/internal/kube"
+)
+
+// ControllerName names the controller, its event recorder and its field manager.
+const ControllerName = "sandbox-controller"
+
+// Defaults of the options.
+const (
+	DefaultClusterDomain = "cluster.local"
+	DefaultWorkers       = 100
+)
+
+// fieldOwner is the field manager of every object this controller creates.
+var fieldOwner = client.FieldOwner(ControllerName)
+
+// Reconciler reconciles Sandboxes. Build it with New.
+type Reconciler struct {
+	client        client.Client
+	scheme        *runtime.Scheme
+	recorder      events.EventRecorder
+	clock         clock.PassiveClock
+	clusterDomain string
+	workers       int
+}
+
+// Option configures a Reconciler.
+type Option func(*Reconciler)
+
+// WithClock replaces the real clock, for tests of expiry.
+func WithClock(c clock.PassiveClock) Option { return func(r *Reconciler) { r.clock = c } }
+
+// WithClusterDomain sets the DNS domain used in status.serviceFQDN (default cluster.local).
+func WithClusterDomain(d string) Option { return func(r *Reconciler) { r.clusterDomain = d } }
+
+// WithWorkers sets how many Sandboxes are reconciled concurrently (default 100).
+func WithWorkers(n int) Option { return func(r *Reconciler) { r.workers = n } }
+
+// New returns a Reconciler that reads and writes through c (normally the manager's cached
+// client), resolves kinds with scheme and emits events with recorder.
+func New(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder, opts ...Option) (*Reconciler, error) {
+	r := &Reconciler{client: c, scheme: scheme, recorder: recorder, clock: clock.RealClock{},
+		clusterDomain: DefaultClusterDomain, workers: DefaultWorkers}
+	for _, opt := range opts {
+		opt(r)
+	}
+	switch {
+	case c == nil || scheme == nil || recorder == nil:
+		return nil, errors.New("sandbox reconciler needs a client, a scheme and an event recorder")
+	case r.workers < 1:
+		return nil, fmt.Errorf("sandbox reconciler workers is %d; set at least 1", r.workers)
+	case r.clusterDomain == "":
+		return nil, errors.New("sandbox reconciler cluster domain is empty; set it or leave the default cluster.local")
+	}
+	return r, nil
+}
+
+// Reconcile brings one Sandbox's children in line with its spec and reports them in its status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	sb := &agentsv1beta1.Sandbox{}
+	if err := r.client.Get(ctx, req.NamespacedName, sb); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !sb.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // garbage collection removes the children
+	}
+	before := sb.Status.DeepCopy()
+
+	var obs observation
+	var result ctrl.Result
+	switch now := r.clock.Now(); {
+	case !expired(sb, now):
+		obs = r.reconcileChildren(ctx, sb)
+		computeStatus(sb, &obs, r.clusterDomain)
+		result = r.scheduleExpiry(sb)
+	case !markedExpired(sb):
+		// First of two passes: persist the verdict before tearing anything down.
+		markExpired(sb)
+		result = ctrl.Result{RequeueAfter: expiryTeardownDelay}
+	default:
+		deleted, err := r.tearDownExpired(ctx, sb)
+		obs.addErr(stepExpiry, err)
+		if deleted {
+			return ctrl.Result{}, obs.err()
+		}
+	}
+
+	if err := r.writeStatus(ctx, sb, before); err != nil {
+		obs.addErr(stepStatus, err)
+		return ctrl.Result{}, obs.err()
+	}
+	r.emitEvents(sb, before)
+	observePodReady(sb, before, obs.pod, r.clock.Now())
+	return result, obs.err()
+}
+
+// reconcileChildren reconciles volume claims, then the Pod, then the Service, and records what
+// it saw. A volume claim problem does not stop the Pod from being reconciled.
+func (r *Reconciler) reconcileChildren(ctx context.Context, sb *agentsv1beta1.Sandbox) observation {
+	var obs observation
+	obs.addErr(stepPVC, r.reconcilePVCs(ctx, sb))
+	r.reconcilePod(ctx, sb, &obs)
+	if obs.multiplePods != nil {
+		obs.serviceSkipped = true // nothing is decided while the Pod is ambiguous
+		return obs
+	}
+	svc, err := r.reconcileService(ctx, sb)
+	obs.service = svc
+	obs.addErr(stepService, err)
+	return obs
+}
+
+// writeStatus writes sb's status once if it differs from before.
+func (r *Reconciler) writeStatus(ctx context.Context, sb *agentsv1beta1.Sandbox, before *agentsv1beta1.SandboxStatus) error {
+	// A new nodeName alone is not worth a write until Ready turns True: it rides along with the
+	// next write, which saves one write per scheduled Pod.
+	if onlyNodeNameChanged(&sb.Status, before) && !meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
+		sb.Status.NodeName = before.NodeName
+	}
+	original := sb.DeepCopy()
+	original.Status = *before
+	_, err := kube.PatchStatus(ctx, r.client, sb, original, func(s *agentsv1beta1.Sandbox) any { return s.Status })
+	return err
+}
+
+// emitEvents reports transitions that a user should see in `kubectl describe`.
+func (r *Reconciler) emitEvents(sb *agentsv1beta1.Sandbox, before *agentsv1beta1.SandboxStatus) {
+	ready := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady)
+	was := meta.FindStatusCondition(before.Conditions, agentsv1beta1.SandboxConditionReady)
+	if ready != nil && ready.Reason == agentsv1beta1.SandboxReasonMultiplePods && (was == nil || was.Reason != ready.Reason) {
+		r.recorder.Eventf(sb, nil, corev1.EventTypeWarning, agentsv1beta1.SandboxReasonMultiplePods, "Reconciling", "%s", ready.Message)
+	}
+}
+
+// ownerRef is the controller owner reference every child of sb carries.
+func (r *Reconciler) ownerRef(sb *agentsv1beta1.Sandbox) (metav1.OwnerReference, error) {
+	gvk, err := apiutil.GVKForObject(sb, r.scheme)
+	if err != nil {
+		return metav1.OwnerReference{}, fmt.Errorf("sandbox kind is not in the scheme: %w", err)
+	}
+	return *metav1.NewControllerRef(sb, gvk), nil
+}
+
+// SetupWithManager registers the controller. The field indexes must be registered first, with
+// indexes.Register.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	// Children without the tracking label are not ours to react to, even if owned.
+	tracked := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+		_, ok := o.GetLabels()[agentsv1beta1.SandboxNameHashLabel]
+		return ok
+	}))
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("sandbox").
+		For(&agentsv1beta1.Sandbox{}).
+		Owns(&corev1.Pod{}, tracked).
+		Owns(&corev1.Service{}, tracked).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
+		Complete(r)
+}
+
+// observation is what one pass saw and the errors it met, from which status is computed.
+type observation struct {
+	// pod is the Sandbox's current Pod, owned or not; nil when there is none or it is unknown.
+	pod      *corev1.Pod
+	podOwned bool
+	// podUnknown is set when the Pod could not be determined (lookup error, several Pods).
+	podUnknown   bool
+	multiplePods error
+	// service is the Service kept or created this pass; serviceSkipped when it was not looked at.
+	service        *corev1.Service
+	serviceSkipped bool
+	errs           []error
+}
+
+// Steps of a pass, the label of the reconcile error metric.
+const (
+	stepPVC     = "pvc"
+	stepPod     = "pod"
+	stepService = "service"
+	stepExpiry  = "expiry"
+	stepStatus  = "status"
+)
+
+func (o *observation) addErr(step string, err error) {
+	if err == nil {
+		return
+	}
+	reconcileErrors.WithLabelValues(step).Inc()
+	o.errs = append(o.errs, err)
+}
+
+// err is what the pass returns to the work queue: every error except several owned Pods, which
+// only a human can resolve, so retrying would be a hot loop.
+func (o *observation) err() error { return errors.Join(o.errs...) }

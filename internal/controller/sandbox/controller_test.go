@@ -1,0 +1,191 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/internal/controller/indexes"
+	"github.com/paddock-dev/paddock/internal/naming"
+)
+
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := agentsv1beta1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestNewValidatesOptions(t *testing.T) {
+	s := testScheme(t)
+	c := fake.NewClientBuilder().WithScheme(s).Build()
+	rec := events.NewFakeRecorder(1)
+	for _, tt := range []struct {
+		name    string
+		c       client.Client
+		opts    []Option
+		wantErr string
+	}{
+		{name: "defaults"},
+		{name: "no client", c: nil, wantErr: "needs a client"},
+		{name: "zero workers", opts: []Option{WithWorkers(0)}, wantErr: "workers is 0"},
+		{name: "empty domain", opts: []Option{WithClusterDomain("")}, wantErr: "cluster domain is empty"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cl := c
+			if tt.name == "no client" {
+				cl = nil
+			}
+			r, err := New(cl, s, rec, tt.opts...)
+			if tt.wantErr == "" {
+				if err != nil || r.clusterDomain != DefaultClusterDomain || r.workers != DefaultWorkers {
+					t.Fatalf("New = %+v, %v; want defaults", r, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("New error = %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestScheduleExpiry(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	r := &Reconciler{clock: clocktesting.NewFakePassiveClock(now)}
+	for _, tt := range []struct {
+		name        string
+		shutdown    *time.Time
+		want        ctrl.Result
+		wantExpired bool
+	}{
+		{name: "no shutdown time", want: ctrl.Result{}},
+		{name: "far", shutdown: ptr.To(now.Add(10 * time.Minute)), want: ctrl.Result{RequeueAfter: 10 * time.Minute}},
+		{name: "near is bounded", shutdown: ptr.To(now.Add(time.Second)), want: ctrl.Result{RequeueAfter: minExpiryRequeue}},
+		{name: "reached during the pass", shutdown: ptr.To(now), want: ctrl.Result{RequeueAfter: expiryTeardownDelay}, wantExpired: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sb := sandbox()
+			if tt.shutdown != nil {
+				sb.Spec.ShutdownTime = &metav1.Time{Time: *tt.shutdown}
+			}
+			if diff := cmp.Diff(tt.want, r.scheduleExpiry(sb)); diff != "" {
+				t.Errorf("scheduleExpiry (-want +got):\n%s", diff)
+			}
+			if got := markedExpired(sb); got != tt.wantExpired {
+				t.Errorf("marked expired = %v, want %v", got, tt.wantExpired)
+			}
+		})
+	}
+}
+
+// Events follow a successful status write only, and the MultiplePods warning is emitted once per
+// transition. The fake client is used only to make the status write fail.
+func TestEventsFollowStatusWrite(t *testing.T) {
+	s := testScheme(t)
+	sb := sandbox()
+	ref := *metav1.NewControllerRef(sb, agentsv1beta1.GroupVersion.WithKind("Sandbox"))
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", OwnerReferences: []metav1.OwnerReference{ref},
+			Labels: map[string]string{agentsv1beta1.SandboxNameHashLabel: naming.NameHash("sb")}}}
+	}
+	failStatus := true
+	c := fake.NewClientBuilder().WithScheme(s).
+		WithStatusSubresource(&agentsv1beta1.Sandbox{}).
+		WithIndex(&corev1.Pod{}, agentsv1beta1.PodNameHashIndex, indexes.PodBySandboxNameHash).
+		WithObjects(sb, pod("sb"), pod("sb-2")).
+		WithInterceptorFuncs(interceptor.Funcs{
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				if failStatus {
+					return errors.New("injected status failure")
+				}
+				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			},
+		}).Build()
+	rec := events.NewFakeRecorder(10)
+	r, err := New(c, s, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(sb)}
+
+	if _, err := r.Reconcile(context.Background(), req); err == nil || !strings.Contains(err.Error(), "injected status failure") {
+		t.Fatalf("Reconcile error = %v, want the status write failure", err)
+	}
+	if n := len(rec.Events); n != 0 {
+		t.Fatalf("%d events emitted after a failed status write, want 0", n)
+	}
+
+	failStatus = false
+	for pass := 0; pass < 2; pass++ {
+		// Several owned Pods are not returned to the work queue: only a human can resolve them.
+		if _, err := r.Reconcile(context.Background(), req); err != nil {
+			t.Fatalf("pass %d: Reconcile error = %v, want nil", pass, err)
+		}
+	}
+	if n := len(rec.Events); n != 1 {
+		t.Fatalf("%d events after two passes, want 1", n)
+	}
+	if e := <-rec.Events; !strings.Contains(e, "Warning MultiplePods") {
+		t.Errorf("event %q, want a MultiplePods warning", e)
+	}
+}
+
+func TestMetricLabels(t *testing.T) {
+	claimRef := metav1.OwnerReference{APIVersion: "extensions.agents.x-k8s.io/v1beta1", Kind: "SandboxClaim", Name: "c", UID: "u", Controller: ptr.To(true)}
+	for _, tt := range []struct {
+		name string
+		sb   *agentsv1beta1.Sandbox
+		want sandboxLabels
+	}{
+		{
+			name: "plain",
+			sb:   sandbox(),
+			want: sandboxLabels{namespace: "ns", ready: "false", expired: "false", launchType: "cold", template: "unknown", ownedBy: "None", createdBy: "unknown"},
+		},
+		{
+			name: "claimed warm ready",
+			sb: sandbox(func(sb *agentsv1beta1.Sandbox) {
+				sb.Labels = map[string]string{agentsv1beta1.LaunchTypeLabel: "warm", agentsv1beta1.CreatedByLabel: "someone"}
+				sb.Annotations = map[string]string{agentsv1beta1.SandboxTemplateRefAnnotation: "tpl"}
+				sb.OwnerReferences = []metav1.OwnerReference{claimRef}
+				sb.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "DependenciesReady"}}
+			}),
+			want: sandboxLabels{namespace: "ns", ready: "true", expired: "false", launchType: "warm", template: "tpl", ownedBy: "SandboxClaim", createdBy: "unknown"},
+		},
+		{
+			name: "expired",
+			sb: sandbox(func(sb *agentsv1beta1.Sandbox) {
+				sb.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: agentsv1beta1.SandboxReasonExpired}}
+			}),
+			want: sandboxLabels{namespace: "ns", ready: "false", expired: "true", launchType: "cold", template: "unknown", ownedBy: "None", createdBy: "unknown"},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, labelsOf(tt.sb), cmp.AllowUnexported(sandboxLabels{})); diff != "" {
+				t.Errorf("labels (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,21 @@
+// Package sandbox implements the Sandbox controller: for every agents.x-k8s.io Sandbox it keeps
+// one Pod named after the Sandbox (created from spec.podTemplate, never updated in place except
+// its metadata), one PersistentVolumeClaim per volume claim template, and, when asked, a headless
+// Service named after the Sandbox. Every child carries a controller owner reference to the
+// Sandbox; no finalizers are used, garbage collection removes children with their Sandbox.
+//
+// Contract, in the words of the API:
+//   - operatingMode Suspended deletes the owned Pod and keeps volume claims and Service; Running
+//     recreates a missing Pod. A Pod in a terminal phase is reported, never replaced.
+//   - An object the Sandbox does not control is adopted only when labelled adoptable=true or
+//     carrying this Sandbox's name-hash label; an object controlled by someone else is never
+//     touched and turns Ready False with reason ReconcilerError.
+//   - More than one owned Pod stops all Pod and Service work (Ready False, MultiplePods).
+//   - shutdownTime expires a Sandbox in two passes: first Ready=SandboxExpired is written, then
+//     the owned Pod and Service are deleted and, with shutdownPolicy Delete, the Sandbox itself.
+//   - Status is computed from observation on every pass and written at most once per pass, only
+//     when it changed; events follow a successful status write.
+//
+// Unlike upstream, the Pod's hostname defaults to the Sandbox name, and a Sandbox controlled by a
+// SandboxClaim puts the claim's UID and name on its Pod (see docs/compatibility.md).
+package sandbox

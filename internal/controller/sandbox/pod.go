@@ -1,0 +1,206 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/internal/kube"
+	"github.com/paddock-dev/paddock/internal/naming"
+	"github.com/paddock-dev/paddock/internal/podmeta"
+)
+
+// reconcilePod finds the Sandbox's Pod and creates, adopts, relabels or deletes it according to
+// operatingMode. It records the Pod in obs.
+func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1beta1.Sandbox, obs *observation) {
+	pod, err := r.findPod(ctx, sb)
+	if err != nil {
+		obs.podUnknown = true
+		if _, ok := err.(*multiplePodsError); ok {
+			obs.multiplePods = err
+			return
+		}
+		obs.addErr(stepPod, err)
+		return
+	}
+	if suspended(sb) {
+		obs.addErr(stepPod, r.suspendPod(ctx, sb, pod, obs))
+		return
+	}
+	obs.addErr(stepPod, r.runPod(ctx, sb, pod, obs))
+}
+
+type multiplePodsError struct{ n int }
+
+func (e *multiplePodsError) Error() string {
+	return fmt.Sprintf("multiple Pods (%d) are controlled by this Sandbox; refusing to choose or create a Pod", e.n)
+}
+
+// findPod returns the Sandbox's Pod: the one Pod it controls if there is one, otherwise the Pod
+// named by the pod-name annotation (or after the Sandbox), whoever controls it; nil if none.
+func (r *Reconciler) findPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (*corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(sb.Namespace),
+		client.MatchingFields{agentsv1beta1.PodNameHashIndex: naming.NameHash(sb.Name)}); err != nil {
+		return nil, fmt.Errorf("listing pods of sandbox %q: %w", sb.Name, err)
+	}
+	var owned []*corev1.Pod
+	for i := range pods.Items {
+		if kube.OwnershipOf(&pods.Items[i], sb.UID) == kube.OwnedByUs {
+			owned = append(owned, &pods.Items[i])
+		}
+	}
+	switch len(owned) {
+	case 0:
+	case 1:
+		return owned[0], nil
+	default:
+		return nil, &multiplePodsError{n: len(owned)}
+	}
+	pod := &corev1.Pod{}
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: trackedPodName(sb)}, pod)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading pod %q of sandbox %q: %w", trackedPodName(sb), sb.Name, err)
+	}
+	return pod, nil
+}
+
+// trackedPodName is the pod-name annotation when set, else the Sandbox name.
+func trackedPodName(sb *agentsv1beta1.Sandbox) string {
+	if name := sb.Annotations[agentsv1beta1.PodNameAnnotation]; name != "" {
+		return name
+	}
+	return sb.Name
+}
+
+// suspendPod deletes the owned Pod and waits for it to go. A Pod the Sandbox does not control is
+// never deleted.
+func (r *Reconciler) suspendPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod, obs *observation) error {
+	obs.pod = pod
+	if pod == nil || kube.OwnershipOf(pod, sb.UID) != kube.OwnedByUs {
+		if pod != nil {
+			ctrl.LoggerFrom(ctx).Info("Not deleting a pod the sandbox does not control", "pod", klog.KObj(pod), "controller", kube.DescribeController(pod))
+		}
+		return r.setPodNameAnnotation(ctx, sb, "")
+	}
+	obs.podOwned = true
+	if !pod.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	if err := r.client.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting pod %q to suspend sandbox %q: %w", pod.Name, sb.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("Deleted pod to suspend sandbox", "pod", klog.KObj(pod))
+	return nil
+}
+
+// runPod makes sure a Running Sandbox has its Pod: it creates one when there is none, adopts an
+// adoptable one, and keeps the metadata of the owned one in line with the Sandbox.
+func (r *Reconciler) runPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod, obs *observation) error {
+	if pod == nil {
+		created, existing, err := r.createPod(ctx, sb)
+		switch {
+		case err != nil:
+			return err
+		case created != nil:
+			obs.pod, obs.podOwned = created, true
+			return r.setPodNameAnnotation(ctx, sb, created.Name)
+		}
+		pod = existing // lost a race with a Pod of the same name: treat it as found
+	}
+	obs.pod = pod
+	switch kube.OwnershipOf(pod, sb.UID) {
+	case kube.OwnedByOther:
+		err := fmt.Errorf("pod %q is owned by %s, not by sandbox %q", pod.Name, kube.DescribeController(pod), sb.Name)
+		return joinErrs(err, r.setPodNameAnnotation(ctx, sb, ""))
+	case kube.Unowned:
+		if err := r.adoptPod(ctx, sb, pod); err != nil {
+			return err
+		}
+	default:
+		if err := r.syncPodMetadata(ctx, sb, pod); err != nil {
+			return err
+		}
+	}
+	obs.podOwned = true
+	return r.setPodNameAnnotation(ctx, sb, pod.Name)
+}
+
+// createPod creates the Pod. On AlreadyExists (a Pod of that name that the cache had not shown
+// yet) it returns that Pod as existing instead.
+func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (created, existing *corev1.Pod, err error) {
+	owner, err := r.ownerRef(sb)
+	if err != nil {
+		return nil, nil, err
+	}
+	pod := constructPod(sb, owner)
+	err = r.client.Create(ctx, pod, fieldOwner)
+	if apierrors.IsAlreadyExists(err) {
+		existing = &corev1.Pod{}
+		if err := r.client.Get(ctx, client.ObjectKeyFromObject(pod), existing); err != nil {
+			return nil, nil, fmt.Errorf("reading pod %q that already exists: %w", pod.Name, err)
+		}
+		return nil, existing, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating pod %q for sandbox %q: %w", pod.Name, sb.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("Created pod", "pod", klog.KObj(pod))
+	return pod, nil, nil
+}
+
+// syncPodMetadata patches the labels and annotations the controller owns on an existing Pod. The
+// Pod's spec is never changed: a template edit applies to the next Pod.
+func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod) error {
+	labels, annotations := podmeta.Apply(podMetaSource(sb), pod.Labels, pod.Annotations)
+	if equality.Semantic.DeepEqual(labels, pod.Labels) && equality.Semantic.DeepEqual(annotations, emptyToNil(pod.Annotations)) {
+		return nil
+	}
+	base := pod.DeepCopy()
+	pod.Labels, pod.Annotations = labels, annotations
+	if err := r.client.Patch(ctx, pod, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("updating labels and annotations of pod %q: %w", pod.Name, err)
+	}
+	return nil
+}
+
+// setPodNameAnnotation points the Sandbox's pod-name annotation at name, or removes it when name
+// is empty, with a merge patch of metadata only.
+func (r *Reconciler) setPodNameAnnotation(ctx context.Context, sb *agentsv1beta1.Sandbox, name string) error {
+	current, ok := sb.Annotations[agentsv1beta1.PodNameAnnotation]
+	if (name == "" && !ok) || (name != "" && current == name) {
+		return nil
+	}
+	base := sb.DeepCopy()
+	status := sb.Status.DeepCopy() // the patch response must not replace the status being computed
+	if name == "" {
+		delete(sb.Annotations, agentsv1beta1.PodNameAnnotation)
+	} else {
+		if sb.Annotations == nil {
+			sb.Annotations = map[string]string{}
+		}
+		sb.Annotations[agentsv1beta1.PodNameAnnotation] = name
+	}
+	if err := r.client.Patch(ctx, sb, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("setting annotation %s on sandbox %q: %w", agentsv1beta1.PodNameAnnotation, sb.Name, err)
+	}
+	sb.Status = *status
+	return nil
+}
+
+func emptyToNil(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}

@@ -1,0 +1,214 @@
+package sandbox
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+)
+
+// Messages of the conditions, part of the observable API.
+const (
+	msgNotSuspended        = "Sandbox is not suspended"
+	msgSuspendUnknown      = "Pod state is unknown. Sandbox suspension cannot be confirmed"
+	msgPodTerminated       = "Pod has been terminated. Sandbox is suspended"
+	msgPodNotOwned         = "Refused to delete pod because it is not owned by this sandbox"
+	msgPodTerminating      = "Pod is terminating. Sandbox is suspending"
+	msgSuspending          = "Sandbox is suspending"
+	msgSuspended           = "Sandbox is suspended"
+	msgPodSucceeded        = "Pod completed successfully"
+	msgPodFailed           = "Pod failed"
+	msgExpired             = "Sandbox has expired"
+	msgSchedulingUnknown   = "Pod state is unknown. Pod scheduling cannot be determined"
+	msgSchedulingNotReport = "Pod has not reported a PodScheduled condition yet"
+)
+
+// computeStatus sets every condition and field the Sandbox controller owns from one pass's
+// observation. It is pure.
+func computeStatus(sb *agentsv1beta1.Sandbox, obs *observation, clusterDomain string) {
+	setSuspended(sb, obs)
+	setReady(sb, obs)
+	setPodScheduled(sb, obs)
+	setFinished(sb, obs)
+	setChildFields(sb, obs, clusterDomain)
+}
+
+func setCondition(sb *agentsv1beta1.Sandbox, condType string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&sb.Status.Conditions, metav1.Condition{
+		Type: condType, Status: status, Reason: reason, Message: message, ObservedGeneration: sb.Generation,
+	})
+}
+
+// setSuspended reports whether a Suspended Sandbox has shed its Pod. It is always present.
+func setSuspended(sb *agentsv1beta1.Sandbox, obs *observation) {
+	status, reason, msg := metav1.ConditionFalse, agentsv1beta1.SandboxReasonNotSuspended, msgNotSuspended
+	if suspended(sb) {
+		switch {
+		case obs.podUnknown:
+			status, reason, msg = metav1.ConditionUnknown, agentsv1beta1.SandboxReasonPodStateUnknown, msgSuspendUnknown
+		case obs.pod == nil:
+			status, reason, msg = metav1.ConditionTrue, agentsv1beta1.SandboxReasonPodTerminated, msgPodTerminated
+		case !obs.podOwned:
+			reason, msg = agentsv1beta1.SandboxReasonPodNotOwned, msgPodNotOwned
+		default:
+			reason, msg = agentsv1beta1.SandboxReasonPodTerminating, msgPodTerminating
+		}
+	}
+	setCondition(sb, agentsv1beta1.SandboxConditionSuspended, status, reason, msg)
+}
+
+// setReady computes Ready in precedence order: errors, suspension, terminal Pod, dependencies.
+func setReady(sb *agentsv1beta1.Sandbox, obs *observation) {
+	ownedPod := obs.ownedPod()
+	status, reason, msg := metav1.ConditionFalse, agentsv1beta1.SandboxReasonDependenciesNotReady, ""
+	switch {
+	case obs.multiplePods != nil:
+		reason, msg = agentsv1beta1.SandboxReasonMultiplePods, obs.multiplePods.Error()
+	case len(obs.errs) > 0:
+		reason, msg = agentsv1beta1.SandboxReasonReconcilerError, "Error seen: "+obs.err().Error()
+	case suspended(sb):
+		reason, msg = agentsv1beta1.SandboxReasonSuspended, msgSuspended
+		if obs.pod != nil {
+			msg = msgSuspending
+		}
+	case ownedPod != nil && ownedPod.Status.Phase == corev1.PodSucceeded:
+		reason, msg = agentsv1beta1.SandboxReasonPodSucceeded, msgPodSucceeded
+	case ownedPod != nil && ownedPod.Status.Phase == corev1.PodFailed:
+		reason, msg = agentsv1beta1.SandboxReasonPodFailed, msgPodFailed
+	default:
+		podReady, podMsg := podReadiness(ownedPod)
+		serviceReady, serviceMsg := serviceReadiness(sb, obs)
+		msg = podMsg + serviceMsg
+		if podReady && serviceReady {
+			status, reason = metav1.ConditionTrue, agentsv1beta1.SandboxReasonDependenciesReady
+		}
+	}
+	setCondition(sb, agentsv1beta1.SandboxConditionReady, status, reason, msg)
+}
+
+// podReadiness says whether the Pod serves: Running, Ready and addressable.
+func podReadiness(pod *corev1.Pod) (bool, string) {
+	switch {
+	case pod == nil:
+		return false, "Pod does not exist"
+	case pod.Status.Phase != corev1.PodRunning:
+		return false, fmt.Sprintf("Pod exists with phase: %s", pod.Status.Phase)
+	case !podConditionTrue(pod, corev1.PodReady):
+		return false, "Pod is Running but not Ready"
+	case len(pod.Status.PodIPs) == 0:
+		return false, "Pod is Ready but has no podIPs yet"
+	}
+	return true, "Pod is Ready"
+}
+
+// serviceReadiness says whether the Service, when one is required, exists. A Service is required
+// when spec.service is true, or unset while an owned Service is kept.
+func serviceReadiness(sb *agentsv1beta1.Sandbox, obs *observation) (bool, string) {
+	required := (sb.Spec.Service != nil && *sb.Spec.Service) || (sb.Spec.Service == nil && obs.service != nil)
+	switch {
+	case !required:
+		return true, ""
+	case obs.service == nil:
+		return false, "; Service does not exist"
+	}
+	return true, "; Service Exists"
+}
+
+// setPodScheduled mirrors the owned Pod's PodScheduled condition; it is absent without one.
+func setPodScheduled(sb *agentsv1beta1.Sandbox, obs *observation) {
+	pod := obs.ownedPod()
+	switch {
+	case obs.podUnknown:
+		setCondition(sb, agentsv1beta1.SandboxConditionPodScheduled, metav1.ConditionUnknown,
+			agentsv1beta1.SandboxReasonPodSchedulingUnknown, msgSchedulingUnknown)
+	case pod == nil:
+		meta.RemoveStatusCondition(&sb.Status.Conditions, agentsv1beta1.SandboxConditionPodScheduled)
+	default:
+		i := slices.IndexFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodScheduled })
+		if i < 0 {
+			setCondition(sb, agentsv1beta1.SandboxConditionPodScheduled, metav1.ConditionUnknown,
+				agentsv1beta1.SandboxReasonPodSchedulingUnknown, msgSchedulingNotReport)
+			return
+		}
+		c := pod.Status.Conditions[i]
+		reason := c.Reason
+		if reason == "" {
+			reason = agentsv1beta1.SandboxReasonPodSchedulingUnknown
+			if c.Status == corev1.ConditionTrue {
+				reason = agentsv1beta1.SandboxReasonPodScheduled
+			}
+		}
+		setCondition(sb, agentsv1beta1.SandboxConditionPodScheduled, metav1.ConditionStatus(c.Status), reason, c.Message)
+	}
+}
+
+// setFinished is True while the owned Pod is in a terminal phase, and absent otherwise.
+func setFinished(sb *agentsv1beta1.Sandbox, obs *observation) {
+	pod := obs.ownedPod()
+	switch {
+	case pod != nil && pod.Status.Phase == corev1.PodSucceeded:
+		setCondition(sb, agentsv1beta1.SandboxConditionFinished, metav1.ConditionTrue, agentsv1beta1.SandboxReasonPodSucceeded, msgPodSucceeded)
+	case pod != nil && pod.Status.Phase == corev1.PodFailed:
+		setCondition(sb, agentsv1beta1.SandboxConditionFinished, metav1.ConditionTrue, agentsv1beta1.SandboxReasonPodFailed, msgPodFailed)
+	default:
+		meta.RemoveStatusCondition(&sb.Status.Conditions, agentsv1beta1.SandboxConditionFinished)
+	}
+}
+
+// setChildFields reports the Pod's addresses and node, the selector and the Service.
+func setChildFields(sb *agentsv1beta1.Sandbox, obs *observation, clusterDomain string) {
+	sb.Status.PodIPs, sb.Status.NodeName = nil, ""
+	if pod := obs.ownedPod(); pod != nil {
+		for _, ip := range pod.Status.PodIPs {
+			sb.Status.PodIPs = append(sb.Status.PodIPs, ip.IP)
+		}
+		sb.Status.NodeName = pod.Spec.NodeName
+	}
+	// The selector stays once a Pod was seen, so scale-style consumers keep a stable value.
+	if obs.pod != nil || obs.multiplePods != nil {
+		sb.Status.LabelSelector = selector(sb)
+	}
+	if obs.serviceSkipped {
+		return
+	}
+	sb.Status.Service, sb.Status.ServiceFQDN = "", ""
+	if obs.service != nil {
+		sb.Status.Service = obs.service.Name
+		sb.Status.ServiceFQDN = fmt.Sprintf("%s.%s.svc.%s", obs.service.Name, obs.service.Namespace, clusterDomain)
+	}
+}
+
+// onlyNodeNameChanged reports whether status differs from before in nodeName and nothing else.
+func onlyNodeNameChanged(status, before *agentsv1beta1.SandboxStatus) bool {
+	if status.NodeName == before.NodeName {
+		return false
+	}
+	s := status.DeepCopy()
+	s.NodeName = before.NodeName
+	return equality.Semantic.DeepEqual(s, before)
+}
+
+func (o *observation) ownedPod() *corev1.Pod {
+	if o.podOwned {
+		return o.pod
+	}
+	return nil
+}
+
+func suspended(sb *agentsv1beta1.Sandbox) bool {
+	return sb.Spec.OperatingMode == agentsv1beta1.SandboxOperatingModeSuspended
+}
+
+func podConditionTrue(pod *corev1.Pod, t corev1.PodConditionType) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == t {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

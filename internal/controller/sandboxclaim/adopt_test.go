@@ -1,0 +1,221 @@
+package sandboxclaim
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/blueprint"
+	"github.com/paddock-dev/paddock/internal/controller/indexes"
+	"github.com/paddock-dev/paddock/internal/warmqueue"
+)
+
+// These tests use the fake client only to inject API errors that a real server cannot be made
+// to return on cue; the behaviour without injected errors is proven in test/integration.
+
+func scheme(t *testing.T) *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func fixtures() (*extensionsv1beta1.SandboxTemplate, *extensionsv1beta1.SandboxWarmPool, []client.Object) {
+	tpl := &extensionsv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "tpl", Namespace: "ns", UID: "tpl-uid"}}
+	pool := &extensionsv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "pool-uid"},
+		Spec: extensionsv1beta1.SandboxWarmPoolSpec{TemplateRef: extensionsv1beta1.SandboxTemplateRef{Name: "tpl"}}}
+	objs := []client.Object{tpl, pool}
+	for _, name := range []string{"m1", "m2"} {
+		sb := blueprint.PoolMember(pool, tpl, blueprint.PoolOptions{})
+		sb.GenerateName, sb.Name = "", name
+		sb.Status.PodIPs = []string{"198.18.0.1"}
+		sb.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.SandboxConditionReady, Status: metav1.ConditionTrue, Reason: "DependenciesReady", LastTransitionTime: metav1.Now()}}
+		objs = append(objs, sb)
+	}
+	claim := &extensionsv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "claim-uid", CreationTimestamp: metav1.Now()},
+		Spec: extensionsv1beta1.SandboxClaimSpec{WarmPoolRef: extensionsv1beta1.SandboxWarmPoolRef{Name: "pool"}}}
+	return tpl, pool, append(objs, claim)
+}
+
+func newFake(t *testing.T, objs []client.Object, funcs interceptor.Funcs) client.WithWatch {
+	c := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(objs...).
+		WithStatusSubresource(&extensionsv1beta1.SandboxClaim{}, &agentsv1beta1.Sandbox{}).
+		WithIndex(&agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxClaimUIDIndex, indexes.SandboxByClaimUID).
+		Build()
+	return interceptor.NewClient(c, funcs)
+}
+
+func queueOf(names ...string) *warmqueue.Queues {
+	q := warmqueue.New()
+	for _, n := range names {
+		q.Add(warmqueue.Key{Namespace: "ns", Pool: "pool"}, warmqueue.Member{Name: n})
+	}
+	return q
+}
+
+func reconcileClaim(t *testing.T, r *Reconciler) error {
+	t.Helper()
+	_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "c"}})
+	return err
+}
+
+func controllerOf(t *testing.T, c client.Client, name string) string {
+	t.Helper()
+	sb := &agentsv1beta1.Sandbox{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: name}, sb); err != nil {
+		t.Fatal(err)
+	}
+	if ref := metav1.GetControllerOf(sb); ref != nil {
+		return ref.Kind + "/" + ref.Name
+	}
+	return ""
+}
+
+// TestAdoptionConflictTakesTheNextCandidate: a member changed under the claim (409) is skipped
+// and the next one adopted, in the same pass.
+func TestAdoptionConflictTakesTheNextCandidate(t *testing.T) {
+	_, _, objs := fixtures()
+	base := newFake(t, objs, interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		if obj.GetName() == "m1" {
+			return apierrors.NewConflict(schema.GroupResource{Resource: "sandboxes"}, "m1", errors.New("changed"))
+		}
+		return c.Patch(ctx, obj, patch, opts...)
+	}})
+	r := New(base, base, nil, queueOf("m1", "m2"), Options{})
+	if err := reconcileClaim(t, r); err != nil {
+		t.Fatal(err)
+	}
+	if got := controllerOf(t, base, "m2"); got != "SandboxClaim/c" {
+		t.Errorf("m2 controller = %q, want the claim", got)
+	}
+	if got := controllerOf(t, base, "m1"); got != "SandboxWarmPool/pool" {
+		t.Errorf("m1 controller = %q, want still the pool", got)
+	}
+	claim := &extensionsv1beta1.SandboxClaim{}
+	if err := base.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "c"}, claim); err != nil {
+		t.Fatal(err)
+	}
+	if claim.Status.Sandbox.Name != "m2" {
+		t.Errorf("claim status names %q, want m2", claim.Status.Sandbox.Name)
+	}
+}
+
+// TestLostAdoptionAnswerNeverBindsTwice: the adoption patch is applied but its answer is lost
+// and the cache does not show it yet; the next pass must find the adopted Sandbox through the API
+// server instead of taking another member.
+func TestLostAdoptionAnswerNeverBindsTwice(t *testing.T) {
+	_, _, objs := fixtures()
+	lose := true
+	raw := newFake(t, objs, interceptor.Funcs{})
+	cached := interceptor.NewClient(raw, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			err := c.Patch(ctx, obj, patch, opts...)
+			if lose && err == nil {
+				lose = false
+				return apierrors.NewTimeoutError("answer lost", 1)
+			}
+			return err
+		},
+		// A lagging cache: it does not show Sandboxes bound to claims yet.
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if sbs, ok := list.(*agentsv1beta1.SandboxList); ok {
+				sbs.Items = nil
+			}
+			return nil
+		},
+	})
+	r := New(cached, raw, nil, queueOf("m1", "m2"), Options{Now: func() time.Time { return time.Now().Add(time.Minute) }})
+	if err := reconcileClaim(t, r); err == nil {
+		t.Fatal("first pass hid the lost answer")
+	}
+	if err := reconcileClaim(t, r); err != nil {
+		t.Fatalf("second pass: %v", err)
+	}
+	bound := 0
+	for _, name := range []string{"m1", "m2"} {
+		if controllerOf(t, raw, name) == "SandboxClaim/c" {
+			bound++
+		}
+	}
+	if bound != 1 {
+		t.Errorf("claim controls %d Sandboxes, want exactly 1", bound)
+	}
+	claim := &extensionsv1beta1.SandboxClaim{}
+	if err := raw.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "c"}, claim); err != nil {
+		t.Fatal(err)
+	}
+	if claim.Status.Sandbox.Name != "m1" {
+		t.Errorf("claim status names %q, want m1 (the one adopted with the lost answer)", claim.Status.Sandbox.Name)
+	}
+}
+
+// TestLaggingCacheNeverBindsTwice: right after an adoption the cache still shows the claim
+// without status and the member as the pool's; the next pass must not take a second member.
+func TestLaggingCacheNeverBindsTwice(t *testing.T) {
+	_, _, objs := fixtures()
+	raw := newFake(t, objs, interceptor.Funcs{})
+	snapshot := map[string]client.Object{}
+	for _, o := range objs {
+		snapshot[o.GetName()] = o.DeepCopyObject().(client.Object)
+	}
+	lagging := false
+	cached := interceptor.NewClient(raw, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil || !lagging {
+				return err
+			}
+			// Serve the state from before the first pass, with the server's resourceVersion
+			// so that writes still go through.
+			old := snapshot[key.Name].DeepCopyObject().(client.Object)
+			old.SetResourceVersion(obj.GetResourceVersion())
+			return scheme(t).Convert(old, obj, nil)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if sbs, ok := list.(*agentsv1beta1.SandboxList); ok && lagging {
+				sbs.Items = nil
+			}
+			return nil
+		},
+	})
+	r := New(cached, raw, nil, queueOf("m1", "m2"), Options{})
+	if err := reconcileClaim(t, r); err != nil {
+		t.Fatal(err)
+	}
+	lagging = true
+	r.queue.Add(warmqueue.Key{Namespace: "ns", Pool: "pool"}, warmqueue.Member{Name: "m1"}) // a late event re-queues it
+	if err := reconcileClaim(t, r); err != nil {
+		t.Fatal(err)
+	}
+	bound := 0
+	for _, name := range []string{"m1", "m2"} {
+		if controllerOf(t, raw, name) == "SandboxClaim/c" {
+			bound++
+		}
+	}
+	if bound != 1 {
+		t.Errorf("claim controls %d Sandboxes, want exactly 1", bound)
+	}
+}

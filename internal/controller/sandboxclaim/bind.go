@@ -1,0 +1,191 @@
+package sandboxclaim
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/blueprint"
+	"github.com/paddock-dev/paddock/internal/kube"
+)
+
+// bind returns the Sandbox bound to claim, binding one first when there is none: a warm member
+// when the claim allows it and one is ready, else a new cold Sandbox. launch is the launch type
+// of a binding made in this pass, empty when the claim was bound already.
+func (r *Reconciler) bind(ctx context.Context, claim *extensionsv1beta1.SandboxClaim) (sb *agentsv1beta1.Sandbox, launch string, err error) {
+	if err := blueprint.ValidateAdditionalMetadata(claim.Spec.AdditionalPodMetadata, r.opts.AllowedLabelDomains); err != nil {
+		return nil, "", err
+	}
+	if sb, err := r.findBound(ctx, claim); err != nil || sb != nil {
+		if err == nil {
+			err = r.refreshMetadata(ctx, claim, sb)
+		}
+		return sb, "", err
+	}
+	pool, tpl, err := r.poolAndTemplate(ctx, claim)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(claim.Spec.Env) == 0 && len(claim.Spec.VolumeClaimTemplates) == 0 {
+		sb, networkPending, err := r.adoptWarm(ctx, claim, pool, tpl)
+		if err != nil || sb != nil {
+			return sb, agentsv1beta1.LaunchTypeWarm, err
+		}
+		// A member about to get its IP beats a cold start, for a short while.
+		if age := r.opts.Now().Sub(claim.CreationTimestamp.Time); networkPending && age < warmCandidateGrace {
+			return nil, "", &warmWait{retryAfter: min(warmCandidateRetry, warmCandidateGrace-age)}
+		}
+	}
+	sb, created, err := r.createCold(ctx, claim, tpl)
+	if created {
+		launch = agentsv1beta1.LaunchTypeCold
+	}
+	return sb, launch, err
+}
+
+// findBound looks for a Sandbox the claim controls: the one its status names, one labelled with
+// its UID, one this process bound it to moments ago, or the one named after it. Only the
+// controller reference decides; names and labels are just where to look.
+func (r *Reconciler) findBound(ctx context.Context, claim *extensionsv1beta1.SandboxClaim) (*agentsv1beta1.Sandbox, error) {
+	if name := claim.Status.Sandbox.Name; name != "" {
+		sb, err := r.getSandbox(ctx, claim.Namespace, name)
+		if err != nil || (sb != nil && blueprint.ControlledBy(sb, claim)) {
+			return sb, err
+		}
+	}
+	var list agentsv1beta1.SandboxList
+	if err := r.client.List(ctx, &list, client.InNamespace(claim.Namespace),
+		client.MatchingFields{agentsv1beta1.SandboxClaimUIDIndex: string(claim.UID)}); err != nil {
+		return nil, fmt.Errorf("listing Sandboxes of claim %q: %w", claim.Name, err)
+	}
+	if sb := controlledOne(list.Items, claim); sb != nil {
+		r.bindings.Delete(claim.UID) // the cache shows the binding now
+		return sb, nil
+	}
+	if sb, err := r.legacyAssignment(ctx, claim); err != nil || sb != nil {
+		return sb, err
+	}
+	if sb, err := r.recentBinding(ctx, claim); err != nil || sb != nil {
+		return sb, err
+	}
+	sb := &agentsv1beta1.Sandbox{}
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}, sb)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading Sandbox %q: %w", claim.Name, err)
+	case blueprint.ControlledBy(sb, claim):
+		return sb, nil
+	default:
+		return nil, newError(errNotControlled, "sandbox %q is not controlled by claim %q (its controller is %s). Please use a different claim name or delete the sandbox manually",
+			sb.Name, claim.Name, kube.DescribeController(sb))
+	}
+}
+
+// legacyAssignment follows the sandbox-name annotation (or the older label of the same key) that
+// upstream controllers write on claims they adopted for; Paddock itself never writes it.
+func (r *Reconciler) legacyAssignment(ctx context.Context, claim *extensionsv1beta1.SandboxClaim) (*agentsv1beta1.Sandbox, error) {
+	name := claim.Annotations[extensionsv1beta1.AssignedSandboxNameAnnotation]
+	if name == "" {
+		name = claim.Labels[extensionsv1beta1.AssignedSandboxNameAnnotation]
+	}
+	if name == "" {
+		return nil, nil
+	}
+	sb, err := r.getSandbox(ctx, claim.Namespace, name)
+	if err != nil || sb == nil || !blueprint.ControlledBy(sb, claim) {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// recentBinding resolves a binding this process made that the cache may not show yet, asking the
+// API server. An adoption whose outcome was lost is resolved by listing the claim's label there.
+func (r *Reconciler) recentBinding(ctx context.Context, claim *extensionsv1beta1.SandboxClaim) (*agentsv1beta1.Sandbox, error) {
+	v, ok := r.bindings.Load(claim.UID)
+	if !ok {
+		return nil, nil
+	}
+	if name := v.(string); name != bindingUnknown {
+		// The cache may still hold the member as the pool's: only the API server can tell.
+		sb := &agentsv1beta1.Sandbox{}
+		err := r.reader.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: name}, sb)
+		switch {
+		case err == nil && blueprint.ControlledBy(sb, claim):
+			return sb, nil
+		case err != nil && !apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("reading Sandbox %q bound to claim %q: %w", name, claim.Name, err)
+		}
+		r.bindings.Delete(claim.UID)
+		return nil, nil
+	}
+	var list agentsv1beta1.SandboxList
+	if err := r.reader.List(ctx, &list, client.InNamespace(claim.Namespace),
+		client.MatchingLabels{agentsv1beta1.ClaimUIDLabel: string(claim.UID)}); err != nil {
+		return nil, fmt.Errorf("listing Sandboxes of claim %q from the API server: %w", claim.Name, err)
+	}
+	r.bindings.Delete(claim.UID)
+	if sb := controlledOne(list.Items, claim); sb != nil {
+		r.bindings.Store(claim.UID, sb.Name)
+		return sb, nil
+	}
+	return nil, nil
+}
+
+func controlledOne(items []agentsv1beta1.Sandbox, claim *extensionsv1beta1.SandboxClaim) *agentsv1beta1.Sandbox {
+	for i := range items {
+		if blueprint.ControlledBy(&items[i], claim) {
+			return &items[i]
+		}
+	}
+	return nil
+}
+
+// poolAndTemplate reads the claim's pool and the pool's template from the cache.
+func (r *Reconciler) poolAndTemplate(ctx context.Context, claim *extensionsv1beta1.SandboxClaim) (*extensionsv1beta1.SandboxWarmPool, *extensionsv1beta1.SandboxTemplate, error) {
+	pool := &extensionsv1beta1.SandboxWarmPool{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, newError(errWarmPoolNotFound, "SandboxWarmPool %q not found", claim.Spec.WarmPoolRef.Name)
+		}
+		return nil, nil, fmt.Errorf("reading SandboxWarmPool %q: %w", claim.Spec.WarmPoolRef.Name, err)
+	}
+	tpl := &extensionsv1beta1.SandboxTemplate{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: pool.Spec.TemplateRef.Name}, tpl); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, newError(errTemplateNotFound, "SandboxTemplate %q not found", pool.Spec.TemplateRef.Name)
+		}
+		return nil, nil, fmt.Errorf("reading SandboxTemplate %q: %w", pool.Spec.TemplateRef.Name, err)
+	}
+	return pool, tpl, nil
+}
+
+// refreshMetadata carries template and claim metadata edits to a bound Sandbox's pod template.
+// Without additional metadata a missing pool or template is only logged: the binding stands.
+func (r *Reconciler) refreshMetadata(ctx context.Context, claim *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) error {
+	_, tpl, err := r.poolAndTemplate(ctx, claim)
+	if err != nil {
+		if len(claim.Spec.AdditionalPodMetadata.Labels) == 0 && len(claim.Spec.AdditionalPodMetadata.Annotations) == 0 {
+			ctrl.LoggerFrom(ctx).V(2).Info("Cannot refresh bound Sandbox metadata", "claim", klog.KObj(claim), "sandbox", sb.Name, "err", err)
+			return nil
+		}
+		return err
+	}
+	orig := sb.DeepCopy()
+	changed, err := blueprint.RefreshClaimMetadata(sb, claim, tpl)
+	if err != nil || !changed {
+		return err
+	}
+	if err := r.client.Patch(ctx, sb, client.MergeFrom(orig)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("updating pod-template metadata of Sandbox %q: %w", sb.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,207 @@
+package sandboxclaim
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/kube"
+	"github.com/paddock-dev/paddock/internal/warmqueue"
+)
+
+// Options configure the controller. Defaults match the reference's flag defaults.
+type Options struct {
+	// Workers is --sandbox-claim-concurrent-workers (default 50).
+	Workers int
+	// AllowedLabelDomains are the domains additionalPodMetadata labels may use (the reference's
+	// /etc/sandbox-config/allowed-label-domains); blueprint.DefaultAllowedLabelDomains when empty.
+	AllowedLabelDomains []string
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Requeue intervals.
+const (
+	missingRefRequeue   = time.Minute
+	createPendingRetry  = 200 * time.Millisecond
+	expiryMarkedRequeue = time.Millisecond
+	maxAdoptionAttempts = 5
+	// A claim waits this long, from its creation, for a warm member that has no IP yet.
+	warmCandidateGrace = 2 * time.Second
+	warmCandidateRetry = 500 * time.Millisecond
+)
+
+// Reconciler reconciles SandboxClaims.
+type Reconciler struct {
+	client   client.Client
+	reader   client.Reader // uncached, to resolve what the cache cannot yet show
+	recorder events.EventRecorder
+	queue    *warmqueue.Queues
+	opts     Options
+
+	// firstSeen is when this process first saw each claim (by UID), for the latency metrics.
+	firstSeen sync.Map
+	// bindings remembers, by claim UID, the Sandbox this process bound the claim to until the
+	// cache shows the binding; bindingUnknown marks an adoption whose outcome was lost.
+	bindings sync.Map
+	// lastWrite remembers, by claim UID, the last status this process wrote, so that a pass on a
+	// cache that has not caught up with it does not write the same status again.
+	lastWrite sync.Map
+}
+
+const bindingUnknown = ""
+
+// New returns a Reconciler writing through c and resolving cache lag through reader. A nil
+// recorder disables events (--disable-claim-events).
+func New(c client.Client, reader client.Reader, recorder events.EventRecorder, queue *warmqueue.Queues, opts Options) *Reconciler {
+	if opts.Workers <= 0 {
+		opts.Workers = 50
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Reconciler{client: c, reader: reader, recorder: recorder, queue: queue, opts: opts}
+}
+
+// Reconcile binds a claim to a Sandbox, mirrors the Sandbox into the claim's status and enforces
+// the claim's lifecycle.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	claim := &extensionsv1beta1.SandboxClaim{}
+	if err := r.client.Get(ctx, req.NamespacedName, claim); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !claim.DeletionTimestamp.IsZero() {
+		r.forget(claim.UID)
+		return ctrl.Result{}, nil
+	}
+	r.observe(claim)
+
+	now := r.opts.Now()
+	if at, ok := expiresAt(claim); ok && !now.Before(at) {
+		return r.expire(ctx, claim)
+	}
+
+	sb, launch, bindErr := r.bind(ctx, claim)
+	if wait := (*warmWait)(nil); errors.As(bindErr, &wait) {
+		return ctrl.Result{RequeueAfter: wait.retryAfter}, nil
+	}
+
+	original := claim.DeepCopy()
+	setStatus(claim, sb, bindErr)
+	written, err := r.writeStatus(ctx, original, claim)
+	if err != nil {
+		return ctrl.Result{}, errors.Join(bindErr, err)
+	}
+	r.recordBinding(ctx, claim, sb, launch)
+	if written {
+		r.recordReady(claim, original, sb)
+	}
+	return r.result(claim, bindErr, now)
+}
+
+// result turns the pass's outcome into a requeue: at expiry, after a minute for a missing pool
+// or template, soon for cache lag; backoff only for errors a retry can fix.
+func (r *Reconciler) result(claim *extensionsv1beta1.SandboxClaim, bindErr error, now time.Time) (ctrl.Result, error) {
+	var res ctrl.Result
+	if at, ok := expiresAt(claim); ok {
+		res.RequeueAfter = max(at.Sub(now), expiryMarkedRequeue)
+	}
+	after := func(d time.Duration) {
+		if res.RequeueAfter == 0 || d < res.RequeueAfter {
+			res.RequeueAfter = d
+		}
+	}
+	switch {
+	case bindErr == nil:
+		return res, nil
+	case errors.Is(bindErr, errWarmPoolNotFound), errors.Is(bindErr, errTemplateNotFound):
+		after(missingRefRequeue)
+		return res, nil
+	case errors.Is(bindErr, errCreatePending):
+		after(createPendingRetry)
+		return res, nil
+	case suppressed(bindErr):
+		return res, nil
+	default:
+		return ctrl.Result{}, bindErr
+	}
+}
+
+func (r *Reconciler) observe(claim *extensionsv1beta1.SandboxClaim) {
+	r.firstSeen.LoadOrStore(claim.UID, r.opts.Now())
+}
+
+func (r *Reconciler) forget(uid types.UID) {
+	r.firstSeen.Delete(uid)
+	r.bindings.Delete(uid)
+	r.lastWrite.Delete(uid)
+}
+
+// writeStatus writes the claim's status when it changed, unless this process wrote the same
+// status from the same stale view already. It reports whether a write was sent.
+func (r *Reconciler) writeStatus(ctx context.Context, original, claim *extensionsv1beta1.SandboxClaim) (bool, error) {
+	if r.echoOfLastWrite(original, claim) {
+		return false, nil
+	}
+	written, err := kube.PatchStatus(ctx, r.client, claim, original, claimStatus)
+	if written {
+		r.lastWrite.Store(claim.UID, statusWrite{before: original.ResourceVersion, status: *claim.Status.DeepCopy()})
+	}
+	return written, err
+}
+
+type statusWrite struct {
+	before string // resourceVersion the write was computed from
+	status extensionsv1beta1.SandboxClaimStatus
+}
+
+// echoOfLastWrite reports whether the pass computed, from the same stale view of the claim, the
+// status this process already wrote: the write happened, the cache just does not show it yet.
+func (r *Reconciler) echoOfLastWrite(original, claim *extensionsv1beta1.SandboxClaim) bool {
+	v, ok := r.lastWrite.Load(claim.UID)
+	if !ok {
+		return false
+	}
+	last := v.(statusWrite)
+	return last.before == original.ResourceVersion && sameStatus(last.status, claim.Status)
+}
+
+// sameStatus compares statuses ignoring condition transition times, which a pass on a stale
+// view sets afresh.
+func sameStatus(a, b extensionsv1beta1.SandboxClaimStatus) bool {
+	a, b = *a.DeepCopy(), *b.DeepCopy()
+	for _, cs := range [][]metav1.Condition{a.Conditions, b.Conditions} {
+		for i := range cs {
+			cs[i].LastTransitionTime = metav1.Time{}
+		}
+	}
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+// getSandbox reads a Sandbox from the cache, falling back to the API server when the cache does
+// not have it yet. It returns nil when the Sandbox does not exist.
+func (r *Reconciler) getSandbox(ctx context.Context, namespace, name string) (*agentsv1beta1.Sandbox, error) {
+	sb := &agentsv1beta1.Sandbox{}
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	err := r.client.Get(ctx, key, sb)
+	if apierrors.IsNotFound(err) {
+		err = r.reader.Get(ctx, key, sb)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return sb, err
+}
+
+func claimStatus(c *extensionsv1beta1.SandboxClaim) any { return c.Status }

@@ -1,0 +1,159 @@
+package sandboxtemplate
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/blueprint"
+	"github.com/paddock-dev/paddock/internal/kube"
+)
+
+// Options configure the controller.
+type Options struct {
+	// Workers is --sandbox-template-concurrent-workers (default 1).
+	Workers int
+	// RouterNamespace and RouterPodLabels select the router Pods the default policy admits
+	// (default agent-sandbox-system, app=sandbox-router).
+	RouterNamespace string
+	RouterPodLabels map[string]string
+}
+
+// DefaultOptions returns the reference's defaults.
+func DefaultOptions() Options {
+	return Options{Workers: 1, RouterNamespace: "agent-sandbox-system", RouterPodLabels: map[string]string{"app": "sandbox-router"}}
+}
+
+// ReasonPolicyNotControlled is the Warning event of a template whose NetworkPolicy name is taken
+// by a policy it does not control: the template's sandboxes are not isolated as it says.
+const ReasonPolicyNotControlled = "NetworkPolicyNotControlled"
+
+// Reconciler reconciles SandboxTemplates.
+type Reconciler struct {
+	client   client.Client
+	recorder events.EventRecorder
+	opts     Options
+}
+
+// New returns a Reconciler writing through c and reporting through recorder (nil for none).
+// Zero options take their defaults.
+func New(c client.Client, recorder events.EventRecorder, opts Options) *Reconciler {
+	def := DefaultOptions()
+	if opts.Workers <= 0 {
+		opts.Workers = def.Workers
+	}
+	if opts.RouterNamespace == "" {
+		opts.RouterNamespace = def.RouterNamespace
+	}
+	if len(opts.RouterPodLabels) == 0 {
+		opts.RouterPodLabels = def.RouterPodLabels
+	}
+	opts.RouterPodLabels = maps.Clone(opts.RouterPodLabels) // the caller's map stays theirs
+	return &Reconciler{client: c, recorder: recorder, opts: opts}
+}
+
+// Reconcile labels the template and brings its NetworkPolicy in line with its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	tpl := &extensionsv1beta1.SandboxTemplate{}
+	if err := r.client.Get(ctx, req.NamespacedName, tpl); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !tpl.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	if err := r.ensureRefHashLabel(ctx, tpl); err != nil {
+		return ctrl.Result{}, err
+	}
+	if tpl.Spec.NetworkPolicyManagement == extensionsv1beta1.NetworkPolicyManagementUnmanaged {
+		return ctrl.Result{}, r.deleteControlledPolicy(ctx, tpl)
+	}
+	return ctrl.Result{}, r.applyPolicy(ctx, tpl, constructPolicy(tpl, r.opts))
+}
+
+// ensureRefHashLabel puts the template-ref-hash label on the template itself.
+func (r *Reconciler) ensureRefHashLabel(ctx context.Context, tpl *extensionsv1beta1.SandboxTemplate) error {
+	want := blueprint.TemplateRefHash(tpl.Name)
+	if tpl.Labels[agentsv1beta1.SandboxTemplateRefHashLabel] == want {
+		return nil
+	}
+	orig := tpl.DeepCopy()
+	if tpl.Labels == nil {
+		tpl.Labels = map[string]string{}
+	}
+	tpl.Labels[agentsv1beta1.SandboxTemplateRefHashLabel] = want
+	if err := r.client.Patch(ctx, tpl, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("labelling SandboxTemplate %q with its reference hash: %w", tpl.Name, err)
+	}
+	return nil
+}
+
+// applyPolicy creates the template's policy, or updates it when it differs.
+func (r *Reconciler) applyPolicy(ctx context.Context, tpl *extensionsv1beta1.SandboxTemplate, want *networkingv1.NetworkPolicy) error {
+	have := &networkingv1.NetworkPolicy{}
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: want.Namespace, Name: want.Name}, have)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := r.client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating NetworkPolicy %q of SandboxTemplate %q: %w", want.Name, tpl.Name, err)
+		}
+		ctrl.LoggerFrom(ctx).V(2).Info("Created NetworkPolicy", "template", klog.KObj(tpl), "networkPolicy", want.Name)
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading NetworkPolicy %q of SandboxTemplate %q: %w", want.Name, tpl.Name, err)
+	}
+	if kube.OwnershipOf(have, tpl.UID) != kube.OwnedByUs {
+		err := fmt.Errorf("refusing to update NetworkPolicy %q as it is not controlled by SandboxTemplate %q (its controller is %s); delete or rename it",
+			have.Name, tpl.Name, kube.DescribeController(have))
+		if r.recorder != nil {
+			r.recorder.Eventf(tpl, have, corev1.EventTypeWarning, ReasonPolicyNotControlled, "Reconciling", "%s", err.Error())
+		}
+		return err
+	}
+	if equality.Semantic.DeepEqual(have.Spec, want.Spec) {
+		return nil
+	}
+	have.Spec = want.Spec
+	if err := r.client.Update(ctx, have); err != nil {
+		return fmt.Errorf("updating NetworkPolicy %q of SandboxTemplate %q: %w", want.Name, tpl.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("Updated NetworkPolicy", "template", klog.KObj(tpl), "networkPolicy", want.Name)
+	return nil
+}
+
+// deleteControlledPolicy removes the template's policy when the template controls it.
+func (r *Reconciler) deleteControlledPolicy(ctx context.Context, tpl *extensionsv1beta1.SandboxTemplate) error {
+	have := &networkingv1.NetworkPolicy{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: tpl.Namespace, Name: PolicyName(tpl.Name)}, have); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if kube.OwnershipOf(have, tpl.UID) != kube.OwnedByUs {
+		return nil
+	}
+	if err := r.client.Delete(ctx, have, client.Preconditions{UID: &have.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting NetworkPolicy %q of Unmanaged SandboxTemplate %q: %w", have.Name, tpl.Name, err)
+	}
+	return nil
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&extensionsv1beta1.SandboxTemplate{}).
+		Owns(&networkingv1.NetworkPolicy{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
+		Named("sandboxtemplate").
+		Complete(r)
+}

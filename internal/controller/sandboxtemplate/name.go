@@ -1,0 +1,4 @@
+package sandboxtemplate
+
+// ControllerName names the controller's event recorder, as the reference controller does.
+const ControllerName = "sandboxtemplate-controller"

@@ -1,0 +1,180 @@
+package sandboxwarmpool
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/kube"
+	"github.com/paddock-dev/paddock/internal/warmpool"
+)
+
+// Options configure the controller. Defaults match the reference's flag defaults.
+type Options struct {
+	// Workers is --sandbox-warm-pool-concurrent-workers (default 1).
+	Workers int
+	// MaxBatchSize caps creates and deletes per pass: --sandbox-warm-pool-max-batch-size (300).
+	MaxBatchSize int
+	// ReadinessGracePeriod is --sandbox-warm-pool-readiness-grace-period (5m).
+	ReadinessGracePeriod time.Duration
+	// UnschedulableRecheckInterval is --sandbox-warm-pool-unschedulable-recheck-interval (1m).
+	UnschedulableRecheckInterval time.Duration
+	// SafeToEvict is --enable-warm-pool-eviction (true).
+	SafeToEvict bool
+	// ReplenishDelay is --sandbox-warm-pool-replenish-delay (0, refill at once).
+	ReplenishDelay time.Duration
+	// MaxRefillRate is --sandbox-warm-pool-max-refill-rate in Sandboxes per second (0, unpaced).
+	MaxRefillRate float64
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// DefaultOptions returns the reference's defaults.
+func DefaultOptions() Options {
+	return Options{Workers: 1, MaxBatchSize: 300, ReadinessGracePeriod: 5 * time.Minute,
+		UnschedulableRecheckInterval: time.Minute, SafeToEvict: true, Now: time.Now}
+}
+
+// expectationsRecheck is how soon a pool blocked on unobserved writes looks again, in case the
+// watch event that would wake it was lost.
+const expectationsRecheck = 30 * time.Second
+
+// Reconciler reconciles SandboxWarmPools.
+type Reconciler struct {
+	client       client.Client
+	recorder     events.EventRecorder
+	opts         Options
+	expectations *warmpool.Expectations
+	shaping      *warmpool.Shaping
+
+	mu             sync.Mutex
+	notProgressing map[string]bool // pools currently holding unschedulable members
+}
+
+// New returns a Reconciler writing through c. Zero options take their defaults.
+func New(c client.Client, recorder events.EventRecorder, opts Options) *Reconciler {
+	def := DefaultOptions()
+	if opts.Workers <= 0 {
+		opts.Workers = def.Workers
+	}
+	if opts.MaxBatchSize <= 0 {
+		opts.MaxBatchSize = def.MaxBatchSize
+	}
+	if opts.ReadinessGracePeriod <= 0 {
+		opts.ReadinessGracePeriod = def.ReadinessGracePeriod
+	}
+	if opts.UnschedulableRecheckInterval <= 0 {
+		opts.UnschedulableRecheckInterval = def.UnschedulableRecheckInterval
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Reconciler{client: c, recorder: recorder, opts: opts,
+		expectations: warmpool.NewExpectations(opts.Now), notProgressing: map[string]bool{},
+		shaping: &warmpool.Shaping{ReplenishDelay: opts.ReplenishDelay, MaxRefillRate: opts.MaxRefillRate}}
+}
+
+// Reconcile brings one pool to its desired number of fresh members and reports its status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	key := req.String()
+	pool := &extensionsv1beta1.SandboxWarmPool{}
+	if err := r.client.Get(ctx, req.NamespacedName, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(key)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !pool.DeletionTimestamp.IsZero() {
+		r.forget(key)
+		return ctrl.Result{}, nil
+	}
+
+	tpl, tplErr := r.getTemplate(ctx, pool)
+	members, err := r.listMembers(ctx, pool)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	now := r.opts.Now()
+	plan := warmpool.Make(observeMembers(pool, tpl, members, r.expectations.DeletePending), warmpool.Input{
+		Desired:               desiredReplicas(pool),
+		MaxBatch:              r.opts.MaxBatchSize,
+		Recreate:              recreate(pool),
+		TemplateKnown:         tpl != nil,
+		ExpectationsSatisfied: r.expectations.Satisfied(key),
+		Grace:                 r.opts.ReadinessGracePeriod,
+		Now:                   now,
+	})
+	log.V(4).Info("Warm pool plan", "pool", klog.KObj(pool), "members", len(members), "create", plan.Create,
+		"delete", len(plan.Delete), "adopt", len(plan.Adopt), "replicas", plan.Replicas, "ready", plan.ReadyReplicas)
+
+	create, paced := r.shaping.Allow(key, plan.Create, int(plan.Replicas), now)
+	actErr := errors.Join(
+		r.deleteMembers(ctx, pool, plan.Delete),
+		r.adoptOrphans(ctx, pool, members, plan.Adopt),
+		r.relabel(ctx, members, plan.Relabel),
+		r.createMembers(ctx, pool, tpl, create),
+	)
+
+	original := pool.DeepCopy()
+	setStatus(pool, plan)
+	if _, err := kube.PatchStatus(ctx, r.client, pool, original, poolStatus); err != nil {
+		actErr = errors.Join(actErr, err)
+	}
+	r.reportProgress(pool, plan)
+	return r.requeue(key, plan, paced, now), errors.Join(actErr, tplErr)
+}
+
+// requeue is when the pool must look again without an event: when a young member's grace
+// period ends, when paced creates may go, while members are held unschedulable, or while writes
+// are unobserved.
+func (r *Reconciler) requeue(key string, plan warmpool.Plan, paced time.Duration, now time.Time) ctrl.Result {
+	after := paced
+	if !plan.RecheckAt.IsZero() {
+		wait := plan.RecheckAt.Sub(now) + 2*time.Second
+		wait += time.Duration(rand.Int64N(int64(wait)/2 + 1)) // jitter spreads the rechecks of many pools
+		if after == 0 || wait < after {
+			after = wait
+		}
+	}
+	if plan.Unschedulable > 0 && (after == 0 || r.opts.UnschedulableRecheckInterval < after) {
+		after = r.opts.UnschedulableRecheckInterval
+	}
+	if !r.expectations.Satisfied(key) && (after == 0 || expectationsRecheck < after) {
+		after = expectationsRecheck
+	}
+	return ctrl.Result{RequeueAfter: after}
+}
+
+func (r *Reconciler) forget(key string) {
+	r.expectations.Forget(key)
+	r.shaping.Forget(key)
+	r.mu.Lock()
+	delete(r.notProgressing, key)
+	r.mu.Unlock()
+}
+
+// SetupWithManager registers the controller. The cache indexes of package indexes must be
+// registered on mgr first.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&extensionsv1beta1.SandboxWarmPool{}).
+		Watches(&agentsv1beta1.Sandbox{}, r.memberEvents()).
+		Watches(&extensionsv1beta1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfTemplate)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
+		Named("sandboxwarmpool").
+		Complete(r)
+}

@@ -1,0 +1,74 @@
+package sandboxwarmpool
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/controller/indexes"
+)
+
+// TestLaggingCacheNeverOverCreates uses the fake client only to inject what a real API server
+// cannot be made to do on cue: a cache that does not show the members just created. Passes
+// that see no members must not create the pool again.
+func TestLaggingCacheNeverOverCreates(t *testing.T) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tpl := &extensionsv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "tpl", Namespace: "ns"}}
+	pool := &extensionsv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "pool-uid"},
+		Spec: extensionsv1beta1.SandboxWarmPoolSpec{Replicas: ptr.To[int32](5), TemplateRef: extensionsv1beta1.SandboxTemplateRef{Name: "tpl"}}}
+	raw := fake.NewClientBuilder().WithScheme(s).WithObjects(tpl, pool).
+		WithStatusSubresource(&extensionsv1beta1.SandboxWarmPool{}).
+		WithIndex(&agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxWarmPoolIndex, indexes.SandboxByWarmPool).Build()
+	var generated atomic.Int32
+	lagging := interceptor.NewClient(raw, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			// The fake client does not implement generateName.
+			obj.SetName(fmt.Sprintf("%s%d", obj.GetGenerateName(), generated.Add(1)))
+			return c.Create(ctx, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*agentsv1beta1.SandboxList); ok {
+				return nil // the cache has not seen any member yet
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
+	r := New(lagging, nil, Options{})
+	for range 4 {
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all agentsv1beta1.SandboxList
+	if err := raw.List(context.Background(), &all); err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Items) != 5 {
+		t.Errorf("four passes on a lagging cache made %d members, want the 5 replicas", len(all.Items))
+	}
+	// The watch reports the members: the pool may act again, and finds nothing to do.
+	for range 5 {
+		r.expectations.CreationObserved("ns/pool")
+	}
+	if !r.expectations.Satisfied("ns/pool") {
+		t.Error("expectations not satisfied after every create was observed")
+	}
+}

@@ -1,0 +1,93 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/paddock-dev/paddock/internal/controller/indexes"
+	"github.com/paddock-dev/paddock/internal/controller/sandbox"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
+	"github.com/paddock-dev/paddock/internal/version"
+	"github.com/paddock-dev/paddock/internal/warmqueue"
+)
+
+// SetupControllers registers the cache indexes and the controllers o enables.
+func SetupControllers(ctx context.Context, mgr ctrl.Manager, o *Options) error {
+	if err := indexes.Register(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	if err := setupSandbox(mgr, o); err != nil {
+		return err
+	}
+	if !o.Extensions {
+		return nil
+	}
+	return setupExtensions(mgr, o)
+}
+
+// RegisterMetrics registers Paddock's own metrics next to controller-runtime's. Call it once per
+// process.
+func RegisterMetrics(reg prometheus.Registerer, mgr ctrl.Manager) error {
+	return errors.Join(
+		reg.Register(version.NewCollector()),
+		sandbox.RegisterMetrics(reg, mgr.GetClient()),
+		sandboxclaim.RegisterMetrics(reg),
+	)
+}
+
+func setupSandbox(mgr ctrl.Manager, o *Options) error {
+	r, err := sandbox.New(mgr.GetClient(), mgr.GetScheme(), mgr.GetEventRecorder(sandbox.ControllerName),
+		sandbox.WithClusterDomain(o.ClusterDomain), sandbox.WithWorkers(o.SandboxWorkers))
+	if err != nil {
+		return err
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the Sandbox controller: %w", err)
+	}
+	return nil
+}
+
+func setupExtensions(mgr ctrl.Manager, o *Options) error {
+	template := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxtemplate.ControllerName), sandboxtemplate.Options{
+		Workers:         o.SandboxTemplateWorkers,
+		RouterNamespace: o.RouterNamespace,
+		RouterPodLabels: o.RouterPodLabels,
+	})
+	poolOpts := sandboxwarmpool.DefaultOptions()
+	poolOpts.Workers = o.SandboxWarmPoolWorkers
+	poolOpts.MaxBatchSize = o.WarmPoolMaxBatchSize
+	poolOpts.ReadinessGracePeriod = o.WarmPoolReadinessGracePeriod
+	poolOpts.UnschedulableRecheckInterval = o.WarmPoolUnschedulableRecheckInterval
+	poolOpts.SafeToEvict = o.EnableWarmPoolEviction
+	poolOpts.ReplenishDelay = o.WarmPoolReplenishDelay
+	poolOpts.MaxRefillRate = o.WarmPoolMaxRefillRate
+	pool := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxwarmpool.ControllerName), poolOpts)
+
+	domains, err := sandboxclaim.LoadAllowedLabelDomains(o.AllowedLabelDomainsFile)
+	if err != nil {
+		return fmt.Errorf("--allowed-label-domains-file: %w", err)
+	}
+	var claimEvents events.EventRecorder
+	if !o.DisableClaimEvents {
+		claimEvents = mgr.GetEventRecorder(sandboxclaim.ControllerName)
+	}
+	claim := sandboxclaim.New(mgr.GetClient(), mgr.GetAPIReader(), claimEvents, warmqueue.New(), sandboxclaim.Options{
+		Workers:             o.SandboxClaimWorkers,
+		AllowedLabelDomains: domains,
+	})
+	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
+		"SandboxTemplate": template, "SandboxWarmPool": pool, "SandboxClaim": claim,
+	} {
+		if err := setup.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the %s controller: %w", name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+// Package manager turns the controller manager's command line into a running controller-runtime
+// manager: typed options with validation, then named setup steps that main calls in order.
+package manager
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"net"
+	"time"
+)
+
+// Options is the controller manager's configuration. Flag names follow the reference controller
+// so that existing deployment manifests keep working.
+type Options struct {
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	LeaderElectionID        string
+
+	// Extensions enables the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers.
+	Extensions    bool
+	ClusterDomain string
+
+	EnableTracing bool
+	EnablePprof   bool
+
+	KubeAPIQPS   float64
+	KubeAPIBurst int
+
+	SandboxWorkers         int
+	SandboxClaimWorkers    int
+	SandboxWarmPoolWorkers int
+	SandboxTemplateWorkers int
+
+	WarmPoolMaxBatchSize                 int
+	WarmPoolReplenishDelay               time.Duration
+	WarmPoolMaxRefillRate                float64
+	WarmPoolReadinessGracePeriod         time.Duration
+	WarmPoolUnschedulableRecheckInterval time.Duration
+	EnableWarmPoolEviction               bool
+
+	CacheLabelSelectors                  bool
+	DisableClaimEvents                   bool
+	DisableClaimObservabilityAnnotations bool
+
+	// RouterNamespace and RouterPodLabels are what the default NetworkPolicy of a template admits.
+	RouterNamespace string
+	RouterPodLabels map[string]string
+
+	// AllowedLabelDomainsFile lists the label domains a claim's additionalPodMetadata may use,
+	// one per line; a missing file means the built-in list.
+	AllowedLabelDomainsFile string
+
+	ShowVersion bool
+
+	// AllowDuplicateControllers lets one process run several managers, as tests of leader
+	// election do; controller-runtime otherwise refuses a second controller of the same name.
+	// It has no flag.
+	AllowDuplicateControllers bool
+}
+
+// NewOptions returns the defaults, which match the reference controller's.
+func NewOptions() *Options {
+	return &Options{
+		MetricsBindAddress:                   ":8080",
+		HealthProbeBindAddress:               ":8081",
+		LeaderElect:                          true,
+		LeaderElectionID:                     "paddock-controller.agents.x-k8s.io",
+		ClusterDomain:                        "cluster.local",
+		KubeAPIQPS:                           -1,
+		KubeAPIBurst:                         10,
+		SandboxWorkers:                       100,
+		SandboxClaimWorkers:                  50,
+		SandboxWarmPoolWorkers:               1,
+		SandboxTemplateWorkers:               1,
+		WarmPoolMaxBatchSize:                 300,
+		WarmPoolReadinessGracePeriod:         5 * time.Minute,
+		WarmPoolUnschedulableRecheckInterval: time.Minute,
+		EnableWarmPoolEviction:               true,
+		RouterNamespace:                      "paddock-system",
+		RouterPodLabels:                      map[string]string{"app": "paddock-router"},
+		AllowedLabelDomainsFile:              "/etc/sandbox-config/allowed-label-domains",
+	}
+}
+
+// AddFlags registers every option on fs. Go's flag package accepts -name and --name alike, as
+// the reference controller does.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&o.ShowVersion, "version", o.ShowVersion, "Print the version and exit.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address the Prometheus metrics endpoint listens on; \"0\" disables it.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address /healthz and /readyz listen on.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader through a Lease so that only one replica reconciles at a time.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader-election Lease; empty means the namespace the controller runs in.")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader-election Lease.")
+	fs.BoolVar(&o.Extensions, "extensions", o.Extensions, "Also run the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers.")
+	fs.StringVar(&o.ClusterDomain, "cluster-domain", o.ClusterDomain, "Cluster DNS domain, used in status.serviceFQDN.")
+	fs.BoolVar(&o.EnableTracing, "enable-tracing", o.EnableTracing, "Export OpenTelemetry traces over OTLP (configured by the standard OTEL_EXPORTER_OTLP_* variables).")
+	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "Serve /debug/pprof/ on the metrics address.")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side queries per second to the API server; negative disables the client-side limiter.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst to the API server; must be positive.")
+	fs.IntVar(&o.SandboxWorkers, "sandbox-concurrent-workers", o.SandboxWorkers, "Sandboxes reconciled in parallel.")
+	fs.IntVar(&o.SandboxClaimWorkers, "sandbox-claim-concurrent-workers", o.SandboxClaimWorkers, "SandboxClaims reconciled in parallel.")
+	fs.IntVar(&o.SandboxWarmPoolWorkers, "sandbox-warm-pool-concurrent-workers", o.SandboxWarmPoolWorkers, "SandboxWarmPools reconciled in parallel.")
+	fs.IntVar(&o.SandboxTemplateWorkers, "sandbox-template-concurrent-workers", o.SandboxTemplateWorkers, "SandboxTemplates reconciled in parallel.")
+	fs.IntVar(&o.WarmPoolMaxBatchSize, "sandbox-warm-pool-max-batch-size", o.WarmPoolMaxBatchSize, "Most Sandboxes a pool creates or deletes in one pass.")
+	fs.DurationVar(&o.WarmPoolReplenishDelay, "sandbox-warm-pool-replenish-delay", o.WarmPoolReplenishDelay, "Delay before a pool refills after a member is claimed; 0 refills at once.")
+	fs.Float64Var(&o.WarmPoolMaxRefillRate, "sandbox-warm-pool-max-refill-rate", o.WarmPoolMaxRefillRate, "Most Sandboxes per second one pool creates; 0 means no limit.")
+	fs.DurationVar(&o.WarmPoolReadinessGracePeriod, "sandbox-warm-pool-readiness-grace-period", o.WarmPoolReadinessGracePeriod, "How long a pool member may stay not Ready before it is replaced.")
+	fs.DurationVar(&o.WarmPoolUnschedulableRecheckInterval, "sandbox-warm-pool-unschedulable-recheck-interval", o.WarmPoolUnschedulableRecheckInterval, "How often a pool holding unschedulable members checks them again.")
+	fs.BoolVar(&o.EnableWarmPoolEviction, "enable-warm-pool-eviction", o.EnableWarmPoolEviction, "Mark unclaimed pool Pods safe to evict for the cluster autoscaler.")
+	fs.BoolVar(&o.CacheLabelSelectors, "cache-label-selectors", o.CacheLabelSelectors, "Cache only Pods and Services that carry the sandbox-name-hash label.")
+	fs.BoolVar(&o.DisableClaimEvents, "disable-claim-events", o.DisableClaimEvents, "Emit no Events for SandboxClaims.")
+	fs.BoolVar(&o.DisableClaimObservabilityAnnotations, "disable-claim-observability-annotations", o.DisableClaimObservabilityAnnotations, "Do not stamp first-observed and trace-context annotations on claims.")
+	fs.StringVar(&o.RouterNamespace, "router-namespace", o.RouterNamespace, "Namespace of paddock-router; a template's default NetworkPolicy admits traffic from it.")
+	fs.StringVar(&o.AllowedLabelDomainsFile, "allowed-label-domains-file", o.AllowedLabelDomainsFile, "File listing, one per line, the label domains a claim's additionalPodMetadata may use; a missing file means the built-in list.")
+	fs.Var(labelsValue{&o.RouterPodLabels}, "router-pod-labels", "Labels of paddock-router Pods, as k=v[,k=v]; a template's default NetworkPolicy admits traffic from them.")
+}
+
+// Validate reports every invalid option at once, each naming its flag and what is accepted.
+func (o *Options) Validate() error {
+	var errs []error
+	positive := []struct {
+		flag  string
+		value int
+	}{
+		{"kube-api-burst", o.KubeAPIBurst},
+		{"sandbox-concurrent-workers", o.SandboxWorkers},
+		{"sandbox-claim-concurrent-workers", o.SandboxClaimWorkers},
+		{"sandbox-warm-pool-concurrent-workers", o.SandboxWarmPoolWorkers},
+		{"sandbox-template-concurrent-workers", o.SandboxTemplateWorkers},
+		{"sandbox-warm-pool-max-batch-size", o.WarmPoolMaxBatchSize},
+	}
+	for _, p := range positive {
+		if p.value <= 0 {
+			errs = append(errs, fmt.Errorf("--%s=%d: must be greater than 0", p.flag, p.value))
+		}
+	}
+	if math.IsNaN(o.KubeAPIQPS) || math.IsInf(o.KubeAPIQPS, 0) {
+		errs = append(errs, fmt.Errorf("--kube-api-qps=%v: must be a finite number (negative disables the limiter)", o.KubeAPIQPS))
+	}
+	if r := o.WarmPoolMaxRefillRate; math.IsNaN(r) || math.IsInf(r, 0) || r < 0 {
+		errs = append(errs, fmt.Errorf("--sandbox-warm-pool-max-refill-rate=%v: must be a finite number, 0 or more (0 means no limit)", r))
+	}
+	if o.WarmPoolReplenishDelay < 0 {
+		errs = append(errs, fmt.Errorf("--sandbox-warm-pool-replenish-delay=%s: must not be negative", o.WarmPoolReplenishDelay))
+	}
+	for flagName, d := range map[string]time.Duration{
+		"sandbox-warm-pool-readiness-grace-period":         o.WarmPoolReadinessGracePeriod,
+		"sandbox-warm-pool-unschedulable-recheck-interval": o.WarmPoolUnschedulableRecheckInterval,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("--%s=%s: must be greater than 0", flagName, d))
+		}
+	}
+	for flagName, addr := range map[string]string{
+		"metrics-bind-address":      o.MetricsBindAddress,
+		"health-probe-bind-address": o.HealthProbeBindAddress,
+	} {
+		if addr == "0" || (flagName == "metrics-bind-address" && addr == "") {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("--%s=%q: want host:port or :port (%v)", flagName, addr, err))
+		}
+	}
+	if o.ClusterDomain == "" {
+		errs = append(errs, errors.New("--cluster-domain: must not be empty (the usual value is cluster.local)"))
+	}
+	if o.LeaderElect && o.LeaderElectionID == "" {
+		errs = append(errs, errors.New("--leader-election-id: must not be empty when --leader-elect is true"))
+	}
+	return errors.Join(errs...)
+}

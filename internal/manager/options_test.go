@@ -1,0 +1,87 @@
+package manager
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func parse(t *testing.T, args ...string) (*Options, error) {
+	t.Helper()
+	o := NewOptions()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return o, o.Validate()
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	if _, err := parse(t); err != nil {
+		t.Fatalf("default options are invalid: %v", err)
+	}
+}
+
+func TestFlagsParse(t *testing.T) {
+	o, err := parse(t, "--extensions", "-leader-elect=false", "--kube-api-qps=50", "--sandbox-concurrent-workers=7",
+		"--cluster-domain=example.internal", "--router-pod-labels=app=router,tier=edge", "--sandbox-warm-pool-replenish-delay=2s")
+	if err != nil {
+		t.Fatalf("parsing: %v", err)
+	}
+	if !o.Extensions || o.LeaderElect || o.KubeAPIQPS != 50 || o.SandboxWorkers != 7 || o.ClusterDomain != "example.internal" {
+		t.Errorf("flags not applied: %+v", o)
+	}
+	if diff := cmp.Diff(map[string]string{"app": "router", "tier": "edge"}, o.RouterPodLabels); diff != "" {
+		t.Errorf("router pod labels (-want +got):\n%s", diff)
+	}
+}
+
+func TestInvalidOptionsNameTheFlag(t *testing.T) {
+	tests := []struct {
+		args     []string
+		wantFlag string
+	}{
+		{[]string{"--kube-api-burst=0"}, "--kube-api-burst"},
+		{[]string{"--sandbox-concurrent-workers=0"}, "--sandbox-concurrent-workers"},
+		{[]string{"--sandbox-claim-concurrent-workers=-1"}, "--sandbox-claim-concurrent-workers"},
+		{[]string{"--sandbox-warm-pool-concurrent-workers=0"}, "--sandbox-warm-pool-concurrent-workers"},
+		{[]string{"--sandbox-warm-pool-max-batch-size=0"}, "--sandbox-warm-pool-max-batch-size"},
+		{[]string{"--sandbox-warm-pool-max-refill-rate=-1"}, "--sandbox-warm-pool-max-refill-rate"},
+		{[]string{"--sandbox-warm-pool-max-refill-rate=NaN"}, "--sandbox-warm-pool-max-refill-rate"},
+		{[]string{"--kube-api-qps=+Inf"}, "--kube-api-qps"},
+		{[]string{"--sandbox-warm-pool-readiness-grace-period=0s"}, "--sandbox-warm-pool-readiness-grace-period"},
+		{[]string{"--sandbox-warm-pool-unschedulable-recheck-interval=-1m"}, "--sandbox-warm-pool-unschedulable-recheck-interval"},
+		{[]string{"--sandbox-warm-pool-replenish-delay=-1s"}, "--sandbox-warm-pool-replenish-delay"},
+		{[]string{"--metrics-bind-address=8080"}, "--metrics-bind-address"},
+		{[]string{"--health-probe-bind-address=localhost"}, "--health-probe-bind-address"},
+		{[]string{"--cluster-domain="}, "--cluster-domain"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, err := parse(t, tt.args...)
+			if err == nil || !strings.Contains(err.Error(), tt.wantFlag) {
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tt.wantFlag)
+			}
+		})
+	}
+}
+
+func TestAllProblemsReportedAtOnce(t *testing.T) {
+	_, err := parse(t, "--kube-api-burst=0", "--sandbox-concurrent-workers=0")
+	if err == nil || !strings.Contains(err.Error(), "--kube-api-burst") || !strings.Contains(err.Error(), "--sandbox-concurrent-workers") {
+		t.Fatalf("Validate() = %v, want both problems", err)
+	}
+}
+
+func TestRouterPodLabelsRejectsBadInput(t *testing.T) {
+	for _, arg := range []string{"--router-pod-labels=app", "--router-pod-labels=bad key=x", "--router-pod-labels=app=" + strings.Repeat("x", 64)} {
+		if _, err := parse(t, arg); err == nil {
+			t.Errorf("%s: parsed, want an error", arg)
+		}
+	}
+}

@@ -1,0 +1,16 @@
+// Package extensions declares, as kubebuilder RBAC markers, the least privilege the
+// SandboxTemplate, SandboxWarmPool and SandboxClaim controllers need on top of the core role.
+// `make generate` turns them into config/rbac/extensions/role.yaml.
+//
+// Pools and claims create, adopt and delete Sandboxes; claims are deleted on expiry with the
+// Delete policies; templates get a label and a NetworkPolicy.
+//
+// +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxclaims/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
+package extensions

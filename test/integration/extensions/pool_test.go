@@ -1,0 +1,260 @@
+package extensions
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/blueprint"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
+	"github.com/paddock-dev/paddock/test/builder"
+	"github.com/paddock-dev/paddock/test/framework"
+)
+
+// TestPoolMembersAndStatus proves the members' shape (labels, owner, secure defaults) and the
+// pool status, then scale-down and scale-up through spec.replicas.
+func TestPoolMembersAndStatus(t *testing.T) {
+	controllers(t)
+	ns := env.Namespace(t)
+	readyPool(t, ns, "pool", 3, builder.MakeTemplate("tpl", ns).PodLabel("team", "a"), builder.MakeWarmPool("pool", ns, "tpl"))
+	ctx := framework.Context(t, framework.DefaultTimeout)
+
+	pool, err := get(ctx, ns, "pool", &extensionsv1beta1.SandboxWarmPool{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus := extensionsv1beta1.SandboxWarmPoolStatus{Replicas: 3, ReadyReplicas: 3, Selector: blueprint.PoolSelector("pool"), ObservedGeneration: pool.Generation}
+	if diff := cmp.Diff(wantStatus, pool.Status); diff != "" {
+		t.Errorf("pool status (-want +got):\n%s", diff)
+	}
+	tpl, err := get(ctx, ns, "tpl", &extensionsv1beta1.SandboxTemplate{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := members(ctx, ns, "pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range ms {
+		if ref := metav1ControllerUID(&sb); ref != pool.UID {
+			t.Errorf("member %s controller UID = %q, want the pool's", sb.Name, ref)
+		}
+		for k, want := range map[string]string{
+			agentsv1beta1.LaunchTypeLabel:             agentsv1beta1.LaunchTypeWarm,
+			agentsv1beta1.SandboxTemplateRefHashLabel: blueprint.TemplateRefHash("tpl"),
+			agentsv1beta1.SandboxTemplateHashLabel:    blueprint.Hash(tpl.Spec.SandboxBlueprint),
+			agentsv1beta1.CreatedByLabel:              "controller",
+		} {
+			if got := sb.Labels[k]; got != want {
+				t.Errorf("member %s label %s = %q, want %q", sb.Name, k, got, want)
+			}
+		}
+		spec := sb.Spec.PodTemplate.Spec
+		if !ptr.Equal(spec.AutomountServiceAccountToken, ptr.To(false)) || spec.DNSPolicy != corev1.DNSNone || spec.DNSConfig == nil {
+			t.Errorf("member %s lacks secure defaults: automount %v, dnsPolicy %q, dnsConfig %v", sb.Name, spec.AutomountServiceAccountToken, spec.DNSPolicy, spec.DNSConfig)
+		}
+		if got := sb.Spec.PodTemplate.ObjectMeta.Annotations[agentsv1beta1.SafeToEvictAnnotation]; got != "true" {
+			t.Errorf("member %s safe-to-evict = %q, want true", sb.Name, got)
+		}
+		if got := sb.Spec.PodTemplate.ObjectMeta.Labels["team"]; got != "a" {
+			t.Errorf("member %s pod label team = %q, want the template's", sb.Name, got)
+		}
+	}
+
+	scale(t, ns, "pool", 1)
+	waitPoolReady(t, ns, "pool", 1)
+	scale(t, ns, "pool", 4)
+	waitPoolReady(t, ns, "pool", 4)
+}
+
+func scale(t *testing.T, ns, name string, n int32) {
+	t.Helper()
+	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n))
+	if err := env.Client.Patch(context.Background(), &extensionsv1beta1.SandboxWarmPool{ObjectMeta: objectMeta(ns, name)}, patch); err != nil {
+		t.Fatalf("scaling pool %s to %d: %v", name, n, err)
+	}
+}
+
+// TestPoolUpdateStrategies proves that a template change replaces members under Recreate and
+// leaves them under OnReplenish, and that a metadata-only change replaces nothing.
+func TestPoolUpdateStrategies(t *testing.T) {
+	controllers(t)
+	ns := env.Namespace(t)
+	create(t, builder.MakeTemplate("tpl", ns).Obj())
+	create(t, builder.MakeWarmPool("recreate", ns, "tpl").UpdateStrategy(extensionsv1beta1.RecreateSandboxWarmPoolUpdateStrategyType).Replicas(2).Obj())
+	create(t, builder.MakeWarmPool("replenish", ns, "tpl").Replicas(2).Obj())
+	waitPoolReady(t, ns, "recreate", 2)
+	waitPoolReady(t, ns, "replenish", 2)
+	before := memberUIDs(t, ns, "replenish")
+	recreateBefore := memberUIDs(t, ns, "recreate")
+
+	// A metadata-only edit replaces nothing. The member added by a scale-up carries the new
+	// blueprint hash, which proves the pool saw the edit before the check.
+	updateTemplate(t, ns, "tpl", func(tpl *extensionsv1beta1.SandboxTemplate) {
+		tpl.Spec.PodTemplate.ObjectMeta.Labels = map[string]string{"only": "metadata"}
+	})
+	tpl, err := get(context.Background(), ns, "tpl", &extensionsv1beta1.SandboxTemplate{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale(t, ns, "recreate", 3)
+	framework.Eventually(t, func(ctx context.Context) error {
+		ms, err := members(ctx, ns, "recreate")
+		if err != nil {
+			return err
+		}
+		for _, sb := range ms {
+			if sb.Labels[agentsv1beta1.SandboxTemplateHashLabel] == blueprint.Hash(tpl.Spec.SandboxBlueprint) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no member made from the edited template yet")
+	})
+	waitPoolReady(t, ns, "recreate", 3)
+	for uid := range recreateBefore {
+		if !memberUIDs(t, ns, "recreate")[uid] {
+			t.Errorf("Recreate pool replaced member %s after a metadata-only edit", uid)
+		}
+	}
+	scale(t, ns, "recreate", 2)
+	waitPoolReady(t, ns, "recreate", 2)
+	recreateBefore = memberUIDs(t, ns, "recreate")
+
+	// A claimed member of the Recreate pool is no member any more: the rollout leaves it alone.
+	create(t, builder.MakeClaim("claimed", ns, "recreate").Obj())
+	_, claimed := waitClaimReady(t, ns, "claimed")
+	if !recreateBefore[claimed.UID] {
+		t.Fatalf("claim was served cold, want a warm member of the recreate pool")
+	}
+	waitPoolReady(t, ns, "recreate", 2)
+	recreateBefore = memberUIDs(t, ns, "recreate")
+
+	updateTemplate(t, ns, "tpl", func(tpl *extensionsv1beta1.SandboxTemplate) {
+		tpl.Spec.PodTemplate.Spec.Containers[0].Image = "registry.invalid/paddock/test:v2"
+	})
+	framework.EventuallyWithin(t, 2*framework.DefaultTimeout, func(ctx context.Context) error {
+		ms, err := members(ctx, ns, "recreate")
+		if err != nil {
+			return err
+		}
+		if len(ms) != 2 {
+			return fmt.Errorf("recreate pool has %d members, want 2", len(ms))
+		}
+		for _, sb := range ms {
+			if recreateBefore[sb.UID] || sb.Spec.PodTemplate.Spec.Containers[0].Image != "registry.invalid/paddock/test:v2" {
+				return fmt.Errorf("member %s not replaced yet", sb.Name)
+			}
+		}
+		return nil
+	})
+	waitPoolReady(t, ns, "recreate", 2)
+	after, err := get(context.Background(), ns, claimed.Name, &agentsv1beta1.Sandbox{})
+	if err != nil {
+		t.Fatalf("claimed Sandbox: %v", err)
+	}
+	if after.UID != claimed.UID || after.Spec.PodTemplate.Spec.Containers[0].Image != builder.DefaultImage {
+		t.Errorf("the rollout touched the claimed Sandbox: UID %s (was %s), image %q", after.UID, claimed.UID, after.Spec.PodTemplate.Spec.Containers[0].Image)
+	}
+	if diff := cmp.Diff(before, memberUIDs(t, ns, "replenish")); diff != "" {
+		t.Errorf("OnReplenish pool replaced members (-before +after):\n%s", diff)
+	}
+}
+
+func memberUIDs(t *testing.T, ns, pool string) map[types.UID]bool {
+	t.Helper()
+	ms, err := members(context.Background(), ns, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[types.UID]bool{}
+	for _, sb := range ms {
+		out[sb.UID] = true
+	}
+	return out
+}
+
+func updateTemplate(t *testing.T, ns, name string, mutate func(*extensionsv1beta1.SandboxTemplate)) {
+	t.Helper()
+	framework.Eventually(t, func(ctx context.Context) error {
+		tpl, err := get(ctx, ns, name, &extensionsv1beta1.SandboxTemplate{})
+		if err != nil {
+			return err
+		}
+		mutate(tpl)
+		return env.Client.Update(ctx, tpl)
+	})
+}
+
+// TestPoolReplacesStuckAndHoldsUnschedulable proves that members not Ready past the grace
+// period are replaced, unless their Pod is unschedulable: those are held, with an event.
+func TestPoolReplacesStuckAndHoldsUnschedulable(t *testing.T) {
+	h := controllers(t)
+	opts := sandboxwarmpool.DefaultOptions()
+	opts.ReadinessGracePeriod, opts.UnschedulableRecheckInterval = 2*time.Second, time.Second
+	h.restart(t, opts)
+	t.Cleanup(func() { h.restart(t, sandboxwarmpool.DefaultOptions()) })
+	ns := env.Namespace(t)
+
+	// Every member of "stuck" stays Pending; replacements keep coming and the count never grows.
+	stuckHash := blueprint.PoolHash("stuck")
+	unschedHash := blueprint.PoolHash("unsched")
+	h.readiness.SetDecision(func(sb *agentsv1beta1.Sandbox) framework.Readiness {
+		switch sb.Labels[agentsv1beta1.WarmPoolSandboxLabel] {
+		case stuckHash:
+			return framework.Pending
+		case unschedHash:
+			return framework.Unschedulable
+		}
+		return framework.Ready
+	})
+	create(t, builder.MakeTemplate("tpl", ns).Obj())
+	create(t, builder.MakeWarmPool("stuck", ns, "tpl").Replicas(1).Obj())
+	create(t, builder.MakeWarmPool("unsched", ns, "tpl").Replicas(1).Obj())
+	first := map[types.UID]bool{}
+	framework.Eventually(t, func(ctx context.Context) error {
+		ms, err := members(ctx, ns, "stuck")
+		if err != nil || len(ms) != 1 {
+			return fmt.Errorf("stuck pool members: %d (%v)", len(ms), err)
+		}
+		first[ms[0].UID] = true
+		return nil
+	})
+	framework.Eventually(t, func(ctx context.Context) error {
+		ms, err := members(ctx, ns, "stuck")
+		if err != nil {
+			return err
+		}
+		if len(ms) > 1 {
+			return fmt.Errorf("stuck pool holds %d members, more than its 1 replica", len(ms))
+		}
+		if len(ms) == 1 && !first[ms[0].UID] {
+			return nil
+		}
+		return fmt.Errorf("stuck member not replaced yet")
+	})
+	held := memberUIDs(t, ns, "unsched")
+	framework.Eventually(t, func(ctx context.Context) error {
+		var events corev1.EventList
+		if err := env.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Reason == sandboxwarmpool.ReasonNotProgressing && e.InvolvedObject.Name == "unsched" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event for pool unsched", sandboxwarmpool.ReasonNotProgressing)
+	})
+	if diff := cmp.Diff(held, memberUIDs(t, ns, "unsched")); diff != "" {
+		t.Errorf("unschedulable member was replaced (-before +after):\n%s", diff)
+	}
+}

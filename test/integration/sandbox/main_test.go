@@ -1,0 +1,50 @@
+// Package sandbox proves the Sandbox controller against a real kube-apiserver: the reconciler
+// runs in a controller-runtime manager with the project's indexes, and tests play scheduler and
+// kubelet by writing Pod status themselves.
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	sandboxctrl "github.com/paddock-dev/paddock/internal/controller/sandbox"
+	"github.com/paddock-dev/paddock/test/framework"
+)
+
+var (
+	env *framework.Env
+	// clock is the reconciler's clock: expiry tests step it instead of waiting.
+	clock = clocktesting.NewFakeClock(time.Now())
+	// ops records every pass and every write of the reconciler, per namespace.
+	ops = newOpLog()
+	// recorder counts the events the reconciler emits.
+	recorder = &countingRecorder{}
+)
+
+// TestMain starts the API server, then a manager running the real Sandbox reconciler.
+func TestMain(m *testing.M) {
+	if os.Getenv("PADDOCK_TEST_LOG") != "" {
+		ctrl.SetLogger(klog.NewKlogr())
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
+	framework.RunMain(m, &env, func(e *framework.Env) (func(), error) {
+		return e.StartManager(func(mgr ctrl.Manager) error {
+			recorder.next = mgr.GetEventRecorder(sandboxctrl.ControllerName)
+			r, err := sandboxctrl.New(&recordingClient{Client: mgr.GetClient(), log: ops}, mgr.GetScheme(), recorder,
+				sandboxctrl.WithClock(clock), sandboxctrl.WithClusterDomain("paddock.test"), sandboxctrl.WithWorkers(4))
+			if err != nil {
+				return fmt.Errorf("building sandbox reconciler: %w", err)
+			}
+			return r.SetupWithManager(mgr)
+		}, func(o *manager.Options) { o.Cache = sandboxctrl.CacheOptions() })
+	})
+}

@@ -187,11 +187,10 @@ func (cl *cluster) ensure(ctx context.Context, comp component) (string, bool, er
 		return "", false, err
 	}
 	if err := poll(ctx, comp.timeout, comp.ready, alive); err != nil {
-		var died error = err
-		if alive() == nil {
-			died = fmt.Errorf("%s (pid %d) %w\nlast lines of %s:\n%s", comp.name, pid, err, p.logFile, p.tail(25))
+		if alive() != nil {
+			return "", true, err // already names the exit and carries the log
 		}
-		return "", true, died
+		return "", true, fmt.Errorf("%s (pid %d) %w\nlast lines of %s:\n%s", comp.name, pid, err, p.logFile, p.tail(25))
 	}
 	return fmt.Sprintf("started (pid %d)", pid), true, nil
 }

@@ -159,8 +159,10 @@ func (c Config) APIServerURL() string {
 // KubeconfigPath is the admin kubeconfig `up` writes.
 func (c Config) KubeconfigPath() string { return c.path("kubeconfig") }
 
-// PauseImage and BusyboxImage are the images `up` builds and pushes.
-func (c Config) PauseImage() string   { return c.RegistryHost() + "/pause:dev" }
+// PauseImage is the pods' sandbox image, which `up` builds and pushes.
+func (c Config) PauseImage() string { return c.RegistryHost() + "/pause:dev" }
+
+// BusyboxImage is the shell image `up` builds and pushes.
 func (c Config) BusyboxImage() string { return c.RegistryHost() + "/busybox:dev" }
 
 // kubernetesServiceIP is the first address of the service range, the `kubernetes` Service.

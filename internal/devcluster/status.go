@@ -32,10 +32,9 @@ func Status(ctx context.Context, cfg Config) (statuses []ComponentStatus, health
 	healthy = true
 	for _, name := range componentOrder {
 		st := ComponentStatus{Name: name, PID: cfg.process(name).pid()}
-		switch {
-		case st.PID == 0:
+		if st.PID == 0 {
 			st.Detail = "not running"
-		default:
+		} else {
 			probeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			err := comps[name].ready(probeCtx)
 			cancel()

@@ -29,8 +29,8 @@ func sampleReport() *Report {
 				Name: "warm 5/s", Kind: KindWarm, Count: 2, Rate: 5, PoolSize: 5, Ready: 2,
 				Latency:         Summary{N: 2, P50: 0.012, P90: 0.034, P99: 0.034, Max: 0.034},
 				AllReadySeconds: 0.234, RefillSeconds: 0.5, RefillComplete: true,
-				Writes:          Writes{"POST sandboxclaims.extensions.agents.x-k8s.io": 2, "PATCH sandboxes.agents.x-k8s.io": 4},
-				WritesPerClaim:  3,
+				Writes:         Writes{"POST sandboxclaims.extensions.agents.x-k8s.io": 2, "PATCH sandboxes.agents.x-k8s.io": 4},
+				WritesPerClaim: 3,
 				Samples: []Sample{
 					{Name: "claim-0000", StartSeconds: 0, LatencySeconds: 0.012, Ready: true},
 					{Name: "claim-0001", StartSeconds: 0.2, LatencySeconds: 0.034, Ready: true},

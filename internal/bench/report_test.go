@@ -6,6 +6,8 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"os"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -155,5 +157,32 @@ func TestNiceCeil(t *testing.T) {
 		if got := niceCeil(in); got != want {
 			t.Errorf("niceCeil(%v) = %v, want %v", in, got, want)
 		}
+	}
+}
+
+func TestWriteFiles(t *testing.T) {
+	dir := t.TempDir() + "/out"
+	paths, err := WriteFiles(dir, sampleReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(paths)
+	want := []string{dir + "/report.json", dir + "/report.md", dir + "/scenario-1.svg", dir + "/scenario-2.svg"}
+	if diff := cmp.Diff(want, paths); diff != "" {
+		t.Errorf("written files (-want +got):\n%s", diff)
+	}
+	md, err := os.ReadFile(dir + "/report.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "![warm 5/s](scenario-1.svg)") {
+		t.Errorf("report.md does not link the plot:\n%s", md)
+	}
+	svg, err := os.ReadFile(dir + "/scenario-1.svg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := parseSVG(t, string(svg)).Circles; got != 2 {
+		t.Errorf("scenario-1.svg has %d points, want 2", got)
 	}
 }

@@ -55,9 +55,12 @@ type Result struct {
 	RefillSeconds  float64 `json:"refillSeconds,omitempty"`
 	RefillComplete bool    `json:"refillComplete,omitempty"`
 	// Writes are the API writes during the phase (and refill), by verb and resource.
-	Writes         Writes   `json:"writes"`
-	WritesPerClaim float64  `json:"writesPerObject"`
-	Samples        []Sample `json:"samples"`
+	Writes Writes `json:"writes"`
+	// ObjectsBefore counts objects present in the cluster (nodes included) when the phase began,
+	// the scenario's own pool included.
+	ObjectsBefore  map[string]int `json:"objectsBefore,omitempty"`
+	WritesPerClaim float64        `json:"writesPerObject"`
+	Samples        []Sample       `json:"samples"`
 }
 
 // Sample is one created object.
@@ -97,10 +100,10 @@ func Markdown(r *Report) string {
 			latency(s.Latency.N, s.Latency.Max), latency(s.Ready, s.AllReadySeconds), s.WritesPerClaim)
 	}
 	for _, s := range r.Scenarios {
-		if len(s.Writes) == 0 {
+		if len(s.Writes) == 0 && len(s.ObjectsBefore) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "\nAPI writes in %s (total %.0f):\n\n", s.Name, s.Writes.Total())
+		fmt.Fprintf(&b, "\n%s: objects present before: %s; API writes (total %.0f):\n\n", s.Name, objectsLine(s.ObjectsBefore), s.Writes.Total())
 		for _, k := range s.Writes.Keys() {
 			fmt.Fprintf(&b, "- %s: %.0f\n", k, s.Writes[k])
 		}

@@ -33,6 +33,7 @@ func sampleReport() *Report {
 				AllReadySeconds: 0.234, RefillSeconds: 0.5, RefillComplete: true,
 				Writes:         Writes{"POST sandboxclaims.extensions.agents.x-k8s.io": 2, "PATCH sandboxes.agents.x-k8s.io": 4},
 				WritesPerClaim: 3,
+				ObjectsBefore:  map[string]int{"nodes": 0, "sandboxes": 8},
 				Samples: []Sample{
 					{Name: "claim-0000", StartSeconds: 0, LatencySeconds: 0.012, Ready: true},
 					{Name: "claim-0001", StartSeconds: 0.2, LatencySeconds: 0.034, Ready: true},
@@ -52,7 +53,7 @@ Conditions: envtest, fsync off
 | warm 5/s | 2 | 2 | 12 ms | 34 ms | 34 ms | 34 ms | 234 ms | 3.0 |
 | cold <none> | 1 | 0 | – | – | – | – | – | 0.0 |
 
-API writes in warm 5/s (total 6):
+warm 5/s: objects present before: 0 nodes, 8 sandboxes; API writes (total 6):
 
 - PATCH sandboxes.agents.x-k8s.io: 4
 - POST sandboxclaims.extensions.agents.x-k8s.io: 2

@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
@@ -41,8 +42,8 @@ type Runner struct {
 func NewRunner(cfg *rest.Config, image string) (*Runner, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = -1, 10000
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme} {
+	scheme := kruntime.NewScheme()
+	for _, add := range []func(*kruntime.Scheme) error{clientgoscheme.AddToScheme, agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
@@ -72,10 +73,24 @@ func (r *Runner) Writes(ctx context.Context) (Writes, error) {
 
 // Conditions records what the run is measured on.
 func (r *Runner) Conditions(ctx context.Context) (Conditions, error) {
-	c := Conditions{Time: time.Now().UTC(), Objects: map[string]int{}}
+	c := Conditions{Time: time.Now().UTC(), GoVersion: runtime.Version()}
 	if v, err := r.disc.ServerVersion(); err == nil {
 		c.ServerVersion = v.GitVersion
 	}
+	objects, err := r.countObjects(ctx)
+	if err != nil {
+		return c, err
+	}
+	c.Nodes = objects["nodes"]
+	delete(objects, "nodes")
+	c.Objects = objects
+	return c, nil
+}
+
+// countObjects counts, cluster-wide, the objects whose number changes what a controller's caches
+// and the API server's watches carry.
+func (r *Runner) countObjects(ctx context.Context) (map[string]int, error) {
+	objects := map[string]int{}
 	counts := []struct {
 		name string
 		gvk  schema.GroupVersionKind
@@ -90,13 +105,11 @@ func (r *Runner) Conditions(ctx context.Context) (Conditions, error) {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(k.gvk)
 		if err := r.c.List(ctx, list); err != nil {
-			return c, fmt.Errorf("counting %s: %w", k.name, err)
+			return nil, fmt.Errorf("counting %s: %w", k.name, err)
 		}
-		c.Objects[k.name] = len(list.Items)
+		objects[k.name] = len(list.Items)
 	}
-	c.Nodes = c.Objects["nodes"]
-	delete(c.Objects, "nodes")
-	return c, nil
+	return objects, nil
 }
 
 // namespace creates the scenario's namespace; the returned function deletes it and everything

@@ -76,10 +76,15 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (Result, error) {
 		}
 		log.Info("Warm pool is full; creating claims")
 	}
+	objects, err := r.countObjects(ctx)
+	if err != nil {
+		return Result{}, err
+	}
 	res, err := r.measure(ctx, ns, s)
 	if err != nil {
 		return Result{}, err
 	}
+	res.ObjectsBefore = objects
 	log.Info("Scenario done", "ready", res.Ready, "p50", res.Latency.P50, "p99", res.Latency.P99, "writesPerObject", res.WritesPerClaim)
 	return res, nil
 }

@@ -14,10 +14,12 @@ import (
 	"flag"
 	"fmt"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/paddock-dev/paddock/internal/bench"
 	"github.com/paddock-dev/paddock/internal/manager"
@@ -27,7 +29,7 @@ import (
 var (
 	poolSize = flag.Int("bench.pool", 5, "warm pool replicas")
 	claims   = flag.Int("bench.claims", 10, "claims per warm scenario")
-	rates    = flag.String("bench.rates", "20,0", "comma-separated claim rates per second; 0 creates all claims at once")
+	rates    = flag.String("bench.rates", "20,0", "comma-separated claim rates per second; burst or 0 creates all claims at once; empty skips warm scenarios")
 	cold     = flag.Int("bench.cold", 10, "Sandboxes created at once in the cold scenario; 0 skips it")
 	out      = flag.String("bench.out", "", "directory for report.json, report.md and the plots (default: a temporary one)")
 	workers  = flag.Int("bench.kubelet-workers", 4, "parallel Pod status writers of the kubelet stand-in")
@@ -40,6 +42,8 @@ func TestMain(m *testing.M) { framework.RunMain(m, &env) }
 // startControllers runs every controller as paddock-controller --extensions would, in-process.
 func startControllers(t *testing.T) {
 	t.Helper()
+	// Controller logs at V(1) and above stay quiet; errors still show.
+	ctrl.SetLogger(klog.NewKlogr().V(1))
 	o := manager.NewOptions()
 	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
 	o.LeaderElect = false
@@ -68,12 +72,12 @@ func startControllers(t *testing.T) {
 
 func scenarios(t *testing.T) []bench.Scenario {
 	t.Helper()
+	rates, err := bench.ParseRates(*rates)
+	if err != nil {
+		t.Fatalf("-bench.rates: %v", err)
+	}
 	var out []bench.Scenario
-	for _, field := range strings.Split(*rates, ",") {
-		rate, err := strconv.ParseFloat(strings.TrimSpace(field), 64)
-		if err != nil {
-			t.Fatalf("-bench.rates: %q is not a number; give rates per second like 5,20 (0 = all at once)", field)
-		}
+	for _, rate := range rates {
 		out = append(out, bench.Scenario{Kind: bench.KindWarm, PoolSize: *poolSize, Count: *claims, Rate: rate,
 			Timeout: 2 * time.Minute, RefillWindow: 30 * time.Second})
 	}

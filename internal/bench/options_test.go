@@ -80,3 +80,13 @@ func TestOptionsValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestExecuteRejectsBadKubeconfig(t *testing.T) {
+	o := NewOptions()
+	o.Kubeconfig = t.TempDir() + "/missing"
+	o.Out = t.TempDir()
+	_, err := Execute(t.Context(), o)
+	if err == nil || !strings.Contains(err.Error(), "loading the kubeconfig") {
+		t.Fatalf("Execute() = %v, want an error about loading the kubeconfig", err)
+	}
+}

@@ -48,6 +48,7 @@ func startControllers(t *testing.T) {
 	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
 	o.LeaderElect = false
 	o.Extensions = true
+	o.AllowDuplicateControllers = true // each test starts its own manager in this process
 	if err := o.Validate(); err != nil {
 		t.Fatalf("manager options: %v", err)
 	}

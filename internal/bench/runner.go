@@ -130,11 +130,31 @@ func (r *Runner) namespace(ctx context.Context) (string, func(), error) {
 				klog.FromContext(ctx).Error(err, "Cleaning up the scenario namespace", "namespace", ns.Name)
 			}
 		}
+		// Wait for the deletions to be processed, so that their writes and reconciles do not
+		// land in the next scenario's numbers. Pods are left to the garbage collector.
+		if err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
+			return r.namespaceEmpty(ctx, ns.Name)
+		}); err != nil {
+			klog.FromContext(ctx).Error(err, "Scenario objects still present after cleanup", "namespace", ns.Name)
+		}
 		if err := r.c.Delete(ctx, ns); err != nil {
 			klog.FromContext(ctx).Error(err, "Deleting the scenario namespace", "namespace", ns.Name)
 		}
 	}
 	return ns.Name, cleanup, nil
+}
+
+// namespaceEmpty reports whether no claim or Sandbox is left in ns.
+func (r *Runner) namespaceEmpty(ctx context.Context, ns string) (bool, error) {
+	for _, list := range []client.ObjectList{&extensionsv1beta1.SandboxClaimList{}, &agentsv1beta1.SandboxList{}} {
+		if err := r.c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		if meta.LenList(list) > 0 {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // poolFull reports whether the pool has replicas Ready members that no claim has taken. It counts

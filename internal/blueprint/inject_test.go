@@ -139,3 +139,19 @@ func TestValidateAdditionalMetadata(t *testing.T) {
 		})
 	}
 }
+
+func TestParseAllowedLabelDomains(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"Example.com", []string{"example.com"}},
+		{"a.io, b.io\nc.io\r\n\n,", []string{"a.io", "b.io", "c.io"}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, ParseAllowedLabelDomains(tt.in)); diff != "" {
+			t.Errorf("ParseAllowedLabelDomains(%q) (-want +got):\n%s", tt.in, diff)
+		}
+	}
+}

@@ -122,3 +122,15 @@ func withKey(m map[string]string, k, v string) map[string]string {
 	m[k] = v
 	return m
 }
+
+// ParseAllowedLabelDomains reads the allow-list file format: domains separated by commas or
+// newlines, case-insensitive, blanks ignored.
+func ParseAllowedLabelDomains(content string) []string {
+	var out []string
+	for _, f := range strings.FieldsFunc(content, func(r rune) bool { return r == ',' || r == '\n' || r == '\r' }) {
+		if d := strings.ToLower(strings.TrimSpace(f)); d != "" {
+			out = append(out, d)
+		}
+	}
+	return out
+}

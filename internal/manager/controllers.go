@@ -70,12 +70,17 @@ func setupExtensions(mgr ctrl.Manager, o *Options) error {
 	poolOpts.MaxRefillRate = o.WarmPoolMaxRefillRate
 	pool := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxwarmpool.ControllerName), poolOpts)
 
+	domains, err := sandboxclaim.LoadAllowedLabelDomains(o.AllowedLabelDomainsFile)
+	if err != nil {
+		return fmt.Errorf("--allowed-label-domains-file: %w", err)
+	}
 	var claimEvents events.EventRecorder
 	if !o.DisableClaimEvents {
 		claimEvents = mgr.GetEventRecorder(sandboxclaim.ControllerName)
 	}
 	claim := sandboxclaim.New(mgr.GetClient(), mgr.GetAPIReader(), claimEvents, warmqueue.New(), sandboxclaim.Options{
-		Workers: o.SandboxClaimWorkers,
+		Workers:             o.SandboxClaimWorkers,
+		AllowedLabelDomains: domains,
 	})
 	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
 		"SandboxTemplate": template, "SandboxWarmPool": pool, "SandboxClaim": claim,

@@ -51,6 +51,10 @@ type Options struct {
 	RouterNamespace string
 	RouterPodLabels map[string]string
 
+	// AllowedLabelDomainsFile lists the label domains a claim's additionalPodMetadata may use,
+	// one per line; a missing file means the built-in list.
+	AllowedLabelDomainsFile string
+
 	ShowVersion bool
 
 	// AllowDuplicateControllers lets one process run several managers, as tests of leader
@@ -79,6 +83,7 @@ func NewOptions() *Options {
 		EnableWarmPoolEviction:               true,
 		RouterNamespace:                      "paddock-system",
 		RouterPodLabels:                      map[string]string{"app": "paddock-router"},
+		AllowedLabelDomainsFile:              "/etc/sandbox-config/allowed-label-domains",
 	}
 }
 
@@ -111,6 +116,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.DisableClaimEvents, "disable-claim-events", o.DisableClaimEvents, "Emit no Events for SandboxClaims.")
 	fs.BoolVar(&o.DisableClaimObservabilityAnnotations, "disable-claim-observability-annotations", o.DisableClaimObservabilityAnnotations, "Do not stamp first-observed and trace-context annotations on claims.")
 	fs.StringVar(&o.RouterNamespace, "router-namespace", o.RouterNamespace, "Namespace of paddock-router; a template's default NetworkPolicy admits traffic from it.")
+	fs.StringVar(&o.AllowedLabelDomainsFile, "allowed-label-domains-file", o.AllowedLabelDomainsFile, "File listing, one per line, the label domains a claim's additionalPodMetadata may use; a missing file means the built-in list.")
 	fs.Var(labelsValue{&o.RouterPodLabels}, "router-pod-labels", "Labels of paddock-router Pods, as k=v[,k=v]; a template's default NetworkPolicy admits traffic from them.")
 }
 

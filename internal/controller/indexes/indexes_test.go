@@ -27,6 +27,8 @@ func TestIndexFunctions(t *testing.T) {
 		{"pod with an empty label", PodBySandboxNameHash, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{agentsv1beta1.SandboxNameHashLabel: ""}}}, nil},
 		{"sandbox in a pool", SandboxByWarmPool, &agentsv1beta1.Sandbox{ObjectMeta: labelled}, []string{"p1"}},
 		{"sandbox outside pools", SandboxByWarmPool, &agentsv1beta1.Sandbox{}, nil},
+		{"bound sandbox", SandboxByClaimUID, &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{agentsv1beta1.ClaimUIDLabel: "u1"}}}, []string{"u1"}},
+		{"unbound sandbox", SandboxByClaimUID, &agentsv1beta1.Sandbox{}, nil},
 		{"pool", WarmPoolByTemplate, &extensionsv1beta1.SandboxWarmPool{Spec: extensionsv1beta1.SandboxWarmPoolSpec{TemplateRef: extensionsv1beta1.SandboxTemplateRef{Name: "t"}}}, []string{"t"}},
 		{"not a pool", WarmPoolByTemplate, &corev1.Pod{}, nil},
 		{"claim", ClaimByWarmPool, &extensionsv1beta1.SandboxClaim{Spec: extensionsv1beta1.SandboxClaimSpec{WarmPoolRef: extensionsv1beta1.SandboxWarmPoolRef{Name: "p"}}}, []string{"p"}},
@@ -53,7 +55,7 @@ func TestRegisterAddsEveryIndex(t *testing.T) {
 	if err := Register(context.Background(), &r); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{agentsv1beta1.PodNameHashIndex, agentsv1beta1.SandboxWarmPoolIndex, extensionsv1beta1.TemplateRefField, extensionsv1beta1.WarmPoolRefField}
+	want := []string{agentsv1beta1.PodNameHashIndex, agentsv1beta1.SandboxWarmPoolIndex, agentsv1beta1.SandboxClaimUIDIndex, extensionsv1beta1.TemplateRefField, extensionsv1beta1.WarmPoolRefField}
 	if diff := cmp.Diff(want, r.fields); diff != "" {
 		t.Errorf("registered indexes (-want +got):\n%s", diff)
 	}

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -104,5 +103,3 @@ func (r *Reconciler) adoptService(ctx context.Context, sb *agentsv1beta1.Sandbox
 	ctrl.LoggerFrom(ctx).Info("Adopted service", "service", klog.KObj(svc))
 	return nil
 }
-
-func joinErrs(errs ...error) error { return errors.Join(errs...) }

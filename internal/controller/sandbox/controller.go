@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -42,6 +45,8 @@ type Reconciler struct {
 	clock         clock.PassiveClock
 	clusterDomain string
 	workers       int
+	tracer        trace.Tracer
+	written       writtenVersions
 }
 
 // Option configures a Reconciler.
@@ -60,7 +65,7 @@ func WithWorkers(n int) Option { return func(r *Reconciler) { r.workers = n } }
 // client), resolves kinds with scheme and emits events with recorder.
 func New(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder, opts ...Option) (*Reconciler, error) {
 	r := &Reconciler{client: c, scheme: scheme, recorder: recorder, clock: clock.RealClock{},
-		clusterDomain: DefaultClusterDomain, workers: DefaultWorkers}
+		clusterDomain: DefaultClusterDomain, workers: DefaultWorkers, tracer: defaultTracer()}
 	for _, opt := range opts {
 		opt(r)
 	}
@@ -76,21 +81,35 @@ func New(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder,
 }
 
 // Reconcile brings one Sandbox's children in line with its spec and reports them in its status.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
 	sb := &agentsv1beta1.Sandbox{}
 	if err := r.client.Get(ctx, req.NamespacedName, sb); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !sb.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // garbage collection removes the children
 	}
+	if r.written.stale(req.NamespacedName, sb.ResourceVersion) {
+		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil // our last write is still on its way
+	}
+	read := sb.ResourceVersion
+	defer func() { r.written.record(req.NamespacedName, read, sb.ResourceVersion) }()
+	ctx, span := r.startSpan(ctx, sb)
+	defer func() { endSpan(span, err) }()
 	before := sb.Status.DeepCopy()
+
+	annotations := annotationsAsRead(sb)
+	recordTraceContext(ctx, sb)
 
 	var obs observation
 	var result ctrl.Result
 	switch now := r.clock.Now(); {
 	case !expired(sb, now):
 		obs = r.reconcileChildren(ctx, sb)
+		obs.addErr(stepMetadata, annotations.patch(ctx, r.client, sb))
 		computeStatus(sb, &obs, r.clusterDomain)
 		result = r.scheduleExpiry(sb)
 	case !markedExpired(sb):
@@ -105,6 +124,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
+	obs.addErr(stepMetadata, annotations.patch(ctx, r.client, sb)) // expiry passes: the trace context
 	if err := r.writeStatus(ctx, sb, before); err != nil {
 		obs.addErr(stepStatus, err)
 		return ctrl.Result{}, obs.err()
@@ -128,6 +148,32 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, sb *agentsv1beta1.Sa
 	obs.service = svc
 	obs.addErr(stepService, err)
 	return obs
+}
+
+// sandboxAnnotations are the Sandbox's annotations as last read or written; a pass changes
+// sb.Annotations in memory and sends all its changes in one merge patch.
+type sandboxAnnotations struct{ read map[string]string }
+
+func annotationsAsRead(sb *agentsv1beta1.Sandbox) *sandboxAnnotations {
+	return &sandboxAnnotations{read: maps.Clone(sb.Annotations)}
+}
+
+// patch sends the changes made to sb.Annotations since they were read, if any. The status being
+// computed in sb is kept: the patch response must not replace it.
+func (a *sandboxAnnotations) patch(ctx context.Context, c client.Client, sb *agentsv1beta1.Sandbox) error {
+	if maps.Equal(a.read, sb.Annotations) {
+		return nil
+	}
+	base := sb.DeepCopy()
+	base.Annotations = a.read
+	status := sb.Status.DeepCopy()
+	err := c.Patch(ctx, sb, client.MergeFrom(base))
+	sb.Status = *status
+	a.read = maps.Clone(sb.Annotations) // a failed patch is retried by the next pass, not this one
+	if err != nil {
+		return fmt.Errorf("updating annotations of sandbox %q: %w", sb.Name, err)
+	}
+	return nil
 }
 
 // writeStatus writes sb's status once if it differs from before.
@@ -194,11 +240,12 @@ type observation struct {
 
 // Steps of a pass, the label of the reconcile error metric.
 const (
-	stepPVC     = "pvc"
-	stepPod     = "pod"
-	stepService = "service"
-	stepExpiry  = "expiry"
-	stepStatus  = "status"
+	stepPVC      = "pvc"
+	stepPod      = "pod"
+	stepService  = "service"
+	stepExpiry   = "expiry"
+	stepStatus   = "status"
+	stepMetadata = "metadata"
 )
 
 func (o *observation) addErr(step string, err error) {

@@ -14,7 +14,8 @@
 //   - shutdownTime expires a Sandbox in two passes: first Ready=SandboxExpired is written, then
 //     the owned Pod and Service are deleted and, with shutdownPolicy Delete, the Sandbox itself.
 //   - Status is computed from observation on every pass and written at most once per pass, only
-//     when it changed; events follow a successful status write.
+//     when it changed; events follow a successful status write. A pass that reads a Sandbox older
+//     than the controller's own last write waits for the cache instead of writing again.
 //
 // Unlike upstream, the Pod's hostname defaults to the Sandbox name, and a Sandbox controlled by a
 // SandboxClaim puts the claim's UID and name on its Pod (see docs/compatibility.md).

@@ -91,7 +91,8 @@ func (r *Reconciler) suspendPod(ctx context.Context, sb *agentsv1beta1.Sandbox, 
 		if pod != nil {
 			ctrl.LoggerFrom(ctx).Info("Not deleting a pod the sandbox does not control", "pod", klog.KObj(pod), "controller", kube.DescribeController(pod))
 		}
-		return r.setPodNameAnnotation(ctx, sb, "")
+		setPodNameAnnotation(sb, "")
+		return nil
 	}
 	obs.podOwned = true
 	if !pod.DeletionTimestamp.IsZero() {
@@ -111,10 +112,12 @@ func (r *Reconciler) runPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod 
 		created, existing, err := r.createPod(ctx, sb)
 		switch {
 		case err != nil:
+			setPodNameAnnotation(sb, "") // it must not keep naming a Pod that is gone
 			return err
 		case created != nil:
 			obs.pod, obs.podOwned = created, true
-			return r.setPodNameAnnotation(ctx, sb, created.Name)
+			setPodNameAnnotation(sb, created.Name)
+			return nil
 		}
 		pod = existing // lost a race with a Pod of the same name: treat it as found
 	}
@@ -122,7 +125,8 @@ func (r *Reconciler) runPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod 
 	switch kube.OwnershipOf(pod, sb.UID) {
 	case kube.OwnedByOther:
 		err := fmt.Errorf("pod %q is owned by %s, not by sandbox %q", pod.Name, kube.DescribeController(pod), sb.Name)
-		return joinErrs(err, r.setPodNameAnnotation(ctx, sb, ""))
+		setPodNameAnnotation(sb, "")
+		return err
 	case kube.Unowned:
 		if err := r.adoptPod(ctx, sb, pod); err != nil {
 			return err
@@ -133,7 +137,8 @@ func (r *Reconciler) runPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod 
 		}
 	}
 	obs.podOwned = true
-	return r.setPodNameAnnotation(ctx, sb, pod.Name)
+	setPodNameAnnotation(sb, pod.Name)
+	return nil
 }
 
 // createPod creates the Pod. On AlreadyExists (a Pod of that name that the cache had not shown
@@ -175,27 +180,16 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1beta1.Sand
 }
 
 // setPodNameAnnotation points the Sandbox's pod-name annotation at name, or removes it when name
-// is empty, with a merge patch of metadata only.
-func (r *Reconciler) setPodNameAnnotation(ctx context.Context, sb *agentsv1beta1.Sandbox, name string) error {
-	current, ok := sb.Annotations[agentsv1beta1.PodNameAnnotation]
-	if (name == "" && !ok) || (name != "" && current == name) {
-		return nil
-	}
-	base := sb.DeepCopy()
-	status := sb.Status.DeepCopy() // the patch response must not replace the status being computed
+// is empty. The change is sent with the pass's one metadata patch (patchAnnotations).
+func setPodNameAnnotation(sb *agentsv1beta1.Sandbox, name string) {
 	if name == "" {
 		delete(sb.Annotations, agentsv1beta1.PodNameAnnotation)
-	} else {
-		if sb.Annotations == nil {
-			sb.Annotations = map[string]string{}
-		}
-		sb.Annotations[agentsv1beta1.PodNameAnnotation] = name
+		return
 	}
-	if err := r.client.Patch(ctx, sb, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("setting annotation %s on sandbox %q: %w", agentsv1beta1.PodNameAnnotation, sb.Name, err)
+	if sb.Annotations == nil {
+		sb.Annotations = map[string]string{}
 	}
-	sb.Status = *status
-	return nil
+	sb.Annotations[agentsv1beta1.PodNameAnnotation] = name
 }
 
 func emptyToNil(m map[string]string) map[string]string {

@@ -78,8 +78,7 @@ func New(c client.Client, reader client.Reader, recorder events.EventRecorder, q
 // the claim's lifecycle.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	claim := &extensionsv1beta1.SandboxClaim{}
-	err := r.client.Get(ctx, req.NamespacedName, claim)
-	if err != nil {
+	if err := r.client.Get(ctx, req.NamespacedName, claim); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !claim.DeletionTimestamp.IsZero() {
@@ -100,12 +99,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	original := claim.DeepCopy()
 	setStatus(claim, sb, bindErr)
-	written := false
-	if !r.echoOfLastWrite(original, claim) {
-		if written, err = kube.PatchStatus(ctx, r.client, claim, original, claimStatus); err != nil {
-			return ctrl.Result{}, errors.Join(bindErr, err)
-		}
-		r.rememberWrite(original, claim, written)
+	written, err := r.writeStatus(ctx, original, claim)
+	if err != nil {
+		return ctrl.Result{}, errors.Join(bindErr, err)
 	}
 	r.recordBinding(ctx, claim, sb, launch)
 	if written {
@@ -152,6 +148,19 @@ func (r *Reconciler) forget(uid types.UID) {
 	r.lastWrite.Delete(uid)
 }
 
+// writeStatus writes the claim's status when it changed, unless this process wrote the same
+// status from the same stale view already. It reports whether a write was sent.
+func (r *Reconciler) writeStatus(ctx context.Context, original, claim *extensionsv1beta1.SandboxClaim) (bool, error) {
+	if r.echoOfLastWrite(original, claim) {
+		return false, nil
+	}
+	written, err := kube.PatchStatus(ctx, r.client, claim, original, claimStatus)
+	if written {
+		r.lastWrite.Store(claim.UID, statusWrite{before: original.ResourceVersion, status: *claim.Status.DeepCopy()})
+	}
+	return written, err
+}
+
 type statusWrite struct {
 	before string // resourceVersion the write was computed from
 	status extensionsv1beta1.SandboxClaimStatus
@@ -166,12 +175,6 @@ func (r *Reconciler) echoOfLastWrite(original, claim *extensionsv1beta1.SandboxC
 	}
 	last := v.(statusWrite)
 	return last.before == original.ResourceVersion && sameStatus(last.status, claim.Status)
-}
-
-func (r *Reconciler) rememberWrite(original, claim *extensionsv1beta1.SandboxClaim, written bool) {
-	if written {
-		r.lastWrite.Store(claim.UID, statusWrite{before: original.ResourceVersion, status: *claim.Status.DeepCopy()})
-	}
 }
 
 // sameStatus compares statuses ignoring condition transition times, which a pass on a stale

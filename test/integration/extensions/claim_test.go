@@ -104,8 +104,8 @@ func TestWarmClaimFastPath(t *testing.T) {
 	if n := metricCount(t, "agent_sandbox_claim_creation_total", map[string]string{"namespace": ns, "launch_type": "warm", "warmpool_name": "pool", "pod_condition": "ready", "created_by": "go-client", "sandbox_template": "tpl"}); n != 1 {
 		t.Errorf("agent_sandbox_claim_creation_total{launch_type=warm} = %v, want 1", n)
 	}
-	if n := metricCount(t, "agent_sandbox_creation_latency_ms", map[string]string{"namespace": ns, "launch_type": "warm", "sandbox_template": "tpl"}); n != 1 {
-		t.Errorf("agent_sandbox_creation_latency_ms observations = %v, want 1", n)
+	if n := metricCount(t, "agent_sandbox_creation_latency_seconds", map[string]string{"namespace": ns, "launch_type": "warm", "sandbox_template": "tpl"}); n != 1 {
+		t.Errorf("agent_sandbox_creation_latency_seconds observations = %v, want 1", n)
 	}
 }
 

@@ -4,7 +4,8 @@
 package extensions
 
 import (
-	"context"
+	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -16,9 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/paddock-dev/paddock/internal/controller/indexes"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
@@ -35,15 +35,7 @@ func TestMain(m *testing.M) {
 	} else {
 		ctrl.SetLogger(logr.Discard())
 	}
-	// The harness starts lazily in the tests; stop it after them, before the API server.
-	framework.RunMain(m, &env, func(*framework.Env) (func(), error) {
-		return func() {
-			if h != nil {
-				h.stop()
-				h.readiness.Stop()
-			}
-		}, nil
-	})
+	framework.RunMain(m, &env, startHarness)
 }
 
 // Router selection the tests give the template controller, to prove it is an option.
@@ -55,81 +47,71 @@ var (
 // harness runs the controllers under test and counts the writes each one sends.
 type harness struct {
 	mu        sync.Mutex
-	cancel    context.CancelFunc
-	done      chan struct{}
+	stopMgr   func()
 	poolOpts  sandboxwarmpool.Options
 	writes    map[string]*writeLog // by controller: "claim", "pool", "template"
 	readiness *framework.SandboxReadiness
 }
 
 var (
-	h     *harness
-	hOnce sync.Once
+	h *harness
 	// metrics is the registry the claim metrics are registered with, as main does with
 	// controller-runtime's.
 	metrics = prometheus.NewRegistry()
 )
 
-// controllers returns the running harness, starting it on first use.
+// startHarness starts the readiness stand-in and the controllers for the whole package.
+func startHarness(e *framework.Env) (func(), error) {
+	if err := sandboxclaim.RegisterMetrics(metrics); err != nil {
+		return nil, fmt.Errorf("registering claim metrics: %w", err)
+	}
+	r, err := framework.StartSandboxReadiness(e)
+	if err != nil {
+		return nil, fmt.Errorf("starting the Sandbox readiness stand-in: %w", err)
+	}
+	h = &harness{readiness: r, poolOpts: sandboxwarmpool.DefaultOptions()}
+	if err := h.start(); err != nil {
+		r.Stop()
+		return nil, err
+	}
+	return func() { h.stop(); r.Stop() }, nil
+}
+
+// controllers returns the running harness with every Sandbox made Ready.
 func controllers(t *testing.T) *harness {
 	t.Helper()
-	hOnce.Do(func() {
-		r, err := framework.StartSandboxReadiness(env)
-		if err != nil {
-			t.Fatalf("starting the Sandbox readiness stand-in: %v", err)
-		}
-		if err := sandboxclaim.RegisterMetrics(metrics); err != nil {
-			t.Fatalf("registering claim metrics: %v", err)
-		}
-		h = &harness{readiness: r, poolOpts: sandboxwarmpool.DefaultOptions()}
-		h.start(t)
-	})
 	h.readiness.SetDecision(nil)
 	return h
 }
 
 // start runs a fresh manager with fresh in-memory state, as a restarted process would.
-func (h *harness) start(t *testing.T) {
-	t.Helper()
+func (h *harness) start() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:     env.Scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	h.writes = map[string]*writeLog{"claim": newWriteLog(), "pool": newWriteLog(), "template": newWriteLog()}
+	stop, err := env.StartManager(func(mgr ctrl.Manager) error {
+		counted := func(name string) client.Client { return &countingClient{Client: mgr.GetClient(), log: h.writes[name]} }
+		claims := sandboxclaim.New(counted("claim"), mgr.GetAPIReader(), mgr.GetEventRecorder("sandboxclaim-controller"), warmqueue.New(), sandboxclaim.Options{})
+		pools := sandboxwarmpool.New(counted("pool"), mgr.GetEventRecorder("sandboxwarmpool-controller"), h.poolOpts)
+		templates := sandboxtemplate.New(counted("template"), mgr.GetEventRecorder("sandboxtemplate-controller"),
+			sandboxtemplate.Options{RouterNamespace: testRouterNamespace, RouterPodLabels: testRouterLabels})
+		return errors.Join(claims.SetupWithManager(mgr), pools.SetupWithManager(mgr), templates.SetupWithManager(mgr))
+	}, func(o *manager.Options) {
+		// A restarted harness registers the same controller names again in this process.
+		o.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
 	})
 	if err != nil {
-		t.Fatalf("creating manager: %v", err)
+		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := indexes.Register(ctx, mgr.GetFieldIndexer()); err != nil {
-		t.Fatalf("registering indexes: %v", err)
-	}
-	h.writes = map[string]*writeLog{"claim": newWriteLog(), "pool": newWriteLog(), "template": newWriteLog()}
-	counted := func(name string) client.Client { return &countingClient{Client: mgr.GetClient(), log: h.writes[name]} }
-	claims := sandboxclaim.New(counted("claim"), mgr.GetAPIReader(), mgr.GetEventRecorder("sandboxclaim-controller"), warmqueue.New(), sandboxclaim.Options{})
-	pools := sandboxwarmpool.New(counted("pool"), mgr.GetEventRecorder("sandboxwarmpool-controller"), h.poolOpts)
-	templates := sandboxtemplate.New(counted("template"), mgr.GetEventRecorder("sandboxtemplate-controller"), sandboxtemplate.Options{RouterNamespace: testRouterNamespace, RouterPodLabels: testRouterLabels})
-	for _, setup := range []func(ctrl.Manager) error{claims.SetupWithManager, pools.SetupWithManager, templates.SetupWithManager} {
-		if err := setup(mgr); err != nil {
-			t.Fatalf("setting up controllers: %v", err)
-		}
-	}
-	h.cancel, h.done = cancel, make(chan struct{})
-	go func(done chan struct{}) {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Logf("manager stopped: %v", err)
-		}
-	}(h.done)
+	h.stopMgr = stop
+	return nil
 }
 
 // stop stops the manager and waits until its workers are gone.
 func (h *harness) stop() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.cancel()
-	<-h.done
+	h.stopMgr()
 }
 
 // restart stops the manager and starts a new one with pool options opts.
@@ -137,7 +119,9 @@ func (h *harness) restart(t *testing.T, opts sandboxwarmpool.Options) {
 	t.Helper()
 	h.stop()
 	h.poolOpts = opts
-	h.start(t)
+	if err := h.start(); err != nil {
+		t.Fatalf("restarting controllers: %v", err)
+	}
 }
 
 // writesOf returns the write log of one controller.

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -135,36 +136,39 @@ func updateSandbox(t testing.TB, ctx context.Context, sb *agentsv1beta1.Sandbox,
 
 var touches int
 
-// touch changes an annotation of the Sandbox that the controller ignores, to cause a pass.
-func touch(t testing.TB, ctx context.Context, sb *agentsv1beta1.Sandbox) {
+// touch changes an annotation of the Sandbox that the controller ignores, to cause a pass, and
+// returns the Sandbox's new resourceVersion.
+func touch(t testing.TB, ctx context.Context, sb *agentsv1beta1.Sandbox) string {
 	t.Helper()
 	touches++
 	patch := []byte(`{"metadata":{"annotations":{"test.paddock.dev/touch":"` + strconv.Itoa(touches) + `"}}}`)
-	if err := env.Client.Patch(ctx, sb.DeepCopy(), client.RawPatch("application/merge-patch+json", patch)); err != nil {
+	obj := sb.DeepCopy()
+	if err := env.Client.Patch(ctx, obj, client.RawPatch("application/merge-patch+json", patch)); err != nil {
 		t.Fatalf("touching sandbox %s: %v", key(sb), err)
 	}
+	return obj.ResourceVersion
 }
 
-// nextCompletedPass causes a new pass of sb (alone in its namespace) and returns what it wrote,
-// once a following pass proves it complete: passes of one Sandbox never overlap.
+// nextCompletedPass causes a pass of sb that reads the Sandbox at least as new as a touch made
+// now (so the pass is not skipped for a stale cache) and returns what that pass wrote, once a
+// following pass proves it complete: passes of one Sandbox never overlap.
 func nextCompletedPass(t testing.TB, ctx context.Context, sb *agentsv1beta1.Sandbox) []string {
 	t.Helper()
 	n := len(ops.Passes(sb))
-	touch(t, ctx, sb)
-	waitPasses(t, sb, n+1)
-	touch(t, ctx, sb)
-	waitPasses(t, sb, n+2)
-	return ops.Passes(sb)[n]
-}
-
-func waitPasses(t testing.TB, sb *agentsv1beta1.Sandbox, n int) {
-	t.Helper()
+	version := touch(t, ctx, sb)
+	var pass int
 	framework.Eventually(t, func(context.Context) error {
-		if got := len(ops.Passes(sb)); got < n {
-			return fmt.Errorf("%d passes of %s, waiting for %d", got, key(sb), n)
+		for i, read := range ops.ReadVersions(sb)[n:] {
+			if c, err := resourceversion.CompareResourceVersion(read, version); err == nil && c >= 0 {
+				pass = n + i
+				return nil
+			}
 		}
-		return nil
+		return fmt.Errorf("no pass of %s has read version %s yet", key(sb), version)
 	})
+	touch(t, ctx, sb)
+	waitPasses(t, sb, pass+2)
+	return ops.Passes(sb)[pass]
 }
 
 // owner is the controller reference a Sandbox's children must carry.
@@ -191,4 +195,15 @@ func forceDelete(t testing.TB, ctx context.Context, obj client.Object) {
 	if err := env.Client.Delete(ctx, obj, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
 		t.Fatalf("deleting %s: %v", key(obj), err)
 	}
+}
+
+// waitPasses waits until sb has had at least n passes.
+func waitPasses(t testing.TB, sb *agentsv1beta1.Sandbox, n int) {
+	t.Helper()
+	framework.Eventually(t, func(context.Context) error {
+		if got := len(ops.Passes(sb)); got < n {
+			return fmt.Errorf("%d passes of %s, waiting for %d", got, key(sb), n)
+		}
+		return nil
+	})
 }

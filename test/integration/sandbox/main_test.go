@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,6 +29,8 @@ var (
 	ops = newOpLog()
 	// recorder counts the events the reconciler emits.
 	recorder = &countingRecorder{}
+	// spans holds the reconciler's finished spans.
+	spans = tracetest.NewInMemoryExporter()
 )
 
 // TestMain starts the API server, then a manager running the real Sandbox reconciler.
@@ -40,7 +44,8 @@ func TestMain(m *testing.M) {
 		return e.StartManager(func(mgr ctrl.Manager) error {
 			recorder.next = mgr.GetEventRecorder(sandboxctrl.ControllerName)
 			r, err := sandboxctrl.New(&recordingClient{Client: mgr.GetClient(), log: ops}, mgr.GetScheme(), recorder,
-				sandboxctrl.WithClock(clock), sandboxctrl.WithClusterDomain("paddock.test"), sandboxctrl.WithWorkers(4))
+				sandboxctrl.WithClock(clock), sandboxctrl.WithClusterDomain("paddock.test"), sandboxctrl.WithWorkers(4),
+				sandboxctrl.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))))
 			if err != nil {
 				return fmt.Errorf("building sandbox reconciler: %w", err)
 			}

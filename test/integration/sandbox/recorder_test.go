@@ -24,14 +24,24 @@ import (
 type opLog struct {
 	mu     sync.Mutex
 	passes map[string][][]string
+	// reads holds, per pass, the resourceVersion the pass read the Sandbox at.
+	reads map[string][]string
 }
 
-func newOpLog() *opLog { return &opLog{passes: map[string][][]string{}} }
+func newOpLog() *opLog { return &opLog{passes: map[string][][]string{}, reads: map[string][]string{}} }
 
-func (l *opLog) startPass(key string) {
+func (l *opLog) startPass(key, readVersion string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.passes[key] = append(l.passes[key], []string{})
+	l.reads[key] = append(l.reads[key], readVersion)
+}
+
+// ReadVersions returns the resourceVersion each pass of sb read.
+func (l *opLog) ReadVersions(sb client.Object) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.reads[sb.GetNamespace()+"/"+sb.GetName()]...)
 }
 
 func (l *opLog) record(obj client.Object, op string) {
@@ -44,6 +54,7 @@ func (l *opLog) record(obj client.Object, op string) {
 	p := l.passes[key]
 	if len(p) == 0 {
 		p = append(p, []string{})
+		l.reads[key] = append(l.reads[key], "")
 	}
 	p[len(p)-1] = append(p[len(p)-1], op)
 	l.passes[key] = p
@@ -106,10 +117,11 @@ func kindOf(obj runtime.Object) string {
 }
 
 func (c *recordingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := c.Client.Get(ctx, key, obj, opts...)
 	if _, ok := obj.(*agentsv1beta1.Sandbox); ok {
-		c.log.startPass(key.String())
+		c.log.startPass(key.String(), obj.GetResourceVersion())
 	}
-	return c.Client.Get(ctx, key, obj, opts...)
+	return err
 }
 
 func (c *recordingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/paddock-dev/paddock/internal/sandboxd/server"
+)
+
+// Options are sandboxd's command-line options. Every flag can also be set through the
+// environment variable named in its help; the flag wins when both are given.
+type Options struct {
+	ListenHost            string
+	GRPCPort              int
+	RESTPort              int
+	LegacyPort            int
+	RootDir               string
+	Token                 string
+	TokenFile             string
+	ClaimTokenFile        string
+	MetadataEnvPrefix     string
+	ShutdownTimeout       time.Duration
+	HTTPIdleTimeout       time.Duration
+	StreamChunkSize       int
+	MaxUploadBytes        int64
+	MaxExecuteOutputBytes int
+	LegacyExecTimeout     time.Duration
+	Version               bool
+
+	claimToken string // read from ClaimTokenFile by Validate
+}
+
+// env looks up an environment variable, like os.LookupEnv.
+type env func(string) (string, bool)
+
+// AddFlags registers the options on fs with defaults taken from the environment via lookup.
+func (o *Options) AddFlags(fs *flag.FlagSet, lookup env) {
+	str := func(p *string, name, envName, def, usage string) {
+		if v, ok := lookup(envName); ok {
+			def = v
+		}
+		fs.StringVar(p, name, def, fmt.Sprintf("%s (env %s)", usage, envName))
+	}
+	num := func(p *int, name, envName string, def int, usage string) {
+		if v, ok := lookup(envName); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				def = n
+			}
+		}
+		fs.IntVar(p, name, def, fmt.Sprintf("%s (env %s)", usage, envName))
+	}
+	num64 := func(p *int64, name, envName string, def int64, usage string) {
+		if v, ok := lookup(envName); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				def = n
+			}
+		}
+		fs.Int64Var(p, name, def, fmt.Sprintf("%s (env %s)", usage, envName))
+	}
+	dur := func(p *time.Duration, name, envName string, def time.Duration, usage string) {
+		if v, ok := lookup(envName); ok {
+			if d, err := time.ParseDuration(v); err == nil {
+				def = d
+			}
+		}
+		fs.DurationVar(p, name, def, fmt.Sprintf("%s (env %s)", usage, envName))
+	}
+	str(&o.ListenHost, "listen-host", "SANDBOXD_LISTEN_HOST", "0.0.0.0", "address every listener binds; 127.0.0.1 restricts sandboxd to the pod's loopback")
+	num(&o.GRPCPort, "grpc-port", "SANDBOXD_GRPC_PORT", 9090, "port of the gRPC process.v1.ProcessService (1-65535)")
+	num(&o.RESTPort, "rest-port", "SANDBOXD_REST_PORT", 8080, "port of the REST filesystem and runtime API /v1/... (1-65535)")
+	num(&o.LegacyPort, "legacy-port", "SANDBOXD_LEGACY_PORT", 8888, "port of the legacy Python-runtime API (/execute, /upload, ...); 0 turns it off")
+	str(&o.RootDir, "root-dir", "SANDBOXD_ROOT_DIR", "/workspace", "sandbox root: created if missing; every client path is confined to it and commands start in it")
+	str(&o.Token, "token", "SANDBOXD_TOKEN", "", "bearer token every API call except health must carry (Authorization: Bearer <token>); empty means no authentication")
+	str(&o.TokenFile, "token-file", "SANDBOXD_TOKEN_FILE", "", "file holding the bearer token, for a mounted Secret; used when --token is empty")
+	str(&o.ClaimTokenFile, "claim-token-file", "SANDBOXD_CLAIM_TOKEN_FILE", "", "file holding the token that authorizes PUT /v1/claim-settings (per-claim env and files); empty disables that endpoint")
+	str(&o.MetadataEnvPrefix, "metadata-env-prefix", "SANDBOXD_METADATA_ENV_PREFIX", "SANDBOX_", "prefix of the environment variables GET /v1/metadata shows (names that look secret are withheld)")
+	dur(&o.ShutdownTimeout, "shutdown-timeout", "SANDBOXD_SHUTDOWN_TIMEOUT", 10*time.Second, "bound on graceful shutdown after SIGTERM")
+	dur(&o.HTTPIdleTimeout, "http-idle-timeout", "SANDBOXD_HTTP_IDLE_TIMEOUT", 60*time.Second, "keep-alive idle timeout of the HTTP servers")
+	num(&o.StreamChunkSize, "stream-chunk-size", "SANDBOXD_STREAM_CHUNK_SIZE", 0, "largest stdout/stderr chunk of a Start stream in bytes; 0 means 4096")
+	num64(&o.MaxUploadBytes, "max-upload-bytes", "SANDBOXD_MAX_UPLOAD_BYTES", 0, "largest accepted upload in bytes (413 beyond it, the old file is kept); 0 means no limit")
+	num(&o.MaxExecuteOutputBytes, "max-execute-output-bytes", "SANDBOXD_MAX_EXECUTE_OUTPUT_BYTES", 64<<20, "largest stdout or stderr that Execute and legacy /execute buffer; beyond it the process is killed and the call fails; 0 means no limit")
+	legacy := 300 * time.Second
+	if v, ok := lookup("SANDBOX_EXEC_TIMEOUT_SECONDS"); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			legacy = time.Duration(n) * time.Second
+		}
+	}
+	fs.DurationVar(&o.LegacyExecTimeout, "legacy-exec-timeout", legacy, "timeout of legacy POST /execute, after which the process group is killed (env SANDBOX_EXEC_TIMEOUT_SECONDS, in seconds)")
+	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
+}
+
+// Validate checks the options and reads the token files.
+func (o *Options) Validate() error {
+	var errs []error
+	checkPort := func(name string, port, min int) {
+		if port < min || port > 65535 {
+			errs = append(errs, fmt.Errorf("--%s=%d must be between %d and 65535", name, port, min))
+		}
+	}
+	checkPort("grpc-port", o.GRPCPort, 1)
+	checkPort("rest-port", o.RESTPort, 1)
+	checkPort("legacy-port", o.LegacyPort, 0)
+	if o.GRPCPort == o.RESTPort || (o.LegacyPort != 0 && (o.LegacyPort == o.GRPCPort || o.LegacyPort == o.RESTPort)) {
+		errs = append(errs, fmt.Errorf("--grpc-port=%d, --rest-port=%d and --legacy-port=%d must all differ", o.GRPCPort, o.RESTPort, o.LegacyPort))
+	}
+	if o.RootDir == "" {
+		errs = append(errs, errors.New("--root-dir is empty; pass the sandbox root, e.g. /workspace (sandboxd never defaults to /)"))
+	}
+	for name, v := range map[string]int64{"stream-chunk-size": int64(o.StreamChunkSize), "max-upload-bytes": o.MaxUploadBytes, "max-execute-output-bytes": int64(o.MaxExecuteOutputBytes)} {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("--%s=%d must not be negative", name, v))
+		}
+	}
+	if o.LegacyExecTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--legacy-exec-timeout=%v must be positive", o.LegacyExecTimeout))
+	}
+	if o.Token == "" && o.TokenFile != "" {
+		tok, err := readToken("--token-file", o.TokenFile)
+		errs = append(errs, err)
+		o.Token = tok
+	}
+	if o.ClaimTokenFile != "" {
+		tok, err := readToken("--claim-token-file", o.ClaimTokenFile)
+		errs = append(errs, err)
+		o.claimToken = tok
+	}
+	return errors.Join(errs...)
+}
+
+func readToken(flagName, file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", flagName, err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("%s=%s is empty; write the token into it or drop the flag", flagName, file)
+	}
+	return tok, nil
+}
+
+// Config is the daemon configuration the options describe.
+func (o *Options) Config(environ []string) server.Config {
+	return server.Config{
+		RootDir:               o.RootDir,
+		Token:                 o.Token,
+		ClaimToken:            o.claimToken,
+		MetadataEnvPrefix:     o.MetadataEnvPrefix,
+		Environ:               environ,
+		StreamChunkSize:       o.StreamChunkSize,
+		MaxUploadBytes:        o.MaxUploadBytes,
+		MaxExecuteOutputBytes: o.MaxExecuteOutputBytes,
+		LegacyExecTimeout:     o.LegacyExecTimeout,
+		ShutdownTimeout:       o.ShutdownTimeout,
+		HTTPIdleTimeout:       o.HTTPIdleTimeout,
+	}
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func parse(t *testing.T, environ map[string]string, args ...string) (*Options, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("sandboxd", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var o Options
+	o.AddFlags(fs, func(k string) (string, bool) { v, ok := environ[k]; return v, ok })
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return &o, o.Validate()
+}
+
+func TestDefaultsMatchTheReferenceDaemon(t *testing.T) {
+	o, err := parse(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{o.ListenHost, o.GRPCPort, o.RESTPort, o.LegacyPort, o.RootDir, o.MetadataEnvPrefix, o.ShutdownTimeout, o.HTTPIdleTimeout, o.LegacyExecTimeout}
+	want := []any{"0.0.0.0", 9090, 8080, 8888, "/workspace", "SANDBOX_", 10 * time.Second, 60 * time.Second, 300 * time.Second}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+}
+
+func TestEnvironmentAndFlags(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"SANDBOXD_REST_PORT":           "7000",
+		"SANDBOXD_ROOT_DIR":            "/from-env",
+		"SANDBOXD_TOKEN_FILE":          tokenFile,
+		"SANDBOX_EXEC_TIMEOUT_SECONDS": "7",
+		"SANDBOXD_MAX_UPLOAD_BYTES":    "1048576",
+	}
+	o, err := parse(t, env, "--root-dir=/from-flag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{o.RESTPort, o.RootDir, o.Token, o.LegacyExecTimeout, o.MaxUploadBytes}
+	want := []any{7000, "/from-flag", "tok", 7 * time.Second, int64(1 << 20)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("options (-want +got):\n%s", diff)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--grpc-port=0"}, "--grpc-port=0 must be between 1 and 65535"},
+		{[]string{"--rest-port=70000"}, "--rest-port=70000 must be between 1 and 65535"},
+		{[]string{"--rest-port=9090"}, "must all differ"},
+		{[]string{"--legacy-port=8080"}, "must all differ"},
+		{[]string{"--root-dir="}, "--root-dir is empty"},
+		{[]string{"--max-upload-bytes=-1"}, "--max-upload-bytes=-1 must not be negative"},
+		{[]string{"--legacy-exec-timeout=0s"}, "--legacy-exec-timeout=0s must be positive"},
+		{[]string{"--token-file=/no/such/file"}, "--token-file: open /no/such/file"},
+		{[]string{"--claim-token-file=" + empty}, "is empty; write the token into it"},
+	}
+	for _, tc := range cases {
+		if _, err := parse(t, nil, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want it to contain %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := parse(t, nil, "--legacy-port=0"); err != nil {
+		t.Errorf("--legacy-port=0 (off) refused: %v", err)
+	}
+}
+
+func TestRunExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--version"}, 0},
+		{[]string{"--grpc-port=0"}, 2},
+		{[]string{"--no-such-flag"}, 2},
+	} {
+		if got := run(tc.args); got != tc.want {
+			t.Errorf("run(%q) = %d, want %d", tc.args, got, tc.want)
+		}
+	}
+}
+
+func TestChildEnvironDropsTheToken(t *testing.T) {
+	got := childEnviron([]string{"A=1", "SANDBOXD_TOKEN=secret", "SANDBOXD_TOKEN_FILE=/f"})
+	if diff := cmp.Diff([]string{"A=1", "SANDBOXD_TOKEN_FILE=/f"}, got); diff != "" {
+		t.Errorf("childEnviron (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,174 @@
+// Package server is sandboxd's network surface: the gRPC process.v1.ProcessService, the REST
+// filesystem and runtime API (/v1/...), the legacy runtime API of the Python runtime (port 8888)
+// and the claim-settings endpoint. Daemon owns the state they share.
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"k8s.io/klog/v2"
+
+	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
+	"github.com/paddock-dev/paddock/internal/sandboxd/pathsafe"
+	"github.com/paddock-dev/paddock/internal/sandboxd/process"
+)
+
+// Config is the daemon's configuration; cmd/sandboxd fills it from flags and environment.
+type Config struct {
+	// RootDir is the sandbox root; every path clients send is confined to it.
+	RootDir string
+	// Token, when set, is required as "Authorization: Bearer <token>" on every call but health.
+	Token string
+	// ClaimToken, when set, enables PUT /v1/claim-settings for callers presenting it.
+	ClaimToken string
+	// MetadataEnvPrefix selects the environment variables GET /v1/metadata shows.
+	MetadataEnvPrefix string
+	// Environ is the environment processes inherit ("K=V"), normally os.Environ().
+	Environ []string
+	// StreamChunkSize is the largest output chunk of a Start stream.
+	StreamChunkSize int
+	// MaxUploadBytes limits one upload; 0 means no limit.
+	MaxUploadBytes int64
+	// MaxExecuteOutputBytes limits each stream buffered by Execute and legacy /execute; 0 means no limit.
+	MaxExecuteOutputBytes int
+	// LegacyExecTimeout bounds legacy POST /execute (SANDBOX_EXEC_TIMEOUT_SECONDS).
+	LegacyExecTimeout time.Duration
+	// ShutdownTimeout bounds graceful shutdown.
+	ShutdownTimeout time.Duration
+	// HTTPIdleTimeout is the keep-alive idle timeout of the HTTP servers.
+	HTTPIdleTimeout time.Duration
+}
+
+// maxJSONBody bounds the JSON request bodies (legacy /execute, claim settings).
+const maxJSONBody = 1 << 20
+
+// Daemon is one running sandboxd.
+type Daemon struct {
+	cfg      Config
+	root     *pathsafe.Root
+	procs    *process.Manager
+	claims   claim.Store
+	metadata map[string]string
+	started  time.Time
+	ready    atomic.Bool
+}
+
+// New opens the sandbox root and prepares the daemon; it serves nothing until Serve.
+func New(cfg Config) (*Daemon, error) {
+	root, err := pathsafe.Open(cfg.RootDir)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MetadataEnvPrefix == "" {
+		cfg.MetadataEnvPrefix = "SANDBOX_"
+	}
+	d := &Daemon{
+		cfg:      cfg,
+		root:     root,
+		procs:    process.NewManager(cfg.StreamChunkSize),
+		metadata: metadataEnv(cfg.Environ, cfg.MetadataEnvPrefix),
+		started:  time.Now(),
+	}
+	d.ready.Store(true)
+	return d, nil
+}
+
+// Root is the sandbox root directory.
+func (d *Daemon) Root() string { return d.root.Dir() }
+
+// Listeners are the sockets Serve uses; a nil listener leaves that API off.
+type Listeners struct {
+	GRPC, REST, Legacy net.Listener
+}
+
+// Serve serves until ctx ends, then shuts down: health turns 503, processes get SIGTERM then
+// SIGKILL, HTTP and gRPC servers stop within ShutdownTimeout.
+func (d *Daemon) Serve(ctx context.Context, ls Listeners) error {
+	var httpServers []*http.Server
+	errs := make(chan error, 3)
+	serveHTTP := func(l net.Listener, h http.Handler) {
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: d.cfg.HTTPIdleTimeout}
+		httpServers = append(httpServers, srv)
+		go func() { errs <- srv.Serve(l) }()
+	}
+	if ls.REST != nil {
+		serveHTTP(ls.REST, d.RESTHandler())
+	}
+	if ls.Legacy != nil {
+		serveHTTP(ls.Legacy, d.LegacyHandler())
+	}
+	var grpcServer *grpc.Server
+	if ls.GRPC != nil {
+		grpcServer = d.GRPCServer()
+		go func() { errs <- grpcServer.Serve(ls.GRPC) }()
+	}
+	klog.InfoS("sandboxd serving", "root", d.root.Dir(), "rest", addr(ls.REST), "grpc", addr(ls.GRPC), "legacy", addr(ls.Legacy))
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errs:
+		klog.ErrorS(serveErr, "listener failed; shutting down")
+	}
+	d.shutdown(httpServers, grpcServer)
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return nil
+}
+
+func (d *Daemon) shutdown(httpServers []*http.Server, grpcServer *grpc.Server) {
+	d.ready.Store(false)
+	timeout := d.cfg.ShutdownTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	d.procs.Shutdown(ctx)
+	for _, srv := range httpServers {
+		if err := srv.Shutdown(ctx); err != nil {
+			srv.Close()
+		}
+	}
+	if grpcServer != nil {
+		stopped := make(chan struct{})
+		go func() { grpcServer.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			grpcServer.Stop()
+		}
+	}
+	d.root.Close()
+	klog.InfoS("sandboxd stopped")
+}
+
+func addr(l net.Listener) string {
+	if l == nil {
+		return "off"
+	}
+	return l.Addr().String()
+}
+
+// sensitiveName matches environment variable names GET /v1/metadata must withhold.
+var sensitiveName = regexp.MustCompile(`(?i)TOKEN|SECRET|PASSWORD|PASSWD|CRED|KEY|AUTH|BEARER|PRIVATE|CERT`)
+
+func metadataEnv(environ []string, prefix string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, prefix) && !sensitiveName.MatchString(name) {
+			out[name] = value
+		}
+	}
+	return out
+}

@@ -1,0 +1,37 @@
+// Command paddock-bench measures any controller that serves the agent-sandbox API, through the
+// API only: warm claims at fixed rates or in a burst, and cold Sandboxes. It writes report.json,
+// report.md and latency plots into --out and prints the Markdown. The `paddock bench` verb will
+// wrap the same package.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/klog/v2"
+
+	"github.com/paddock-dev/paddock/internal/bench"
+)
+
+func main() {
+	o := bench.NewOptions()
+	o.AddFlags(flag.CommandLine)
+	klog.InitFlags(flag.CommandLine)
+	flag.Parse()
+	if err := o.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "paddock-bench: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	report, err := bench.Execute(ctx, o)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "paddock-bench: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Print(bench.Markdown(report))
+}

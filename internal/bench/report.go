@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Report is everything one run of the harness measured, with the conditions it ran under.
+type Report struct {
+	Conditions Conditions `json:"conditions"`
+	Scenarios  []Result   `json:"scenarios"`
+}
+
+// Conditions describe what the numbers were measured on; a number without them means little.
+type Conditions struct {
+	Time          time.Time `json:"time"`
+	GitCommit     string    `json:"gitCommit"`
+	GoVersion     string    `json:"goVersion"`
+	ServerVersion string    `json:"serverVersion"`
+	Nodes         int       `json:"nodes"`
+	// Objects counts objects present in the whole cluster when the run started, by resource.
+	Objects map[string]int `json:"objects"`
+	// Note is free text from the operator: where the control plane ran, fsync, load.
+	Note string `json:"note,omitempty"`
+}
+
+// Kind of a scenario.
+const (
+	KindWarm = "warm"
+	KindCold = "cold"
+)
+
+// Result is one scenario's outcome.
+type Result struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	// Count is how many claims (warm) or Sandboxes (cold) the scenario created.
+	Count int `json:"count"`
+	// Rate is the creation rate per second; 0 means all at once.
+	Rate     float64 `json:"rate"`
+	PoolSize int     `json:"poolSize,omitempty"`
+	// Ready is how many objects reached Ready=True before the timeout; Failed how many could not
+	// be created.
+	Ready   int     `json:"ready"`
+	Failed  int     `json:"failed"`
+	Latency Summary `json:"latency"`
+	// AllReadySeconds runs from just before the first create call to the last Ready event.
+	AllReadySeconds float64 `json:"allReadySeconds"`
+	// RefillSeconds is how long the pool took to be full again after the last claim was Ready;
+	// RefillComplete says whether it did before the refill window closed.
+	RefillSeconds  float64 `json:"refillSeconds,omitempty"`
+	RefillComplete bool    `json:"refillComplete,omitempty"`
+	// Writes are the API writes during the phase (and refill), by verb and resource.
+	Writes Writes `json:"writes"`
+	// ObjectsBefore counts objects present in the cluster (nodes included) when the phase began,
+	// the scenario's own pool included.
+	ObjectsBefore  map[string]int `json:"objectsBefore,omitempty"`
+	WritesPerClaim float64        `json:"writesPerObject"`
+	Samples        []Sample       `json:"samples"`
+}
+
+// Sample is one created object.
+type Sample struct {
+	Name string `json:"name"`
+	// StartSeconds is when the create call began, relative to the scenario's first create.
+	StartSeconds float64 `json:"startSeconds"`
+	// LatencySeconds runs from just before the create call to the first Ready=True watch event;
+	// it is meaningful only when Ready is true.
+	LatencySeconds float64 `json:"latencySeconds"`
+	Ready          bool    `json:"ready"`
+	Error          string  `json:"error,omitempty"`
+}
+
+// WriteJSON writes the report as indented JSON.
+func WriteJSON(w io.Writer, r *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Markdown renders the report as a conditions list, a results table and, per scenario, the API
+// writes by verb and resource.
+func Markdown(r *Report) string {
+	var b strings.Builder
+	c := r.Conditions
+	fmt.Fprintf(&b, "Measured %s; commit %s; %s; API server %s; %d nodes; objects present: %s.\n",
+		c.Time.UTC().Format(time.RFC3339), orDash(c.GitCommit), c.GoVersion, orDash(c.ServerVersion), c.Nodes, objectsLine(c.Objects))
+	if c.Note != "" {
+		fmt.Fprintf(&b, "Conditions: %s\n", c.Note)
+	}
+	b.WriteString("\n| scenario | created | Ready | p50 | p90 | p99 | max | all Ready | API writes per object |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range r.Scenarios {
+		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %s | %s | %s | %.1f |\n", s.Name, s.Count, s.Ready,
+			latency(s.Latency.N, s.Latency.P50), latency(s.Latency.N, s.Latency.P90), latency(s.Latency.N, s.Latency.P99),
+			latency(s.Latency.N, s.Latency.Max), latency(s.Ready, s.AllReadySeconds), s.WritesPerClaim)
+	}
+	for _, s := range r.Scenarios {
+		if len(s.Writes) == 0 && len(s.ObjectsBefore) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n%s: objects present before: %s; API writes (total %.0f):\n\n", s.Name, objectsLine(s.ObjectsBefore), s.Writes.Total())
+		for _, k := range s.Writes.Keys() {
+			fmt.Fprintf(&b, "- %s: %.0f\n", k, s.Writes[k])
+		}
+	}
+	return b.String()
+}
+
+// latency formats seconds as milliseconds below 10 s, seconds above; "–" when nothing was measured.
+func latency(n int, seconds float64) string {
+	switch {
+	case n == 0:
+		return "–"
+	case seconds < 10:
+		return fmt.Sprintf("%.0f ms", seconds*1000)
+	default:
+		return fmt.Sprintf("%.1f s", seconds)
+	}
+}
+
+func objectsLine(objects map[string]int) string {
+	if len(objects) == 0 {
+		return "none counted"
+	}
+	keys := make([]string, 0, len(objects))
+	for k := range objects {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", objects[k], k))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}

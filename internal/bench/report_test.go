@@ -1,0 +1,189 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func sampleReport() *Report {
+	return &Report{
+		Conditions: Conditions{
+			Time:          time.Date(2026, 11, 29, 23, 0, 0, 0, time.UTC),
+			GitCommit:     "abc123",
+			GoVersion:     "go1.26.8",
+			ServerVersion: "v1.37.2",
+			Nodes:         0,
+			Objects:       map[string]int{"sandboxes": 3, "pods": 2},
+			Note:          "envtest, fsync off",
+		},
+		Scenarios: []Result{
+			{
+				Name: "warm 5/s", Kind: KindWarm, Count: 2, Rate: 5, PoolSize: 5, Ready: 2,
+				Latency:         Summary{N: 2, P50: 0.012, P90: 0.034, P99: 0.034, Max: 0.034},
+				AllReadySeconds: 0.234, RefillSeconds: 0.5, RefillComplete: true,
+				Writes:         Writes{"POST sandboxclaims.extensions.agents.x-k8s.io": 2, "PATCH sandboxes.agents.x-k8s.io": 4},
+				WritesPerClaim: 3,
+				ObjectsBefore:  map[string]int{"nodes": 0, "sandboxes": 8},
+				Samples: []Sample{
+					{Name: "claim-0000", StartSeconds: 0, LatencySeconds: 0.012, Ready: true},
+					{Name: "claim-0001", StartSeconds: 0.2, LatencySeconds: 0.034, Ready: true},
+				},
+			},
+			{Name: "cold <none>", Kind: KindCold, Count: 1, Failed: 1, Samples: []Sample{{Name: "sb-0000", Error: "forbidden"}}},
+		},
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	want := `Measured 2026-11-29T23:00:00Z; commit abc123; go1.26.8; API server v1.37.2; 0 nodes; objects present: 2 pods, 3 sandboxes.
+Conditions: envtest, fsync off
+
+| scenario | created | Ready | p50 | p90 | p99 | max | all Ready | API writes per object |
+|---|---|---|---|---|---|---|---|---|
+| warm 5/s | 2 | 2 | 12 ms | 34 ms | 34 ms | 34 ms | 234 ms | 3.0 |
+| cold <none> | 1 | 0 | – | – | – | – | – | 0.0 |
+
+warm 5/s: objects present before: 0 nodes, 8 sandboxes; API writes (total 6):
+
+- PATCH sandboxes.agents.x-k8s.io: 4
+- POST sandboxclaims.extensions.agents.x-k8s.io: 2
+`
+	if diff := cmp.Diff(want, Markdown(sampleReport())); diff != "" {
+		t.Errorf("Markdown (-want +got):\n%s", diff)
+	}
+}
+
+func TestWriteJSONRoundTrips(t *testing.T) {
+	in := sampleReport()
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, in); err != nil {
+		t.Fatal(err)
+	}
+	var out Report
+	if err := json.Unmarshal(buf.Bytes(), &out); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, buf.String())
+	}
+	if diff := cmp.Diff(*in, out); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	// Field names are the contract with whatever reads the file; pin the ones plots and CI use.
+	for _, key := range []string{`"p99Seconds": 0.034`, `"writesPerObject": 3`, `"allReadySeconds": 0.234`, `"latencySeconds": 0.012`} {
+		if !strings.Contains(buf.String(), key) {
+			t.Errorf("JSON lacks %s:\n%s", key, buf.String())
+		}
+	}
+}
+
+// svgShape is what the SVG test checks: the root element and every circle.
+type svgShape struct {
+	Root    string
+	Circles int
+	Titles  []string
+}
+
+func parseSVG(t *testing.T, doc string) svgShape {
+	t.Helper()
+	dec := xml.NewDecoder(strings.NewReader(doc))
+	var shape svgShape
+	inCircle := false
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return shape
+		}
+		if err != nil {
+			t.Fatalf("SVG is not well-formed XML: %v\n%s", err, doc)
+		}
+		switch el := tok.(type) {
+		case xml.StartElement:
+			if shape.Root == "" {
+				shape.Root = el.Name.Space + " " + el.Name.Local
+			}
+			if el.Name.Local == "circle" {
+				shape.Circles++
+				inCircle = true
+			}
+		case xml.EndElement:
+			if el.Name.Local == "circle" {
+				inCircle = false
+			}
+		case xml.CharData:
+			if inCircle && strings.TrimSpace(string(el)) != "" {
+				shape.Titles = append(shape.Titles, string(el))
+			}
+		}
+	}
+}
+
+func TestSVG(t *testing.T) {
+	tests := []struct {
+		name    string
+		title   string
+		samples []Sample
+		want    svgShape
+	}{
+		{name: "no samples", title: "empty", want: svgShape{Root: "http://www.w3.org/2000/svg svg"}},
+		{
+			name: "one point per Ready sample", title: "warm <20/s> & more",
+			samples: []Sample{
+				{Name: "a", StartSeconds: 0, LatencySeconds: 0.01, Ready: true},
+				{Name: "b", StartSeconds: 0.05, LatencySeconds: 0.3, Ready: true},
+				{Name: "c", StartSeconds: 0.1, Ready: false},
+				{Name: "d<&>", StartSeconds: 2.5, LatencySeconds: 12, Ready: true},
+			},
+			want: svgShape{Root: "http://www.w3.org/2000/svg svg", Circles: 3, Titles: []string{"a 10 ms", "b 300 ms", "d<&> 12.0 s"}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, parseSVG(t, SVG(tc.title, tc.samples))); diff != "" {
+				t.Errorf("SVG shape (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNiceCeil(t *testing.T) {
+	for in, want := range map[float64]float64{0: 1, -1: 1, 0.03: 0.05, 0.1: 0.1, 0.11: 0.2, 3: 5, 7: 10, 12: 20} {
+		if got := niceCeil(in); got != want {
+			t.Errorf("niceCeil(%v) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func TestWriteFiles(t *testing.T) {
+	dir := t.TempDir() + "/out"
+	paths, err := WriteFiles(dir, sampleReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(paths)
+	want := []string{dir + "/report.json", dir + "/report.md", dir + "/scenario-1.svg", dir + "/scenario-2.svg"}
+	if diff := cmp.Diff(want, paths); diff != "" {
+		t.Errorf("written files (-want +got):\n%s", diff)
+	}
+	md, err := os.ReadFile(dir + "/report.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "![warm 5/s](scenario-1.svg)") {
+		t.Errorf("report.md does not link the plot:\n%s", md)
+	}
+	svg, err := os.ReadFile(dir + "/scenario-1.svg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := parseSVG(t, string(svg)).Circles; got != 2 {
+		t.Errorf("scenario-1.svg has %d points, want 2", got)
+	}
+}

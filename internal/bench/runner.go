@@ -1,0 +1,199 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+)
+
+// pollInterval paces the harness's own status polls (pool fill, refill); the latencies it
+// reports come from watch events, not from polls.
+const pollInterval = 100 * time.Millisecond
+
+// Runner runs scenarios against the API server of one rest.Config.
+type Runner struct {
+	c     client.WithWatch
+	raw   rest.Interface
+	disc  discovery.ServerVersionInterface
+	image string
+}
+
+// NewRunner builds the clients. It lifts the client-side rate limit: the harness must not be the
+// bottleneck it measures.
+func NewRunner(cfg *rest.Config, image string) (*Runner, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = -1, 10000
+	scheme := kruntime.NewScheme()
+	for _, add := range []func(*kruntime.Scheme) error{clientgoscheme.AddToScheme, agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("creating a client from the kubeconfig: %w", err)
+	}
+	d, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating a discovery client from the kubeconfig: %w", err)
+	}
+	if image == "" {
+		image = DefaultImage
+	}
+	return &Runner{c: c, raw: d.RESTClient(), disc: d, image: image}, nil
+}
+
+// Writes reads the API server's write counters from GET /metrics.
+func (r *Runner) Writes(ctx context.Context) (Writes, error) {
+	body, err := r.raw.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the API server's /metrics (the kubeconfig's user needs get on the nonResourceURL /metrics): %w", err)
+	}
+	return ParseWrites(bytes.NewReader(body))
+}
+
+// Conditions records what the run is measured on.
+func (r *Runner) Conditions(ctx context.Context) (Conditions, error) {
+	c := Conditions{Time: time.Now().UTC(), GoVersion: runtime.Version()}
+	if v, err := r.disc.ServerVersion(); err == nil {
+		c.ServerVersion = v.GitVersion
+	}
+	objects, err := r.countObjects(ctx)
+	if err != nil {
+		return c, err
+	}
+	c.Nodes = objects["nodes"]
+	delete(objects, "nodes")
+	c.Objects = objects
+	return c, nil
+}
+
+// countObjects counts, cluster-wide, the objects whose number changes what a controller's caches
+// and the API server's watches carry.
+func (r *Runner) countObjects(ctx context.Context) (map[string]int, error) {
+	objects := map[string]int{}
+	counts := []struct {
+		name string
+		gvk  schema.GroupVersionKind
+	}{
+		{"nodes", corev1.SchemeGroupVersion.WithKind("NodeList")},
+		{"pods", corev1.SchemeGroupVersion.WithKind("PodList")},
+		{"sandboxes", agentsv1beta1.GroupVersion.WithKind("SandboxList")},
+		{"sandboxclaims", extensionsv1beta1.GroupVersion.WithKind("SandboxClaimList")},
+		{"sandboxwarmpools", extensionsv1beta1.GroupVersion.WithKind("SandboxWarmPoolList")},
+	}
+	for _, k := range counts {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(k.gvk)
+		if err := r.c.List(ctx, list); err != nil {
+			return nil, fmt.Errorf("counting %s: %w", k.name, err)
+		}
+		objects[k.name] = len(list.Items)
+	}
+	return objects, nil
+}
+
+// namespace creates the scenario's namespace; the returned function deletes it and everything
+// the scenario made in it (explicitly, since a bare API server runs no garbage collector).
+func (r *Runner) namespace(ctx context.Context) (string, func(), error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "paddock-bench-"}}
+	if err := r.c.Create(ctx, ns); err != nil {
+		return "", nil, fmt.Errorf("creating the scenario namespace: %w", err)
+	}
+	cleanup := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, obj := range []client.Object{
+			&extensionsv1beta1.SandboxClaim{}, &extensionsv1beta1.SandboxWarmPool{},
+			&agentsv1beta1.Sandbox{}, &extensionsv1beta1.SandboxTemplate{},
+		} {
+			if err := r.c.DeleteAllOf(ctx, obj, client.InNamespace(ns.Name)); err != nil {
+				klog.FromContext(ctx).Error(err, "Cleaning up the scenario namespace", "namespace", ns.Name)
+			}
+		}
+		// Wait for the deletions to be processed, so that their writes and reconciles do not
+		// land in the next scenario's numbers. Pods are left to the garbage collector.
+		if err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
+			return r.namespaceEmpty(ctx, ns.Name)
+		}); err != nil {
+			klog.FromContext(ctx).Error(err, "Scenario objects still present after cleanup", "namespace", ns.Name)
+		}
+		if err := r.c.Delete(ctx, ns); err != nil {
+			klog.FromContext(ctx).Error(err, "Deleting the scenario namespace", "namespace", ns.Name)
+		}
+	}
+	return ns.Name, cleanup, nil
+}
+
+// namespaceEmpty reports whether no claim or Sandbox is left in ns.
+func (r *Runner) namespaceEmpty(ctx context.Context, ns string) (bool, error) {
+	for _, list := range []client.ObjectList{&extensionsv1beta1.SandboxClaimList{}, &agentsv1beta1.SandboxList{}} {
+		if err := r.c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		if meta.LenList(list) > 0 {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// poolFull reports whether the pool has replicas Ready members that no claim has taken. It counts
+// members through status.selector rather than trusting status.readyReplicas, which lags behind
+// adoptions for a moment and would end a refill wait before it began.
+func (r *Runner) poolFull(ctx context.Context, ns string, replicas int) (bool, error) {
+	pool := &extensionsv1beta1.SandboxWarmPool{}
+	if err := r.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: poolName}, pool); err != nil {
+		return false, err
+	}
+	if int(pool.Status.ReadyReplicas) < replicas || pool.Status.Selector == "" {
+		return int(pool.Status.ReadyReplicas) >= replicas, nil
+	}
+	sel, err := labels.Parse(pool.Status.Selector)
+	if err != nil {
+		return false, fmt.Errorf("pool status.selector %q: %w", pool.Status.Selector, err)
+	}
+	list := &agentsv1beta1.SandboxList{}
+	if err := r.c.List(ctx, list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return false, err
+	}
+	ready := 0
+	for _, sb := range list.Items {
+		owner := metav1.GetControllerOf(&sb)
+		if owner != nil && owner.Kind == "SandboxWarmPool" && sb.DeletionTimestamp == nil &&
+			meta.IsStatusConditionTrue(sb.Status.Conditions, readyCondition) {
+			ready++
+		}
+	}
+	return ready >= replicas, nil
+}
+
+// waitPoolFull polls until the pool is full or timeout passes.
+func (r *Runner) waitPoolFull(ctx context.Context, ns string, replicas int, timeout time.Duration) error {
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+		return r.poolFull(ctx, ns, replicas)
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("warm pool %s/%s did not reach %d Ready members within %s; is a controller serving SandboxWarmPools, and do its Pods become Ready?", ns, poolName, replicas, timeout)
+	}
+	return err
+}

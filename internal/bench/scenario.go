@@ -1,0 +1,204 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+)
+
+// Scenario is one bounded measurement.
+type Scenario struct {
+	Kind string
+	// PoolSize is the warm pool's replicas (warm only).
+	PoolSize int
+	// Count is how many claims (warm) or Sandboxes (cold) to create.
+	Count int
+	// Rate is creations per second; 0 creates all at once. Cold scenarios always create at once.
+	Rate float64
+	// Timeout bounds the wait for the pool to fill and, separately, for every object to be Ready.
+	Timeout time.Duration
+	// RefillWindow bounds the wait for the pool to be full again after the last claim, during
+	// which writes are still counted.
+	RefillWindow time.Duration
+}
+
+// Name describes the scenario in tables and file names.
+func (s Scenario) Name() string {
+	switch {
+	case s.Kind == KindCold:
+		return fmt.Sprintf("cold, %d Sandboxes at once", s.Count)
+	case s.Rate == 0:
+		return fmt.Sprintf("warm burst, %d claims, pool %d", s.Count, s.PoolSize)
+	default:
+		return fmt.Sprintf("warm %g/s, %d claims, pool %d", s.Rate, s.Count, s.PoolSize)
+	}
+}
+
+// Validate names the first field that makes the scenario impossible to run.
+func (s Scenario) Validate() error {
+	switch {
+	case s.Kind != KindWarm && s.Kind != KindCold:
+		return fmt.Errorf("scenario kind %q: use %q or %q", s.Kind, KindWarm, KindCold)
+	case s.Count < 1:
+		return fmt.Errorf("count %d: create at least one object", s.Count)
+	case s.Kind == KindWarm && s.PoolSize < 1:
+		return fmt.Errorf("pool size %d: a warm scenario needs a pool of at least 1", s.PoolSize)
+	case s.Rate < 0:
+		return fmt.Errorf("rate %g: use a positive rate per second, or 0 for all at once", s.Rate)
+	case s.Timeout <= 0:
+		return fmt.Errorf("timeout %s: every scenario needs a positive bound", s.Timeout)
+	}
+	return nil
+}
+
+// Run runs one scenario in a namespace of its own and deletes the namespace afterwards.
+func (r *Runner) Run(ctx context.Context, s Scenario) (Result, error) {
+	if err := s.Validate(); err != nil {
+		return Result{}, err
+	}
+	ns, cleanup, err := r.namespace(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	defer cleanup()
+	log := klog.FromContext(ctx).WithValues("scenario", s.Name(), "namespace", ns)
+	if s.Kind == KindWarm {
+		if err := r.fillPool(ctx, ns, s); err != nil {
+			return Result{}, err
+		}
+		log.Info("Warm pool is full; creating claims")
+	}
+	objects, err := r.countObjects(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := r.measure(ctx, ns, s)
+	if err != nil {
+		return Result{}, err
+	}
+	res.ObjectsBefore = objects
+	log.Info("Scenario done", "ready", res.Ready, "p50", res.Latency.P50, "p99", res.Latency.P99, "writesPerObject", res.WritesPerClaim)
+	return res, nil
+}
+
+func (r *Runner) fillPool(ctx context.Context, ns string, s Scenario) error {
+	if err := r.c.Create(ctx, newTemplate(ns, r.image)); err != nil {
+		return fmt.Errorf("creating SandboxTemplate %s/%s: %w", ns, templateName, err)
+	}
+	if err := r.c.Create(ctx, newPool(ns, s.PoolSize)); err != nil {
+		return fmt.Errorf("creating SandboxWarmPool %s/%s: %w", ns, poolName, err)
+	}
+	return r.waitPoolFull(ctx, ns, s.PoolSize, s.Timeout)
+}
+
+// measure creates the objects, waits for them to be Ready (and the pool to refill) and counts
+// the API writes in between.
+func (r *Runner) measure(ctx context.Context, ns string, s Scenario) (Result, error) {
+	tr := newTracker(s.Count)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	var list client.ObjectList = &extensionsv1beta1.SandboxClaimList{}
+	if s.Kind == KindCold {
+		list = &agentsv1beta1.SandboxList{}
+	}
+	if err := watchReady(watchCtx, r.c, list, ns, tr); err != nil {
+		return Result{}, err
+	}
+	before, err := r.Writes(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	t0 := time.Now()
+	r.create(ctx, ns, s, tr)
+	waitCtx, cancel := context.WithTimeout(ctx, s.Timeout)
+	tr.wait(waitCtx)
+	cancel()
+	res := result(s, t0, tr)
+	if s.Kind == KindWarm {
+		refillStart := time.Now()
+		res.RefillComplete = r.waitPoolFull(ctx, ns, s.PoolSize, s.RefillWindow) == nil
+		res.RefillSeconds = time.Since(refillStart).Seconds()
+	}
+	after, err := r.Writes(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	res.Writes = after.Sub(before)
+	res.WritesPerClaim = res.Writes.Total() / float64(s.Count)
+	return res, nil
+}
+
+// create issues the creates open-loop: each at its slot on the rate's schedule, in its own
+// goroutine, so a slow API call delays no later create. It returns once every call returned.
+func (r *Runner) create(ctx context.Context, ns string, s Scenario, tr *tracker) {
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range s.Count {
+		if s.Rate > 0 && s.Kind == KindWarm {
+			slot := start.Add(time.Duration(float64(i) / s.Rate * float64(time.Second)))
+			if d := time.Until(slot); d > 0 {
+				timer := time.NewTimer(d)
+				select {
+				case <-ctx.Done():
+					timer.Stop()
+					wg.Wait()
+					return
+				case <-timer.C:
+				}
+			}
+		}
+		var obj client.Object
+		if s.Kind == KindCold {
+			obj = newSandbox(ns, objectName("sb", i), r.image)
+		} else {
+			obj = newClaim(ns, objectName("claim", i))
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tr.start(obj.GetName(), time.Now())
+			if err := r.c.Create(ctx, obj); err != nil {
+				tr.fail(obj.GetName(), err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// result turns the tracker's times into samples and statistics.
+func result(s Scenario, t0 time.Time, tr *tracker) Result {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	res := Result{Name: s.Name(), Kind: s.Kind, Count: s.Count, Rate: s.Rate, PoolSize: s.PoolSize, Writes: Writes{}}
+	var latencies []float64
+	var last time.Time
+	for name, started := range tr.started {
+		smp := Sample{Name: name, StartSeconds: started.Sub(t0).Seconds()}
+		if err, failed := tr.failed[name]; failed {
+			smp.Error = err.Error()
+			res.Failed++
+		} else if at, ok := tr.ready[name]; ok {
+			smp.Ready, smp.LatencySeconds = true, at.Sub(started).Seconds()
+			latencies = append(latencies, smp.LatencySeconds)
+			res.Ready++
+			if at.After(last) {
+				last = at
+			}
+		}
+		res.Samples = append(res.Samples, smp)
+	}
+	sort.Slice(res.Samples, func(i, j int) bool { return res.Samples[i].Name < res.Samples[j].Name })
+	res.Latency = Summarize(latencies)
+	if res.Ready > 0 {
+		res.AllReadySeconds = last.Sub(t0).Seconds()
+	}
+	return res
+}

@@ -53,7 +53,7 @@ func (cl *cluster) installPaddock(ctx context.Context) (string, bool, error) {
 		return "", false, err
 	}
 	for _, obj := range objs {
-		if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
 			return "", false, fmt.Errorf("applying %s %s from dist/paddock.yaml: %w", obj.GetKind(), obj.GetName(), err)
 		}
 	}

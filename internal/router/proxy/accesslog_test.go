@@ -13,7 +13,7 @@ import (
 func TestOneAccessLogLinePerRequest(t *testing.T) {
 	var mu sync.Mutex
 	var lines []string
-	logger := funcr.New(func(prefix, args string) {
+	logger := funcr.New(func(_, args string) {
 		mu.Lock()
 		defer mu.Unlock()
 		lines = append(lines, args)

@@ -55,7 +55,7 @@ func New(cfg Config) *Handler {
 	if base == nil {
 		base = NewTransport(cfg.Resolver.Policy, 30*time.Second, 30*time.Second)
 	}
-	var rt http.RoundTripper = base
+	rt := base
 	if cfg.Retry.Max > 0 {
 		rt = &retryTransport{base: base, policy: cfg.Retry, onRetry: func(r *http.Request) {
 			cfg.Metrics.UpstreamRetries.WithLabelValues(stateOf(r.Context()).namespaceLabel).Inc()

@@ -224,7 +224,7 @@ func (h *hookTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func TestTransportRefusesLoopbackWithoutTestPolicy(t *testing.T) {
-	port := upstream(t, func(w http.ResponseWriter, _ *http.Request) {})
+	port := upstream(t, func(_ http.ResponseWriter, _ *http.Request) {})
 	client := &http.Client{Transport: NewTransport(headers.Policy{}, time.Second, time.Second)}
 	// "localhost" stands for any DNS name that resolves to a refused address.
 	_, err := client.Get("http://localhost:" + port + "/")
@@ -237,7 +237,7 @@ func TestTransportRefusesLoopbackWithoutTestPolicy(t *testing.T) {
 }
 
 func TestBodyLimit(t *testing.T) {
-	port := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+	port := upstream(t, func(_ http.ResponseWriter, r *http.Request) {
 		if _, err := io.Copy(io.Discard, r.Body); err != nil {
 			t.Log(err)
 		}
@@ -260,7 +260,7 @@ func TestBodyLimit(t *testing.T) {
 
 func TestClientTimeoutHeader(t *testing.T) {
 	release := make(chan struct{})
-	port := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+	port := upstream(t, func(_ http.ResponseWriter, r *http.Request) {
 		select {
 		case <-release:
 		case <-r.Context().Done():

@@ -48,7 +48,12 @@ func TestEndpoints(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- s.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
 	proxy, health, metrics := "http://"+s.Addr(ProxyHTTP), "http://"+s.Addr(Health), "http://"+s.Addr(Metrics)
 
 	type answer struct {

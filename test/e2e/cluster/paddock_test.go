@@ -3,15 +3,11 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
@@ -83,20 +79,11 @@ func testPaddockClaim(t *testing.T) {
 // applyExample creates the objects of one manifest under examples/ in ns.
 func applyExample(t *testing.T, ctx context.Context, c client.Client, ns, file string) {
 	t.Helper()
-	f, err := os.Open(filepath.Join(framework.RepoRoot(), "examples", file))
+	objs, err := framework.ReadExample(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			return
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
+	for _, u := range objs {
 		u.SetNamespace(ns)
 		if err := c.Create(ctx, u); err != nil {
 			t.Fatalf("creating %s %s from examples/%s: %v", u.GetKind(), u.GetName(), file, err)

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -9,8 +8,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -122,20 +119,11 @@ func TestExamplesApply(t *testing.T) {
 	}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			f, err := os.Open(file)
+			objs, err := framework.ReadExample(filepath.Base(file))
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer f.Close()
-			dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
-			for {
-				u := &unstructured.Unstructured{}
-				if err := dec.Decode(&u.Object); err != nil {
-					break
-				}
-				if len(u.Object) == 0 {
-					continue
-				}
+			for _, u := range objs {
 				u.SetNamespace(ns)
 				if err := env.Client.Create(ctx, u); err != nil {
 					t.Errorf("creating %s %s: %v", u.GetKind(), u.GetName(), err)

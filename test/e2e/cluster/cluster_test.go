@@ -37,6 +37,7 @@ func TestCluster(t *testing.T) {
 	t.Run("a pod serves HTTP to the host by pod IP, with logs, exec and DNS", testPodServes)
 	t.Run("a PVC binds and keeps data from one pod to the next", testVolume)
 	t.Run("a pod on a KWOK node goes Ready", testKWOKPod)
+	t.Run("paddock: a Sandbox keeps its volume across suspend and resume, resolves by name, expires", testSandboxLifecycle)
 	t.Run("paddock: a warm claim runs echo in sandboxd on the real node through the SDK", testPaddockClaim)
 	t.Run("dev down leaves no process, mount, interface or iptables rule", testDownIsClean)
 }

@@ -30,6 +30,8 @@ func testSandboxLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	sb := builder.MakeSandbox("lifecycle", ns).PodSpec(corev1.PodSpec{
+		// The shell does not forward SIGTERM; a short grace keeps suspend and expiry quick.
+		TerminationGracePeriodSeconds: ptr[int64](1),
 		Containers: []corev1.Container{{
 			Name: "web", Image: *imageFlag,
 			// The marker on the shell's command line lets the down test find a leftover process.

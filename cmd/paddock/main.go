@@ -1,9 +1,11 @@
 // Command paddock is Paddock's command-line tool. Each command group lives in a file of its own
-// (dev.go: the local cluster); main only assembles them.
+// (dev.go: the local cluster; internal/cli: the sandbox verbs, kept there so integration tests can
+// run them in-process); main only assembles them.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +15,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/paddock-dev/paddock/internal/cli"
 )
 
 func main() {
@@ -22,8 +26,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := newRootCommand().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "paddock:", err)
-		os.Exit(1)
+		// An *cli.ExitError carries a sandboxed command's exit code; its output is already printed.
+		var exit *cli.ExitError
+		if !errors.As(err, &exit) {
+			fmt.Fprintln(os.Stderr, "paddock:", err)
+		}
+		stop()
+		os.Exit(cli.ExitCode(err))
 	}
 }
 
@@ -35,5 +44,6 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newDevCommand())
+	cli.AddCommands(root)
 	return root
 }

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/paddock-dev/paddock/sdk"
+)
+
+func newExecCommand(g *Globals) *cobra.Command {
+	timeout := defaultTimeout
+	cmd := &cobra.Command{
+		Use:   "exec CLAIM -- COMMAND [ARG...]",
+		Short: "Run a command in a claim's sandbox and exit with its exit code",
+		Example: `  paddock exec my-agent -- python3 -c 'print(6*7)'
+
+  # Pipes and redirections need a shell inside the sandbox
+  paddock exec my-agent -- sh -c 'ls / | wc -l'
+
+  # Through the sandbox-router instead of straight to the pod IP
+  paddock exec my-agent --router-url http://sandbox-router-svc:8080 -- uname -a`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			_, _, err := SplitExecArgs(args, cmd.ArgsLenAtDash())
+			return err
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			claim, command, _ := SplitExecArgs(args, cmd.ArgsLenAtDash())
+			s, err := g.connect()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			sb, err := s.attach(ctx, claim)
+			if err != nil {
+				return err
+			}
+			defer sb.Close()
+			rt, err := sb.Runtime()
+			if err != nil {
+				return err
+			}
+			return RunExec(ctx, rt, command, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVar(&g.RouterURL, "router-url", "", "base URL of the sandbox-router (default: straight to the pod IP on port 8888)")
+	cmd.Flags().DurationVar(&timeout, "timeout", defaultTimeout, "how long to wait for the claim and the command")
+	return cmd
+}
+
+// SplitExecArgs splits `exec CLAIM -- COMMAND...` into the claim and the command words; dash is
+// cobra's ArgsLenAtDash (-1 when there was no "--").
+func SplitExecArgs(args []string, dash int) (string, []string, error) {
+	switch {
+	case dash < 0 && len(args) > 1:
+		return "", nil, errors.New(`separate the command with "--": paddock exec CLAIM -- COMMAND [ARG...]`)
+	case dash == 0 || len(args) == 0:
+		return "", nil, errors.New("CLAIM is missing: paddock exec CLAIM -- COMMAND [ARG...]")
+	case dash > 1:
+		return "", nil, fmt.Errorf("exec takes one CLAIM before \"--\", got %d: %q", dash, args[:dash])
+	case len(args) < 2:
+		return "", nil, errors.New(`COMMAND is missing after "--": paddock exec CLAIM -- COMMAND [ARG...]`)
+	}
+	return args[0], args[1:], nil
+}
+
+// RunExec runs command through the runtime, copies its output and returns an *ExitError with its
+// exit code when it did not exit 0.
+func RunExec(ctx context.Context, rt *sdk.Runtime, command []string, stdout, stderr io.Writer) error {
+	res, err := rt.Run(ctx, JoinCommand(command))
+	if err != nil {
+		return err
+	}
+	if _, err := io.WriteString(stdout, res.Stdout); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(stderr, res.Stderr); err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return &ExitError{Code: res.ExitCode}
+	}
+	return nil
+}
+
+// JoinCommand quotes the words for the runtime, which splits its command string like a POSIX
+// shell: each word comes back out exactly as given.
+func JoinCommand(words []string) string {
+	quoted := make([]string, len(words))
+	for i, w := range words {
+		if w != "" && strings.Trim(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+			quoted[i] = w
+			continue
+		}
+		quoted[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return strings.Join(quoted, " ")
+}

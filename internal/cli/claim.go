@@ -85,7 +85,7 @@ func runClaim(cmd *cobra.Command, g *Globals, o *claimOptions) error {
 		PodIP     string `json:"podIP"`
 		Latency   string `json:"latency"`
 	}{sb.ClaimName(), sb.Namespace(), sb.SandboxName(), ip, latency.Round(time.Millisecond).String()}
-	t := Table{Header: []string{"CLAIM", "SANDBOX", "POD IP", "LATENCY"}, Rows: [][]string{{out.Claim, out.Sandbox, out.PodIP, out.Latency}}}
+	t := Table{Header: []string{"CLAIM", "SANDBOX", "IP", "LATENCY"}, Rows: [][]string{{out.Claim, out.Sandbox, out.PodIP, out.Latency}}}
 	return Print(cmd.OutOrStdout(), g.Output, out, t)
 }
 

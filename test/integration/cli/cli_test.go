@@ -1,0 +1,177 @@
+// Package cli runs the paddock sandbox verbs in-process, as the binary assembles them, against a
+// real API server with every controller running (--extensions); the test plays the kubelet.
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace/noop"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/cli"
+	"github.com/paddock-dev/paddock/internal/manager"
+	"github.com/paddock-dev/paddock/test/builder"
+	"github.com/paddock-dev/paddock/test/framework"
+)
+
+var env *framework.Env
+
+func TestMain(m *testing.M) { framework.RunMain(m, &env, startControllers) }
+
+// startControllers runs one controller manager for the whole package, as main builds it.
+func startControllers(e *framework.Env) (func(), error) {
+	o := manager.NewOptions()
+	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
+	o.LeaderElect = false
+	o.Extensions = true
+	o.AllowDuplicateControllers = true
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	mgr, err := manager.NewManager(e.Config, e.Scheme, o)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := manager.SetupControllers(ctx, mgr, o, noop.NewTracerProvider()); err != nil {
+		cancel()
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Printf("manager stopped with error: %v\n", err)
+		}
+	}, nil
+}
+
+// kubeconfig writes a kubeconfig for the test API server whose context's namespace is ns, so the
+// commands find their namespace the way they would on a user's machine.
+func kubeconfig(t *testing.T, ns string) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
+	cfg.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: env.Config.CertData,
+		ClientKeyData: env.Config.KeyData, Token: env.Config.BearerToken}
+	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest", Namespace: ns}
+	cfg.CurrentContext = "envtest"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// paddock runs the root command with args and returns what it printed.
+func paddock(t *testing.T, kubeconfig string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	root := &cobra.Command{Use: "paddock", SilenceUsage: true, SilenceErrors: true}
+	cli.AddCommands(root)
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(append([]string{"--kubeconfig", kubeconfig}, args...))
+	err = root.ExecuteContext(framework.Context(t, framework.DefaultTimeout))
+	return out.String(), errOut.String(), err
+}
+
+// mustPaddock is paddock for commands that must succeed.
+func mustPaddock(t *testing.T, kubeconfig string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	stdout, stderr, err := paddock(t, kubeconfig, args...)
+	if err != nil {
+		t.Fatalf("paddock %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout, stderr)
+	}
+	return stdout, stderr
+}
+
+// playKubelet marks every Pod in ns Ready as soon as it exists, until the test ends.
+func playKubelet(t *testing.T, ns string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-stopped })
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			pods := &corev1.PodList{}
+			if err := env.Client.List(ctx, pods, client.InNamespace(ns)); err == nil {
+				for _, p := range pods.Items {
+					if p.DeletionTimestamp == nil && !podReady(&p) {
+						_, _ = framework.MarkPodReady(ctx, env.Client, client.ObjectKeyFromObject(&p))
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// makePool creates template "tpl" (claims may set env) and pool "pool" with n replicas in ns.
+func makePool(t *testing.T, ns string, n int32) {
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	tpl := builder.MakeTemplate("tpl", ns).EnvVarsInjectionPolicy(extensionsv1beta1.EnvVarsInjectionPolicyAllowed)
+	framework.MustCreate(t, ctx, env.Client, tpl.Obj())
+	framework.MustCreate(t, ctx, env.Client, builder.MakeWarmPool("pool", ns, "tpl").Replicas(n).Obj())
+}
+
+func getClaim(ctx context.Context, ns, name string) (*extensionsv1beta1.SandboxClaim, error) {
+	claim := &extensionsv1beta1.SandboxClaim{}
+	return claim, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, claim)
+}
+
+func listClaims(t *testing.T, ns string) []extensionsv1beta1.SandboxClaim {
+	t.Helper()
+	list := &extensionsv1beta1.SandboxClaimList{}
+	if err := env.Client.List(framework.Context(t, framework.DefaultTimeout), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// field returns the column col of the table row whose first column is name.
+func field(t *testing.T, table, name, col string) string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	header := strings.Fields(lines[0])
+	for _, l := range lines[1:] {
+		cells := strings.Fields(l)
+		if len(cells) != len(header) || cells[0] != name {
+			continue
+		}
+		for i, h := range header {
+			if h == col {
+				return cells[i]
+			}
+		}
+	}
+	t.Fatalf("no column %s for row %s in table:\n%s", col, name, table)
+	return ""
+}

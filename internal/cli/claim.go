@@ -42,6 +42,7 @@ func newClaimCommand(g *Globals) *cobra.Command {
 	cmd.Flags().StringVar(&o.Name, "name", "", "name of the claim (default: the pool name and a random suffix)")
 	cmd.Flags().StringArrayVar(&o.Env, "env", nil, "NAME=VALUE environment variable for the sandbox; repeat for more")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", defaultTimeout, "how long to wait for the claim to be Ready")
+	_ = cmd.RegisterFlagCompletionFunc("pool", completePools(g)) // fails only for an unknown flag
 	return cmd
 }
 
@@ -113,8 +114,9 @@ func newListCommand(g *Globals) *cobra.Command {
 
 func newGetCommand(g *Globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "get CLAIM",
-		Short: "Show one sandbox claim",
+		Use:               "get CLAIM",
+		ValidArgsFunction: completeClaims(g),
+		Short:             "Show one sandbox claim",
 		Example: `  paddock get my-agent
   paddock get my-agent -o json`,
 		Args: cobra.ExactArgs(1),
@@ -156,10 +158,11 @@ func (s *session) attach(ctx context.Context, name string) (*sdk.Sandbox, error)
 func newSuspendCommand(g *Globals) *cobra.Command {
 	timeout := defaultTimeout
 	cmd := &cobra.Command{
-		Use:     "suspend CLAIM",
-		Short:   "Suspend a claim's sandbox: its Pod is deleted, storage and Service are kept",
-		Example: `  paddock suspend my-agent`,
-		Args:    cobra.ExactArgs(1),
+		Use:               "suspend CLAIM",
+		ValidArgsFunction: completeClaims(g),
+		Short:             "Suspend a claim's sandbox: its Pod is deleted, storage and Service are kept",
+		Example:           `  paddock suspend my-agent`,
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := g.connect()
 			if err != nil {
@@ -186,10 +189,11 @@ func newSuspendCommand(g *Globals) *cobra.Command {
 func newResumeCommand(g *Globals) *cobra.Command {
 	timeout := defaultTimeout
 	cmd := &cobra.Command{
-		Use:     "resume CLAIM",
-		Short:   "Resume a suspended claim's sandbox and wait until it is Ready",
-		Example: `  paddock resume my-agent`,
-		Args:    cobra.ExactArgs(1),
+		Use:               "resume CLAIM",
+		ValidArgsFunction: completeClaims(g),
+		Short:             "Resume a suspended claim's sandbox and wait until it is Ready",
+		Example:           `  paddock resume my-agent`,
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := g.connect()
 			if err != nil {
@@ -227,11 +231,12 @@ func newResumeCommand(g *Globals) *cobra.Command {
 
 func newDeleteCommand(g *Globals) *cobra.Command {
 	return &cobra.Command{
-		Use:     "delete CLAIM",
-		Aliases: []string{"release", "rm"},
-		Short:   "Release a claim: delete it and, with it, its sandbox",
-		Example: `  paddock delete my-agent`,
-		Args:    cobra.ExactArgs(1),
+		Use:               "delete CLAIM",
+		ValidArgsFunction: completeClaims(g),
+		Aliases:           []string{"release", "rm"},
+		Short:             "Release a claim: delete it and, with it, its sandbox",
+		Example:           `  paddock delete my-agent`,
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := g.connect()
 			if err != nil {

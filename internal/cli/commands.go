@@ -49,6 +49,7 @@ func AddCommands(root *cobra.Command) {
 	fs.StringVar(&g.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
 	fs.StringVarP(&g.Namespace, "namespace", "n", "", "namespace of the claims and pools (default: the kubeconfig context's namespace)")
 	fs.StringVarP(&g.Output, "output", "o", OutputTable, "output format of lists and objects: table, json or yaml")
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{OutputTable, OutputJSON, OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	root.AddCommand(newClaimCommand(g), newListCommand(g), newGetCommand(g), newExecCommand(g),
 		newSuspendCommand(g), newResumeCommand(g), newDeleteCommand(g), newPoolCommand(g))
 }

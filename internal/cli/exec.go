@@ -15,8 +15,9 @@ import (
 func newExecCommand(g *Globals) *cobra.Command {
 	timeout := defaultTimeout
 	cmd := &cobra.Command{
-		Use:   "exec CLAIM -- COMMAND [ARG...]",
-		Short: "Run a command in a claim's sandbox and exit with its exit code",
+		Use:               "exec CLAIM -- COMMAND [ARG...]",
+		ValidArgsFunction: completeClaims(g),
+		Short:             "Run a command in a claim's sandbox and exit with its exit code",
 		Example: `  paddock exec my-agent -- python3 -c 'print(6*7)'
 
   # Pipes and redirections need a shell inside the sandbox

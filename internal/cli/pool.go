@@ -42,10 +42,11 @@ func newPoolCommand(g *Globals) *cobra.Command {
 func newPoolScaleCommand(g *Globals) *cobra.Command {
 	replicas := -1
 	cmd := &cobra.Command{
-		Use:     "scale POOL --replicas N",
-		Short:   "Set a warm pool's replicas through its scale subresource",
-		Example: `  paddock pool scale python --replicas 5`,
-		Args:    cobra.ExactArgs(1),
+		Use:               "scale POOL --replicas N",
+		ValidArgsFunction: completePools(g),
+		Short:             "Set a warm pool's replicas through its scale subresource",
+		Example:           `  paddock pool scale python --replicas 5`,
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("replicas") {
 				return fmt.Errorf("--replicas is required: the number of warm sandboxes to keep, e.g. --replicas 3")

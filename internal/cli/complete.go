@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+)
+
+// completeClaims completes the first argument with the names of the claims in the namespace.
+// Completion must never print errors into the user's shell, so a failure completes nothing.
+func completeClaims(g *Globals) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		s, err := g.connect()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		list := &extensionsv1beta1.SandboxClaimList{}
+		if err := s.kube.List(cmd.Context(), list, client.InNamespace(s.namespace)); err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		names := make([]cobra.Completion, 0, len(list.Items))
+		for _, c := range list.Items {
+			names = append(names, c.Name)
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completePools completes the first argument, or --pool, with the warm pools in the namespace.
+func completePools(g *Globals) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 && cmd.Name() == "scale" {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		s, err := g.connect()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		list := &extensionsv1beta1.SandboxWarmPoolList{}
+		if err := s.kube.List(cmd.Context(), list, client.InNamespace(s.namespace)); err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		names := make([]cobra.Completion, 0, len(list.Items))
+		for _, p := range list.Items {
+			names = append(names, p.Name)
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+}

@@ -25,6 +25,7 @@ func TestClaimListGetSuspendResumeDelete(t *testing.T) {
 	makePool(t, ns, 1)
 
 	stdout, stderr := mustPaddock(t, kc, "claim", "--pool", "pool", "--name", "agent", "--env", "A=1", "--timeout", "1m")
+	t.Logf("paddock claim:\n%s", stdout)
 	if !strings.Contains(stderr, "waiting for claim agent to be Ready...") {
 		t.Errorf("stderr = %q, want the progress line", stderr)
 	}
@@ -45,6 +46,7 @@ func TestClaimListGetSuspendResumeDelete(t *testing.T) {
 	}
 
 	stdout, _ = mustPaddock(t, kc, "ls")
+	t.Logf("paddock ls:\n%s", stdout)
 	if got := []string{field(t, stdout, "agent", "READY"), field(t, stdout, "agent", "SANDBOX")}; !cmp.Equal(got, []string{"True", sandbox}) {
 		t.Errorf("ls READY, SANDBOX = %v, want [True %s]:\n%s", got, sandbox, stdout)
 	}
@@ -191,4 +193,55 @@ func TestBadInputNamesTheProblemAndChangesNothing(t *testing.T) {
 	if err := env.Client.Get(framework.Context(t, framework.DefaultTimeout), client.ObjectKey{Namespace: ns, Name: "pool"}, pool); err != nil || *pool.Spec.Replicas != 0 {
 		t.Errorf("pool after bad scale: %v, %v; want replicas still 0", pool.Spec.Replicas, err)
 	}
+}
+
+func TestCompletionListsClaimsAndPools(t *testing.T) {
+	ns := env.Namespace(t)
+	kc := kubeconfig(t, ns)
+	makePool(t, ns, 0)
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	framework.MustCreate(t, ctx, env.Client, builder.MakeClaim("first", ns, "pool").Obj())
+	framework.MustCreate(t, ctx, env.Client, builder.MakeClaim("second", ns, "pool").Obj())
+
+	for _, verb := range []string{"get", "suspend", "resume", "delete", "exec"} {
+		stdout := mustComplete(t, kc, verb, "")
+		if diff := cmp.Diff([]string{"first", "second"}, stdout); diff != "" {
+			t.Errorf("completing %s CLAIM (-want +got):\n%s", verb, diff)
+		}
+	}
+	if diff := cmp.Diff([]string{"pool"}, mustComplete(t, kc, "claim", "--pool", "")); diff != "" {
+		t.Errorf("completing --pool (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"pool"}, mustComplete(t, kc, "pool", "scale", "")); diff != "" {
+		t.Errorf("completing pool scale POOL (-want +got):\n%s", diff)
+	}
+}
+
+// mustComplete runs cobra's __complete as the shell scripts do and returns the candidates.
+func mustComplete(t *testing.T, kc string, args ...string) []string {
+	t.Helper()
+	stdout, _ := mustPaddock(t, kc, append([]string{"__complete"}, args...)...)
+	var got []string
+	for _, line := range strings.Split(stdout, "\n") {
+		if line != "" && !strings.HasPrefix(line, ":") && !strings.HasPrefix(line, "Completion ended") {
+			got = append(got, line)
+		}
+	}
+	return got
+}
+
+func TestClaimTimeoutDeletesTheClaim(t *testing.T) {
+	ns := env.Namespace(t)
+	kc := kubeconfig(t, ns)
+	makePool(t, ns, 0) // and no kubelet: the claim's sandbox never becomes Ready
+	_, stderr, err := paddock(t, kc, "claim", "--pool", "pool", "--name", "stuck", "--timeout", "1s")
+	if err == nil || !strings.Contains(err.Error(), "SandboxClaim "+ns+"/stuck") || !strings.Contains(stderr, "waiting for claim stuck") {
+		t.Fatalf("err = %v, stderr %q; want a not-Ready error naming the claim after the progress line", err, stderr)
+	}
+	framework.Eventually(t, func(ctx context.Context) error {
+		if _, err := getClaim(ctx, ns, "stuck"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("claim stuck still there after the timeout (err %v)", err)
+		}
+		return nil
+	})
 }

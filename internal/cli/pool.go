@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -51,8 +52,8 @@ func newPoolScaleCommand(g *Globals) *cobra.Command {
 			if !cmd.Flags().Changed("replicas") {
 				return fmt.Errorf("--replicas is required: the number of warm sandboxes to keep, e.g. --replicas 3")
 			}
-			if replicas < 0 {
-				return fmt.Errorf("--replicas %d: must be 0 or more", replicas)
+			if replicas < 0 || replicas > math.MaxInt32 {
+				return fmt.Errorf("--replicas %d: must be between 0 and %d", replicas, math.MaxInt32)
 			}
 			s, err := g.connect()
 			if err != nil {

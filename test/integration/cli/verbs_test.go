@@ -138,7 +138,7 @@ func TestPoolListAndScale(t *testing.T) {
 	if pool.Spec.Replicas == nil || *pool.Spec.Replicas != 2 || pool.Spec.TemplateRef.Name != "tpl" {
 		t.Errorf("pool spec after scale = %+v, want replicas 2 and the template kept", pool.Spec)
 	}
-	framework.Eventually(t, func(ctx context.Context) error {
+	framework.Eventually(t, func(context.Context) error {
 		stdout, _, err := paddock(t, kc, "pool", "ls", "-o", "yaml")
 		if err != nil {
 			return err
@@ -176,7 +176,8 @@ func TestBadInputNamesTheProblemAndChangesNothing(t *testing.T) {
 		{[]string{"exec", "x", "true"}, `separate the command with "--"`},
 		{[]string{"exec", "x", "--"}, `COMMAND is missing after "--"`},
 		{[]string{"pool", "scale", "pool"}, "--replicas is required"},
-		{[]string{"pool", "scale", "pool", "--replicas", "-1"}, "--replicas -1: must be 0 or more"},
+		{[]string{"pool", "scale", "pool", "--replicas", "-1"}, "--replicas -1: must be between 0 and"},
+		{[]string{"pool", "scale", "pool", "--replicas", "3000000000"}, "--replicas 3000000000: must be between 0 and 2147483647"},
 		{[]string{"pool", "scale", "missing", "--replicas", "1"}, fmt.Sprintf(`warm pool "missing" not found in namespace %q`, ns)},
 		{[]string{"ls", "--kubeconfig", "/nonexistent/kubeconfig"}, `--kubeconfig "/nonexistent/kubeconfig"`},
 	}

@@ -21,7 +21,9 @@ type Globals struct {
 	Kubeconfig string
 	Namespace  string
 	Output     string
-	RouterURL  string
+	// RouterURL and RuntimePort are exec's flags, the SDK's Options.RouterURL and RuntimePort.
+	RouterURL   string
+	RuntimePort int
 }
 
 // ExitError ends the program with Code and no message: the command already said what happened
@@ -78,7 +80,7 @@ func (g *Globals) connect() (*session, error) {
 			return nil, fmt.Errorf("reading the namespace from the kubeconfig context: %w; pass -n NAMESPACE", err)
 		}
 	}
-	return newSession(cfg, ns, sdk.Options{RouterURL: g.RouterURL})
+	return newSession(cfg, ns, sdk.Options{RouterURL: g.RouterURL, RuntimePort: g.RuntimePort})
 }
 
 func newSession(cfg *rest.Config, namespace string, opts sdk.Options) (*session, error) {

@@ -31,6 +31,9 @@ func newExecCommand(g *Globals) *cobra.Command {
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			claim, command, _ := SplitExecArgs(args, cmd.ArgsLenAtDash())
+			if g.RuntimePort < 1 || g.RuntimePort > 65535 {
+				return fmt.Errorf("--runtime-port %d: must be between 1 and 65535 (default 8888)", g.RuntimePort)
+			}
 			s, err := g.connect()
 			if err != nil {
 				return err
@@ -50,6 +53,7 @@ func newExecCommand(g *Globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&g.RouterURL, "router-url", "", "base URL of the sandbox-router (default: straight to the pod IP on port 8888)")
+	cmd.Flags().IntVar(&g.RuntimePort, "runtime-port", 8888, "the runtime's port on the pod: the legacy runtime API that sandboxd and the Python runtime serve")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultTimeout, "how long to wait for the claim and the command")
 	return cmd
 }

@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/paddock-dev/paddock/internal/cli"
+	"github.com/paddock-dev/paddock/sdk"
+	"github.com/paddock-dev/paddock/test/framework"
+)
+
+// loopbackRuntime serves the legacy POST /execute on 127.0.0.1 and records the commands: the
+// sandbox runtime the real Pod would run. A command containing "fail" exits 3.
+func loopbackRuntime(t *testing.T) (port int, commands func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Command string `json:"command"`
+		}
+		if r.Method != http.MethodPost || r.URL.Path != "/execute" || json.NewDecoder(r.Body).Decode(&body) != nil {
+			http.Error(w, "want POST /execute with a JSON command", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		got = append(got, body.Command)
+		mu.Unlock()
+		res := sdk.Result{Stdout: "ran " + body.Command + "\n", Stderr: "note\n"}
+		if strings.Contains(body.Command, "fail") {
+			res.ExitCode = 3
+		}
+		_ = json.NewEncoder(w).Encode(res)
+	}))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return l.Addr().(*net.TCPAddr).Port, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), got...)
+	}
+}
+
+// playLoopbackKubelet marks every Pod in ns Ready with the address 127.0.0.1, so the CLI's
+// direct-to-pod-IP requests reach loopbackRuntime.
+func playLoopbackKubelet(t *testing.T, ns string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-stopped })
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			pods := &corev1.PodList{}
+			if err := env.Client.List(ctx, pods, client.InNamespace(ns)); err == nil {
+				for _, p := range pods.Items {
+					if p.DeletionTimestamp == nil && !podReady(&p) {
+						markLoopbackReady(ctx, client.ObjectKeyFromObject(&p))
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+func markLoopbackReady(ctx context.Context, key client.ObjectKey) {
+	if _, err := framework.MarkPodRunning(ctx, env.Client, key, "127.0.0.1"); err != nil {
+		return // retried on the next tick
+	}
+	_, _ = framework.UpdatePodStatus(ctx, env.Client, key, func(p *corev1.Pod) {
+		framework.SetPodCondition(p, corev1.PodReady, corev1.ConditionTrue, "")
+	})
+}
+
+func TestExecRunsTheCommandAndPassesItsExitCode(t *testing.T) {
+	ns := env.Namespace(t)
+	kc := kubeconfig(t, ns)
+	port, commands := loopbackRuntime(t)
+	playLoopbackKubelet(t, ns)
+	makePool(t, ns, 1)
+	mustPaddock(t, kc, "claim", "--pool", "pool", "--name", "agent")
+	rp := strconv.Itoa(port)
+
+	stdout, stderr := mustPaddock(t, kc, "exec", "agent", "--runtime-port", rp, "--", "python3", "-c", "print(6*7)")
+	if stdout != "ran python3 -c 'print(6*7)'\n" || stderr != "note\n" {
+		t.Errorf("exec stdout %q stderr %q, want the runtime's output passed through", stdout, stderr)
+	}
+	stdout, _, err := paddock(t, kc, "exec", "agent", "--runtime-port", rp, "--", "sh", "-c", "fail now")
+	if cli.ExitCode(err) != 3 || stdout != "ran sh -c 'fail now'\n" {
+		t.Errorf("exec of a failing command: err %v (exit code %d), stdout %q; want exit code 3 and the output", err, cli.ExitCode(err), stdout)
+	}
+	if _, _, err := paddock(t, kc, "exec", "agent", "--runtime-port", "0", "--", "true"); err == nil || !strings.Contains(err.Error(), "--runtime-port 0") {
+		t.Errorf("exec --runtime-port 0: err = %v, want it to name the flag", err)
+	}
+	want := []string{"python3 -c 'print(6*7)'", "sh -c 'fail now'"}
+	if diff := cmp.Diff(want, commands()); diff != "" {
+		t.Errorf("commands the runtime ran (-want +got):\n%s", diff)
+	}
+}

@@ -3,9 +3,12 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -115,7 +118,21 @@ func TestExecRunsTheCommandAndPassesItsExitCode(t *testing.T) {
 	if _, _, err := paddock(t, kc, "exec", "agent", "--runtime-port", "0", "--", "true"); err == nil || !strings.Contains(err.Error(), "--runtime-port 0") {
 		t.Errorf("exec --runtime-port 0: err = %v, want it to name the flag", err)
 	}
-	want := []string{"python3 -c 'print(6*7)'", "sh -c 'fail now'"}
+	// The binary itself must exit with the command's code and print no error of its own.
+	bin := filepath.Join(t.TempDir(), "paddock")
+	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(framework.RepoRoot(), "cmd", "paddock")).CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/paddock: %v\n%s", err, out)
+	}
+	var procOut, procErr strings.Builder
+	proc := exec.Command(bin, "--kubeconfig", kc, "exec", "agent", "--runtime-port", rp, "--", "fail", "again")
+	proc.Stdout, proc.Stderr = &procOut, &procErr
+	err = proc.Run()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 3 || procOut.String() != "ran fail again\n" || procErr.String() != "note\n" {
+		t.Errorf("paddock binary: %v, stdout %q, stderr %q; want exit status 3 with only the command's output", err, procOut.String(), procErr.String())
+	}
+
+	want := []string{"python3 -c 'print(6*7)'", "sh -c 'fail now'", "fail again"}
 	if diff := cmp.Diff(want, commands()); diff != "" {
 		t.Errorf("commands the runtime ran (-want +got):\n%s", diff)
 	}

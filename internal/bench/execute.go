@@ -26,6 +26,9 @@ func Execute(ctx context.Context, o *Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.KWOK {
+		runner.PlaceOnKWOK()
+	}
 	conds, err := runner.Conditions(ctx)
 	if err != nil {
 		return nil, err

@@ -21,16 +21,32 @@ const (
 // image starts fast and uses almost nothing.
 const DefaultImage = "registry.k8s.io/pause:3.10"
 
-func blueprint(image string) agentsv1beta1.SandboxBlueprint {
-	return agentsv1beta1.SandboxBlueprint{PodTemplate: agentsv1beta1.PodTemplate{Spec: corev1.PodSpec{
-		Containers: []corev1.Container{{Name: "main", Image: image}},
-	}}}
+// KWOK's conventional node label and taint, which fake nodes carry (kwok's own examples and
+// `paddock dev up` use them).
+const (
+	kwokNodeLabelKey   = "type"
+	kwokNodeLabelValue = "kwok"
+	kwokTaintKey       = "kwok.x-k8s.io/node"
+	kwokTaintValue     = "fake"
+)
+
+// blueprint is what every benchmark Sandbox runs. onKWOK places its Pod on KWOK's fake nodes,
+// where it becomes Ready without a container, so the numbers measure the control plane alone.
+func blueprint(image string, onKWOK bool) agentsv1beta1.SandboxBlueprint {
+	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: image}}}
+	if onKWOK {
+		spec.NodeSelector = map[string]string{kwokNodeLabelKey: kwokNodeLabelValue}
+		spec.Tolerations = []corev1.Toleration{{
+			Key: kwokTaintKey, Operator: corev1.TolerationOpEqual, Value: kwokTaintValue, Effect: corev1.TaintEffectNoSchedule,
+		}}
+	}
+	return agentsv1beta1.SandboxBlueprint{PodTemplate: agentsv1beta1.PodTemplate{Spec: spec}}
 }
 
-func newTemplate(ns, image string) *extensionsv1beta1.SandboxTemplate {
+func newTemplate(ns, image string, onKWOK bool) *extensionsv1beta1.SandboxTemplate {
 	return &extensionsv1beta1.SandboxTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: templateName, Namespace: ns},
-		Spec:       extensionsv1beta1.SandboxTemplateSpec{SandboxBlueprint: blueprint(image)},
+		Spec:       extensionsv1beta1.SandboxTemplateSpec{SandboxBlueprint: blueprint(image, onKWOK)},
 	}
 }
 
@@ -51,10 +67,10 @@ func newClaim(ns, name string) *extensionsv1beta1.SandboxClaim {
 	}
 }
 
-func newSandbox(ns, name, image string) *agentsv1beta1.Sandbox {
+func newSandbox(ns, name, image string, onKWOK bool) *agentsv1beta1.Sandbox {
 	return &agentsv1beta1.Sandbox{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       agentsv1beta1.SandboxSpec{SandboxBlueprint: blueprint(image)},
+		Spec:       agentsv1beta1.SandboxSpec{SandboxBlueprint: blueprint(image, onKWOK)},
 	}
 }
 

@@ -19,6 +19,7 @@ type Options struct {
 	Timeout      time.Duration
 	RefillWindow time.Duration
 	Image        string
+	KWOK         bool
 	Out          string
 	Note         string
 }
@@ -46,6 +47,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "bound on filling the pool and, separately, on every object becoming Ready, per scenario")
 	fs.DurationVar(&o.RefillWindow, "refill-window", o.RefillWindow, "bound on waiting for the pool to refill after a warm scenario (writes are counted until it is full)")
 	fs.StringVar(&o.Image, "image", o.Image, "container image of the sandboxes")
+	fs.BoolVar(&o.KWOK, "kwok", o.KWOK, "place the sandboxes on KWOK fake nodes (node label type=kwok, taint kwok.x-k8s.io/node=fake:NoSchedule)")
 	fs.StringVar(&o.Out, "out", o.Out, "directory for report.json, report.md and the latency plots")
 	fs.StringVar(&o.Note, "note", o.Note, "conditions to record with the numbers (where the control plane runs, fsync, load)")
 }

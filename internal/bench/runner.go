@@ -35,6 +35,8 @@ type Runner struct {
 	raw   rest.Interface
 	disc  discovery.ServerVersionInterface
 	image string
+	// onKWOK places the sandboxes on KWOK nodes; see PlaceOnKWOK.
+	onKWOK bool
 }
 
 // NewRunner builds the clients. It lifts the client-side rate limit: the harness must not be the
@@ -197,3 +199,6 @@ func (r *Runner) waitPoolFull(ctx context.Context, ns string, replicas int, time
 	}
 	return err
 }
+
+// PlaceOnKWOK makes every Sandbox of the run select and tolerate KWOK's fake nodes.
+func (r *Runner) PlaceOnKWOK() { r.onKWOK = true }

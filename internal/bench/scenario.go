@@ -90,7 +90,7 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (Result, error) {
 }
 
 func (r *Runner) fillPool(ctx context.Context, ns string, s Scenario) error {
-	if err := r.c.Create(ctx, newTemplate(ns, r.image)); err != nil {
+	if err := r.c.Create(ctx, newTemplate(ns, r.image, r.onKWOK)); err != nil {
 		return fmt.Errorf("creating SandboxTemplate %s/%s: %w", ns, templateName, err)
 	}
 	if err := r.c.Create(ctx, newPool(ns, s.PoolSize)); err != nil {
@@ -157,7 +157,7 @@ func (r *Runner) create(ctx context.Context, ns string, s Scenario, tr *tracker)
 		}
 		var obj client.Object
 		if s.Kind == KindCold {
-			obj = newSandbox(ns, objectName("sb", i), r.image)
+			obj = newSandbox(ns, objectName("sb", i), r.image, r.onKWOK)
 		} else {
 			obj = newClaim(ns, objectName("claim", i))
 		}

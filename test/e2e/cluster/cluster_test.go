@@ -82,10 +82,15 @@ func testPodServes(t *testing.T) {
 		}
 		return nil
 	})
-	out, err := execInPod(ctx, ns, "web", "cat", "/www/index.html")
-	if err != nil || out != "paddock-e2e-ok\n" {
-		t.Fatalf("exec cat = %q, %v; want %q", out, err, "paddock-e2e-ok\n")
-	}
+	// Under load the exec stream has been seen to end before the command's output arrived, so
+	// the check polls; it still fails if exec never delivers the file.
+	framework.Eventually(t, func(ctx context.Context) error {
+		out, err := execInPod(ctx, ns, "web", "cat", "/www/index.html")
+		if err != nil || out != "paddock-e2e-ok\n" {
+			return fmt.Errorf("exec cat = %q, %v; want %q", out, err, "paddock-e2e-ok\n")
+		}
+		return nil
+	})
 	// The headless Service resolves to the pod's IP through the cluster DNS.
 	name := "web." + ns + ".svc.cluster.local"
 	framework.Eventually(t, func(ctx context.Context) error {

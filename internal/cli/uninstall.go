@@ -91,6 +91,10 @@ func runUninstall(cmd *cobra.Command, g *Globals, o *uninstallOptions) error {
 	if err := waitForCRDsGone(ctx, s.kube, out, crdsOf(bundle), o.Timeout); err != nil {
 		return err
 	}
+	if o.KeepCRDs {
+		fmt.Fprintf(out, "uninstalled: deleted %d objects; kept the CRDs and their objects (--keep-crds)\n", deleted)
+		return nil
+	}
 	fmt.Fprintf(out, "uninstalled: deleted %d objects\n", deleted)
 	return nil
 }

@@ -62,6 +62,7 @@ func TestUninstall(t *testing.T) {
 	stdout = mustPaddock(t, kc, "uninstall", "--keep-crds")
 	t.Logf("uninstall --keep-crds:\n%s", stdout)
 	if !strings.Contains(stdout, "keeping 1 Sandbox, 1 SandboxTemplate with their CRDs (--keep-crds)") ||
+		!strings.Contains(stdout, "kept the CRDs") ||
 		!strings.Contains(stdout, "deleted Deployment paddock-system/paddock-controller") {
 		t.Errorf("uninstall --keep-crds output lacks the kept summary or the Deployment's deletion:\n%s", stdout)
 	}
@@ -76,6 +77,7 @@ func TestUninstall(t *testing.T) {
 		t.Errorf("uninstall --force output lacks the summary or the CRD's deletion:\n%s", stdout)
 	}
 	mustBeGone(t, bundle...)
+	mustBeGone(t, userSandbox(ns)) // deleted with its CRD
 
 	stdout = mustPaddock(t, kc, "uninstall")
 	if !strings.Contains(stdout, "nothing to do") {
@@ -130,14 +132,19 @@ func mustBeGone(t *testing.T, objs ...*unstructured.Unstructured) {
 	}
 }
 
-func mustExistUser(t *testing.T, ns string) {
-	t.Helper()
+// userSandbox names the Sandbox the test creates, for get: its kind may no longer be served.
+func userSandbox(ns string) *unstructured.Unstructured {
 	sb := &unstructured.Unstructured{}
 	sb.SetAPIVersion("agents.x-k8s.io/v1beta1")
 	sb.SetKind("Sandbox")
 	sb.SetNamespace(ns)
 	sb.SetName("keep-me")
-	mustExist(t, sb)
+	return sb
+}
+
+func mustExistUser(t *testing.T, ns string) {
+	t.Helper()
+	mustExist(t, userSandbox(ns))
 }
 
 func kubeconfig(t *testing.T) string {

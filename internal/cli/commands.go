@@ -53,7 +53,8 @@ func AddCommands(root *cobra.Command) {
 	fs.StringVarP(&g.Output, "output", "o", OutputTable, "output format of lists and objects: table, json or yaml")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{OutputTable, OutputJSON, OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	root.AddCommand(newClaimCommand(g), newListCommand(g), newGetCommand(g), newExecCommand(g),
-		newSuspendCommand(g), newResumeCommand(g), newDeleteCommand(g), newPoolCommand(g))
+		newSuspendCommand(g), newResumeCommand(g), newDeleteCommand(g), newPoolCommand(g),
+		newUninstallCommand(g))
 }
 
 // session is what a verb works with: the resolved namespace, a Kubernetes client and the SDK.

@@ -1,0 +1,224 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/dist"
+)
+
+type uninstallOptions struct {
+	Force    bool
+	KeepCRDs bool
+	Timeout  time.Duration
+}
+
+func newUninstallCommand(g *Globals) *cobra.Command {
+	o := &uninstallOptions{}
+	cmd := &cobra.Command{
+		Use:   "uninstall [--force] [--keep-crds]",
+		Short: "Delete everything dist/paddock.yaml installs, refusing while sandboxes, claims, pools or templates exist",
+		Long: `Deletes the objects of the install bundle (dist/paddock.yaml, built into this binary) in reverse
+order. Deleting a CRD deletes every object of its kind, so uninstall first lists every Sandbox,
+SandboxClaim, SandboxWarmPool and SandboxTemplate in all namespaces and refuses while any exist,
+unless --force. --keep-crds keeps the CRDs and with them those objects.`,
+		Example: `  paddock uninstall
+  paddock uninstall --keep-crds
+  paddock uninstall --force`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runUninstall(cmd, g, o) },
+	}
+	cmd.Flags().BoolVar(&o.Force, "force", false, "uninstall even though deleting the CRDs deletes the listed objects")
+	cmd.Flags().BoolVar(&o.KeepCRDs, "keep-crds", false, "keep the CRDs, and so every Sandbox, claim, pool and template")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", defaultTimeout, "how long to wait for the CRDs to be gone")
+	return cmd
+}
+
+func runUninstall(cmd *cobra.Command, g *Globals, o *uninstallOptions) error {
+	if o.Timeout <= 0 {
+		return fmt.Errorf("--timeout %s: must be positive, e.g. --timeout 2m", o.Timeout)
+	}
+	bundle, err := ParseBundle(dist.Bundle)
+	if err != nil {
+		return err
+	}
+	s, err := g.connect()
+	if err != nil {
+		return err
+	}
+	ctx, out := cmd.Context(), cmd.OutOrStdout()
+	objs, err := listUserObjects(ctx, s.kube)
+	if err != nil {
+		return err
+	}
+	if len(objs) > 0 {
+		if err := PrintUserObjects(out, objs); err != nil {
+			return err
+		}
+		switch {
+		case o.KeepCRDs:
+			fmt.Fprintf(out, "keeping %s with their CRDs (--keep-crds)\n", Summary(objs))
+		case !o.Force:
+			return fmt.Errorf("refusing to uninstall: %s would be deleted with their CRDs; delete them first or pass --force", Summary(objs))
+		default:
+			fmt.Fprintf(out, "deleting %s with their CRDs (--force)\n", Summary(objs))
+		}
+	}
+	if o.KeepCRDs {
+		bundle = withoutCRDs(bundle)
+	}
+	deleted, err := deleteReversed(ctx, s.kube, out, bundle)
+	if err != nil {
+		return err
+	}
+	if deleted == 0 {
+		fmt.Fprintln(out, "nothing to do: no object of the install bundle is installed")
+		return nil
+	}
+	if err := waitForCRDsGone(ctx, s.kube, out, crdsOf(bundle), o.Timeout); err != nil {
+		return err
+	}
+	if o.KeepCRDs {
+		fmt.Fprintf(out, "uninstalled: deleted %d objects; kept the CRDs and their objects (--keep-crds)\n", deleted)
+		return nil
+	}
+	fmt.Fprintf(out, "uninstalled: deleted %d objects\n", deleted)
+	return nil
+}
+
+// listUserObjects lists every object of userKinds in all namespaces, skipping kinds whose CRD is
+// not installed.
+func listUserObjects(ctx context.Context, c client.Client) ([]UserObject, error) {
+	var objs []UserObject
+	for _, kind := range userKinds {
+		gv := extensionsv1beta1.GroupVersion
+		if kind == "Sandbox" {
+			gv = agentsv1beta1.GroupVersion
+		}
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gv.WithKind(kind + "List"))
+		err := c.List(ctx, list)
+		if absent(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing %s in all namespaces: %w", plural(kind, 2), err)
+		}
+		for _, item := range list.Items {
+			objs = append(objs, UserObject{Kind: kind, Namespace: item.Namespace, Name: item.Name})
+		}
+	}
+	return objs, nil
+}
+
+// absent says err means the object, or its whole kind, does not exist.
+func absent(err error) bool {
+	return apierrors.IsNotFound(err) || meta.IsNoMatchError(err)
+}
+
+// deleteReversed deletes objs last first, so the controller stops before its RBAC, CRDs and
+// namespace go. It returns how many it asked the API server to delete; absent objects and
+// objects already being deleted are left alone.
+func deleteReversed(ctx context.Context, c client.Client, out io.Writer, objs []*unstructured.Unstructured) (int, error) {
+	deleted := 0
+	for i := len(objs) - 1; i >= 0; i-- {
+		want := objs[i]
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(want.GroupVersionKind())
+		err := c.Get(ctx, client.ObjectKeyFromObject(want), live)
+		if absent(err) {
+			continue
+		}
+		if err != nil {
+			return deleted, fmt.Errorf("reading %s: %w", describe(want), err)
+		}
+		if live.GetDeletionTimestamp() != nil {
+			fmt.Fprintf(out, "%s is already being deleted\n", describe(want))
+			continue
+		}
+		err = c.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if absent(err) {
+			continue
+		}
+		if err != nil {
+			return deleted, fmt.Errorf("deleting %s: %w", describe(want), err)
+		}
+		deleted++
+		fmt.Fprintf(out, "deleted %s\n", describe(want))
+	}
+	return deleted, nil
+}
+
+var crdKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+
+func isCRD(u *unstructured.Unstructured) bool { return u.GroupVersionKind().GroupKind() == crdKind }
+
+func withoutCRDs(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	var kept []*unstructured.Unstructured
+	for _, u := range objs {
+		if !isCRD(u) {
+			kept = append(kept, u)
+		}
+	}
+	return kept
+}
+
+func crdsOf(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	var crds []*unstructured.Unstructured
+	for _, u := range objs {
+		if isCRD(u) {
+			crds = append(crds, u)
+		}
+	}
+	return crds
+}
+
+// waitForCRDsGone polls until every CRD is gone: the API server deletes a CRD only after it has
+// deleted every object of its kind, which is what the user waits for.
+func waitForCRDsGone(ctx context.Context, c client.Client, out io.Writer, crds []*unstructured.Unstructured, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	lastReport := time.Time{}
+	for {
+		var left []string
+		for _, crd := range crds {
+			err := c.Get(ctx, client.ObjectKeyFromObject(crd), &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": crd.GetAPIVersion(), "kind": crd.GetKind()}})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil && ctx.Err() == nil {
+				return fmt.Errorf("reading CRD %s: %w", crd.GetName(), err)
+			}
+			left = append(left, crd.GetName())
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Since(lastReport) >= 5*time.Second {
+			fmt.Fprintf(out, "waiting for %d CRDs to be deleted, with their objects: %s\n", len(left), strings.Join(left, ", "))
+			lastReport = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("CRDs %s still exist after --timeout %s; `kubectl get crd %s -o yaml` shows what holds them (objects with finalizers keep a CRD Terminating)",
+				strings.Join(left, ", "), timeout, left[0])
+		case <-tick.C:
+		}
+	}
+}

@@ -45,8 +45,10 @@ type Reconciler struct {
 	clock         clock.PassiveClock
 	clusterDomain string
 	workers       int
-	tracer        trace.Tracer
-	written       writtenVersions
+	// apiReader reads past the cache where the cache cannot have caught up yet.
+	apiReader client.Reader
+	tracer    trace.Tracer
+	written   writtenVersions
 }
 
 // Option configures a Reconciler.
@@ -60,6 +62,10 @@ func WithClusterDomain(d string) Option { return func(r *Reconciler) { r.cluster
 
 // WithWorkers sets how many Sandboxes are reconciled concurrently (default 100).
 func WithWorkers(n int) Option { return func(r *Reconciler) { r.workers = n } }
+
+// WithAPIReader sets the uncached reader (the manager's GetAPIReader) used to read a Pod that
+// the API server has but the cache does not show yet; without it the client is used.
+func WithAPIReader(reader client.Reader) Option { return func(r *Reconciler) { r.apiReader = reader } }
 
 // New returns a Reconciler that reads and writes through c (normally the manager's cached
 // client), resolves kinds with scheme and emits events with recorder.

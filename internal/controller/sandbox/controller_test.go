@@ -189,3 +189,44 @@ func TestMetricLabels(t *testing.T) {
 		})
 	}
 }
+
+// A Pod the API server has but the cache does not show yet (created a pass ago) is read through
+// the API reader instead of failing the pass. The fake clients only simulate the lagging cache.
+func TestCreatePodReadsPastALaggingCache(t *testing.T) {
+	s := testScheme(t)
+	sb := sandbox()
+	ref := *metav1.NewControllerRef(sb, agentsv1beta1.GroupVersion.WithKind("Sandbox"))
+	existing := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sb", Namespace: "ns", OwnerReferences: []metav1.OwnerReference{ref}}}
+	apiServer := fake.NewClientBuilder().WithScheme(s).WithObjects(existing).Build()
+	laggingCache := fake.NewClientBuilder().WithScheme(s).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, _ client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			return apiServer.Create(ctx, obj, opts...) // AlreadyExists: the Pod is there
+		},
+	}).Build()
+
+	for _, tt := range []struct {
+		name    string
+		opts    []Option
+		wantErr bool
+	}{
+		{name: "without an API reader the cache miss is an error", wantErr: true},
+		{name: "with the API reader the Pod is found", opts: []Option{WithAPIReader(apiServer)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := New(laggingCache, s, events.NewFakeRecorder(10), tt.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			created, found, err := r.createPod(context.Background(), sb)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("createPod error = %v, want error: %v", err, tt.wantErr)
+			}
+			if tt.wantErr {
+				return
+			}
+			if created != nil || found == nil || found.Name != "sb" {
+				t.Errorf("createPod = created %v, existing %v; want the existing Pod sb", created, found)
+			}
+		})
+	}
+}

@@ -142,7 +142,8 @@ func (r *Reconciler) runPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod 
 }
 
 // createPod creates the Pod. On AlreadyExists (a Pod of that name that the cache had not shown
-// yet) it returns that Pod as existing instead.
+// yet, usually the one this controller created a pass ago) it reads that Pod from the API server,
+// since the cache cannot show it yet either, and returns it as existing.
 func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (created, existing *corev1.Pod, err error) {
 	owner, err := r.ownerRef(sb)
 	if err != nil {
@@ -152,7 +153,11 @@ func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (
 	err = r.client.Create(ctx, pod, fieldOwner)
 	if apierrors.IsAlreadyExists(err) {
 		existing = &corev1.Pod{}
-		if err := r.client.Get(ctx, client.ObjectKeyFromObject(pod), existing); err != nil {
+		reader := r.apiReader
+		if reader == nil {
+			reader = r.client
+		}
+		if err := reader.Get(ctx, client.ObjectKeyFromObject(pod), existing); err != nil {
 			return nil, nil, fmt.Errorf("reading pod %q that already exists: %w", pod.Name, err)
 		}
 		return nil, existing, nil

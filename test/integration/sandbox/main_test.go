@@ -45,7 +45,8 @@ func TestMain(m *testing.M) {
 			recorder.next = mgr.GetEventRecorder(sandboxctrl.ControllerName)
 			r, err := sandboxctrl.New(&recordingClient{Client: mgr.GetClient(), log: ops}, mgr.GetScheme(), recorder,
 				sandboxctrl.WithClock(clock), sandboxctrl.WithClusterDomain("paddock.test"), sandboxctrl.WithWorkers(4),
-				sandboxctrl.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))))
+				sandboxctrl.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))),
+				sandboxctrl.WithAPIReader(mgr.GetAPIReader()))
 			if err != nil {
 				return fmt.Errorf("building sandbox reconciler: %w", err)
 			}

@@ -5,14 +5,12 @@ package cli
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.opentelemetry.io/otel/trace/noop"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -20,43 +18,13 @@ import (
 
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/cli"
-	"github.com/paddock-dev/paddock/internal/manager"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
 var env *framework.Env
 
-func TestMain(m *testing.M) { framework.RunMain(m, &env, startControllers) }
-
-// startControllers runs one controller manager for the whole package, as main builds it.
-func startControllers(e *framework.Env) (func(), error) {
-	o := manager.NewOptions()
-	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
-	o.LeaderElect = false
-	o.Extensions = true
-	o.AllowDuplicateControllers = true
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
-	mgr, err := manager.NewManager(e.Config, e.Scheme, o)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := manager.SetupControllers(ctx, mgr, o, noop.NewTracerProvider()); err != nil {
-		cancel()
-		return nil, err
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Printf("manager stopped with error: %v\n", err)
-		}
-	}, nil
-}
+func TestMain(m *testing.M) { framework.RunMain(m, &env, framework.StartControllers) }
 
 // kubeconfig writes a kubeconfig for the test API server whose context's namespace is ns, so the
 // commands find their namespace the way they would on a user's machine.

@@ -11,14 +11,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"go.opentelemetry.io/otel/trace/noop"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
-	"github.com/paddock-dev/paddock/internal/manager"
 	"github.com/paddock-dev/paddock/sdk"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
@@ -26,36 +24,7 @@ import (
 
 var env *framework.Env
 
-func TestMain(m *testing.M) { framework.RunMain(m, &env, startControllers) }
-
-// startControllers runs one controller manager for the whole package, as main builds it.
-func startControllers(e *framework.Env) (func(), error) {
-	o := manager.NewOptions()
-	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
-	o.LeaderElect = false
-	o.Extensions = true
-	o.AllowDuplicateControllers = true
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
-	mgr, err := manager.NewManager(e.Config, e.Scheme, o)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := manager.SetupControllers(ctx, mgr, o, noop.NewTracerProvider()); err != nil {
-		cancel()
-		return nil, err
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Printf("manager stopped with error: %v\n", err)
-		}
-	}, nil
-}
+func TestMain(m *testing.M) { framework.RunMain(m, &env, framework.StartControllers) }
 
 // playKubelet marks every Pod in ns Ready as soon as it exists, until the test ends.
 func playKubelet(t testing.TB, ns string) {

@@ -1,0 +1,41 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/paddock-dev/paddock/internal/manager"
+)
+
+// StartControllers runs every Paddock controller (core and extensions) in one manager built the
+// way main builds it, without leader election or listeners. Use it as a RunMain setup:
+// `framework.RunMain(m, &env, framework.StartControllers)`.
+func StartControllers(e *Env) (func(), error) {
+	o := manager.NewOptions()
+	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
+	o.LeaderElect = false
+	o.Extensions = true
+	o.AllowDuplicateControllers = true
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	mgr, err := manager.NewManager(e.Config, e.Scheme, o)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := manager.SetupControllers(ctx, mgr, o, noop.NewTracerProvider()); err != nil {
+		cancel()
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Printf("manager stopped with error: %v\n", err)
+		}
+	}, nil
+}

@@ -8,10 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,42 +62,6 @@ func mustPaddock(t *testing.T, kubeconfig string, args ...string) (stdout, stder
 		t.Fatalf("paddock %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout, stderr)
 	}
 	return stdout, stderr
-}
-
-// playKubelet marks every Pod in ns Ready as soon as it exists, until the test ends.
-func playKubelet(t *testing.T, ns string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-stopped })
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			pods := &corev1.PodList{}
-			if err := env.Client.List(ctx, pods, client.InNamespace(ns)); err == nil {
-				for _, p := range pods.Items {
-					if p.DeletionTimestamp == nil && !podReady(&p) {
-						_, _ = framework.MarkPodReady(ctx, env.Client, client.ObjectKeyFromObject(&p))
-					}
-				}
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // makePool creates template "tpl" (claims may set env) and pool "pool" with n replicas in ns.

@@ -75,7 +75,7 @@ func playLoopbackKubelet(t *testing.T, ns string) {
 			pods := &corev1.PodList{}
 			if err := env.Client.List(ctx, pods, client.InNamespace(ns)); err == nil {
 				for _, p := range pods.Items {
-					if p.DeletionTimestamp == nil && !podReady(&p) {
+					if p.DeletionTimestamp == nil && !framework.PodIsReady(&p) {
 						markLoopbackReady(ctx, client.ObjectKeyFromObject(&p))
 					}
 				}

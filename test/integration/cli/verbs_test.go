@@ -21,7 +21,7 @@ import (
 func TestClaimListGetSuspendResumeDelete(t *testing.T) {
 	ns := env.Namespace(t)
 	kc := kubeconfig(t, ns) // no -n below: the namespace comes from the kubeconfig context
-	playKubelet(t, ns)
+	env.PlayKubelet(t, ns)
 	makePool(t, ns, 1)
 
 	stdout, stderr := mustPaddock(t, kc, "claim", "--pool", "pool", "--name", "agent", "--env", "A=1", "--timeout", "1m")
@@ -105,7 +105,7 @@ func TestClaimListGetSuspendResumeDelete(t *testing.T) {
 
 func TestClaimGeneratesANameFromThePool(t *testing.T) {
 	ns := env.Namespace(t)
-	playKubelet(t, ns)
+	env.PlayKubelet(t, ns)
 	makePool(t, ns, 1)
 	stdout, stderr := mustPaddock(t, kubeconfig(t, "default"), "claim", "-n", ns, "--pool", "pool", "-o", "json")
 	var out struct{ Claim, Sandbox, PodIP string }

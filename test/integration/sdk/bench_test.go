@@ -12,7 +12,7 @@ import (
 // and Release, with the real controllers and a kubelet stand-in that marks Pods Ready.
 func BenchmarkClaimToReady(b *testing.B) {
 	ns := env.Namespace(b)
-	playKubelet(b, ns)
+	env.PlayKubelet(b, ns)
 	warmPool(b, ns, 3)
 	c := newClient(b)
 	for b.Loop() {

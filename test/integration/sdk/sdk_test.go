@@ -26,42 +26,6 @@ var env *framework.Env
 
 func TestMain(m *testing.M) { framework.RunMain(m, &env, framework.StartControllers) }
 
-// playKubelet marks every Pod in ns Ready as soon as it exists, until the test ends.
-func playKubelet(t testing.TB, ns string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-stopped })
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			pods := &corev1.PodList{}
-			if err := env.Client.List(ctx, pods, client.InNamespace(ns)); err == nil {
-				for _, p := range pods.Items {
-					if p.DeletionTimestamp == nil && !podReady(&p) {
-						_, _ = framework.MarkPodReady(ctx, env.Client, client.ObjectKeyFromObject(&p))
-					}
-				}
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func newClient(t testing.TB) *sdk.Client {
 	c, err := sdk.New(env.Config, sdk.Options{})
 	if err != nil {
@@ -103,7 +67,7 @@ func claimGone(t testing.TB, ns, name string) {
 
 func TestClaimFromWarmPoolThenRelease(t *testing.T) {
 	ns := env.Namespace(t)
-	playKubelet(t, ns)
+	env.PlayKubelet(t, ns)
 	warmPool(t, ns, 1)
 	members := &agentsv1beta1.SandboxList{}
 	if err := env.Client.List(framework.Context(t, framework.DefaultTimeout), members, client.InNamespace(ns)); err != nil || len(members.Items) != 1 {
@@ -231,7 +195,7 @@ func TestClaimDeletedWhileWaiting(t *testing.T) {
 
 func TestSuspendResume(t *testing.T) {
 	ns := env.Namespace(t)
-	playKubelet(t, ns)
+	env.PlayKubelet(t, ns)
 	warmPool(t, ns, 1)
 	ctx := framework.Context(t, framework.DefaultTimeout)
 	sb, err := newClient(t).Claim(ctx, sdk.ClaimOptions{WarmPool: "pool", Namespace: ns, Name: "pausable"})

@@ -65,7 +65,14 @@ func commandError(err error) error {
 }
 
 func (s *processService) Start(req *processv1.StartRequest, stream grpc.ServerStreamingServer[processv1.StartResponse]) error {
-	spec, err := s.d.spec(req.GetConfig())
+	return s.d.start(stream.Context(), req, stream.Send)
+}
+
+// start runs req and sends its events: init, output chunks, exit. The gRPC Start call and the
+// HTTP stream (POST /v1/processes) share it. A failure before the process started is returned
+// before anything is sent; ending ctx, or a failed send, kills the process group.
+func (d *Daemon) start(ctx context.Context, req *processv1.StartRequest, send func(*processv1.StartResponse) error) error {
+	spec, err := d.spec(req.GetConfig())
 	if err != nil {
 		return err
 	}
@@ -75,36 +82,37 @@ func (s *processService) Start(req *processv1.StartRequest, stream grpc.ServerSt
 		}
 		spec.PTY = &process.Size{Cols: uint16(pty.GetCols()), Rows: uint16(pty.GetRows())}
 	}
-	// Ending the call, or its deadline, kills the process group.
-	ctx, cancel := context.WithCancel(stream.Context())
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p, err := s.d.procs.Start(ctx, spec)
+	p, err := d.procs.Start(ctx, spec)
 	if err != nil {
 		return commandError(err)
 	}
-	defer s.d.procs.Release(p)
+	defer d.procs.Release(p)
 	var sendErr error
-	send := func(ev *processv1.StartResponse) {
+	emit := func(ev *processv1.StartResponse) {
 		if sendErr != nil {
 			return // keep draining so the process is reaped
 		}
-		if sendErr = stream.Send(ev); sendErr != nil {
+		if sendErr = send(ev); sendErr != nil {
 			cancel()
 		}
 	}
-	send(&processv1.StartResponse{Event: &processv1.StartResponse_Init{Init: &processv1.InitEvent{ProcessId: p.ID()}}})
+	emit(&processv1.StartResponse{Event: &processv1.StartResponse_Init{Init: &processv1.InitEvent{ProcessId: p.ID()}}})
 	for chunk := range p.Output() {
 		ev := &processv1.StartResponse{Event: &processv1.StartResponse_Stdout{Stdout: chunk.Data}}
 		if chunk.Stream == process.Stderr {
 			ev.Event = &processv1.StartResponse_Stderr{Stderr: chunk.Data}
 		}
-		send(ev)
+		emit(ev)
 	}
 	code := p.Wait()
+	// Forget the id before the exit event, so a client that saw the exit gets NotFound.
+	d.procs.Release(p)
 	if sendErr != nil {
 		return status.Errorf(codes.Internal, "sending to the client failed, so the process was killed: %v", sendErr)
 	}
-	return stream.Send(&processv1.StartResponse{Event: &processv1.StartResponse_Exit{Exit: &processv1.ExitEvent{ExitCode: int32(code)}}})
+	return send(&processv1.StartResponse{Event: &processv1.StartResponse_Exit{Exit: &processv1.ExitEvent{ExitCode: int32(code)}}})
 }
 
 func (s *processService) Execute(ctx context.Context, req *processv1.ExecuteRequest) (*processv1.ExecuteResponse, error) {

@@ -28,6 +28,7 @@ func (d *Daemon) RESTHandler() http.Handler {
 	mux.HandleFunc("GET /v1/metadata", d.getMetadata)
 	mux.HandleFunc("PUT /v1/claim-settings", d.putClaimSettings)
 	mux.HandleFunc("GET /v1/claim-settings", d.getClaimSettings)
+	d.registerProcessRoutes(mux)
 	return d.requireToken(mux, "/v1/health")
 }
 

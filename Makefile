@@ -42,6 +42,7 @@ dist: ## Render the single-file install bundles under dist/ from config/.
 	@mkdir -p dist
 	kubectl kustomize config/default > dist/paddock.yaml
 	kubectl kustomize config/core > dist/paddock-core.yaml
+	kubectl kustomize config/router > dist/paddock-router.yaml
 
 .PHONY: verify
 verify: generate ## Regenerate, then fail on any difference or new untracked file.

@@ -6,3 +6,9 @@ import _ "embed"
 //
 //go:embed paddock.yaml
 var Bundle []byte
+
+// RouterBundle is dist/paddock-router.yaml: paddock-router (allow-all; see config/router for the
+// authorization components), applied after Bundle.
+//
+//go:embed paddock-router.yaml
+var RouterBundle []byte

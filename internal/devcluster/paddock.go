@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paddock-dev/paddock/internal/image"
@@ -27,24 +28,27 @@ import (
 // ControllerImage is paddock-controller's image in the dev registry.
 func (c Config) ControllerImage() string { return c.RegistryHost() + "/paddock/controller:dev" }
 
+// RouterImage is paddock-router's image in the dev registry.
+func (c Config) RouterImage() string { return c.RegistryHost() + "/paddock/router:dev" }
+
 // SandboxImage is the default sandbox image: sandboxd with a busybox shell.
 func (c Config) SandboxImage() string { return c.RegistryHost() + "/paddock/sandbox:dev" }
 
-// bundleImage is the controller image dist/paddock.yaml names; the dev install replaces it.
-const bundleImage = "ghcr.io/paddock-dev/paddock-controller:dev"
+// The images the bundles name; the dev install replaces them with the local registry's.
+const (
+	bundleImage       = "ghcr.io/paddock-dev/paddock-controller:dev"
+	routerBundleImage = "ghcr.io/paddock-dev/paddock-router:dev"
+)
 
 // fieldManager owns what the dev install applies.
 const fieldManager = "paddock-dev"
 
-// installPaddock builds the controller and sandbox images from the source tree, pushes them to the
-// registry, applies dist/paddock.yaml (core and extensions) with this cluster's image and API
-// address, and waits for the controller to be available.
+// installPaddock builds the controller, router and sandbox images from the source tree, pushes
+// them to the registry, applies dist/paddock.yaml (core and extensions) and
+// dist/paddock-router.yaml with this cluster's images and API address, and waits for the
+// controller and the router to be available.
 func (cl *cluster) installPaddock(ctx context.Context) (string, bool, error) {
 	uploaded, err := cl.pushPaddockImages(ctx)
-	if err != nil {
-		return "", false, err
-	}
-	objs, err := cl.bundle()
 	if err != nil {
 		return "", false, err
 	}
@@ -52,28 +56,40 @@ func (cl *cluster) installPaddock(ctx context.Context) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	for _, obj := range objs {
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
-			return "", false, fmt.Errorf("applying %s %s from dist/paddock.yaml: %w", obj.GetKind(), obj.GetName(), err)
+	images := map[string]string{bundleImage: cl.cfg.ControllerImage(), routerBundleImage: cl.cfg.RouterImage()}
+	for _, file := range []string{"paddock.yaml", "paddock-router.yaml"} {
+		objs, err := cl.bundle(file, images)
+		if err != nil {
+			return "", false, err
+		}
+		for _, obj := range objs {
+			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+				return "", false, fmt.Errorf("applying %s %s from dist/%s: %w", obj.GetKind(), obj.GetName(), file, err)
+			}
 		}
 	}
-	if err := waitAvailable(ctx, c, "paddock-system", "paddock-controller"); err != nil {
-		return "", false, err
+	for _, name := range []string{"paddock-controller", "paddock-router"} {
+		if err := waitAvailable(ctx, c, "paddock-system", name); err != nil {
+			return "", false, err
+		}
 	}
-	return "controller " + cl.cfg.ControllerImage() + " available; sandbox image " + cl.cfg.SandboxImage(), uploaded, nil
+	return fmt.Sprintf("controller %s and router %s available; sandbox image %s", cl.cfg.ControllerImage(), cl.cfg.RouterImage(), cl.cfg.SandboxImage()), uploaded, nil
 }
 
-// pushPaddockImages builds paddock-controller and sandboxd as static binaries and pushes their
-// images. Images are reproducible, so an unchanged tree uploads nothing.
+// pushPaddockImages builds paddock-controller, paddock-router and sandboxd as static binaries and
+// pushes their images. Images are reproducible, so an unchanged tree uploads nothing.
 func (cl *cluster) pushPaddockImages(ctx context.Context) (bool, error) {
-	controllerBin, sandboxdBin := cl.cfg.path("bin", "paddock-controller"), cl.cfg.path("bin", "sandboxd")
-	for pkg, out := range map[string]string{"./cmd/paddock-controller": controllerBin, "./cmd/sandboxd": sandboxdBin} {
+	controllerBin, routerBin, sandboxdBin := cl.cfg.path("bin", "paddock-controller"), cl.cfg.path("bin", "paddock-router"), cl.cfg.path("bin", "sandboxd")
+	for pkg, out := range map[string]string{"./cmd/paddock-controller": controllerBin, "./cmd/paddock-router": routerBin, "./cmd/sandboxd": sandboxdBin} {
 		if err := goBuild(ctx, cl.cfg.SourceDir, pkg, out); err != nil {
 			return false, err
 		}
 	}
-	controller, err := image.FromTree(image.NewTree().AddFile("/paddock-controller", controllerBin, 0o755),
-		image.Config{Entrypoint: []string{"/paddock-controller"}, User: "65532:65532"})
+	controller, err := nonRootBinaryImage(controllerBin, "/paddock-controller")
+	if err != nil {
+		return false, err
+	}
+	router, err := nonRootBinaryImage(routerBin, "/paddock-router")
 	if err != nil {
 		return false, err
 	}
@@ -89,7 +105,7 @@ func (cl *cluster) pushPaddockImages(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	uploaded := false
-	for ref, img := range map[string]v1.Image{cl.cfg.ControllerImage(): controller, cl.cfg.SandboxImage(): sandbox} {
+	for ref, img := range map[string]v1.Image{cl.cfg.ControllerImage(): controller, cl.cfg.RouterImage(): router, cl.cfg.SandboxImage(): sandbox} {
 		p, err := image.Push(ctx, img, ref)
 		if err != nil {
 			return false, fmt.Errorf("push %s: %w", ref, err)
@@ -99,16 +115,24 @@ func (cl *cluster) pushPaddockImages(ctx context.Context) (bool, error) {
 	return uploaded, nil
 }
 
-// bundle reads dist/paddock.yaml and adapts it to the dev cluster: the controller image comes
-// from the local registry, and the controller reaches the API server by the node address,
-// because the dev cluster runs no kube-proxy to serve the kubernetes Service.
-func (cl *cluster) bundle() ([]*unstructured.Unstructured, error) {
-	path := filepath.Join(cl.cfg.SourceDir, "dist", "paddock.yaml")
+// nonRootBinaryImage is a scratch image holding one static binary, run as the nonroot user.
+func nonRootBinaryImage(binary, entrypoint string) (v1.Image, error) {
+	return image.FromTree(image.NewTree().AddFile(entrypoint, binary, 0o755),
+		image.Config{Entrypoint: []string{entrypoint}, User: "65532:65532"})
+}
+
+// bundle reads one bundle under dist/ and adapts it to the dev cluster: images come from the
+// local registry, and the Deployments reach the API server by the node address, because the dev
+// cluster runs no kube-proxy to serve the kubernetes Service.
+func (cl *cluster) bundle(file string, images map[string]string) ([]*unstructured.Unstructured, error) {
+	path := filepath.Join(cl.cfg.SourceDir, "dist", file)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the install bundle: %w (run `make dist` in the source tree)", err)
 	}
-	data = bytes.ReplaceAll(data, []byte(bundleImage), []byte(cl.cfg.ControllerImage()))
+	for from, to := range images {
+		data = bytes.ReplaceAll(data, []byte(from), []byte(to))
+	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var objs []*unstructured.Unstructured
 	for {
@@ -122,7 +146,7 @@ func (cl *cluster) bundle() ([]*unstructured.Unstructured, error) {
 		if len(u.Object) == 0 {
 			continue
 		}
-		if u.GetKind() == "Deployment" && u.GetName() == "paddock-controller" {
+		if u.GetKind() == "Deployment" {
 			if err := cl.pointAtAPIServer(u); err != nil {
 				return nil, err
 			}
@@ -144,6 +168,8 @@ func (cl *cluster) pointAtAPIServer(u *unstructured.Unstructured) error {
 	)
 	// The image is pushed under the same tag on every change; always pull so a restart runs it.
 	c.ImagePullPolicy = corev1.PullAlways
+	// One real node: a second replica would only take CPU from the tests.
+	d.Spec.Replicas = ptr.To[int32](1)
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
 	if err != nil {
 		return err

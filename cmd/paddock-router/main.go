@@ -16,6 +16,7 @@ import (
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/paddock-dev/paddock/internal/router"
+	"github.com/paddock-dev/paddock/internal/tracing"
 	"github.com/paddock-dev/paddock/internal/version"
 )
 
@@ -46,6 +47,14 @@ func main() {
 			os.Exit(exitConfig)
 		}
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	flushTraces, err := setupTracing(ctx, o, &cfg)
+	if err != nil {
+		log.Error(err, "starting tracing")
+		os.Exit(exitConfig)
+	}
+	defer flushTraces()
 	r, err := router.New(cfg)
 	if err != nil {
 		log.Error(err, "invalid configuration")
@@ -55,9 +64,7 @@ func main() {
 		log.Error(err, "binding listeners")
 		os.Exit(exitRuntime)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	log.Info("serving", "proxy", o.HTTPAddr, "proxyTLS", o.HTTPSAddr, "authzMode", o.AuthzMode, "sandboxCache", o.SandboxCache)
+	log.Info("serving", "proxy", o.HTTPAddr, "proxyTLS", o.HTTPSAddr, "authzMode", o.AuthzMode, "sandboxCache", o.SandboxCache, "tracing", o.EnableTracing)
 	if err := r.Serve(ctx); err != nil {
 		log.Error(err, "router stopped with an error")
 		klog.Flush()
@@ -90,7 +97,29 @@ func parse(args []string) (*Options, error) {
 	if o.Version {
 		return o, nil
 	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == tracingFlag })
+	if !explicit && tracing.EndpointConfigured() {
+		o.EnableTracing = true
+	}
 	return o, o.Validate()
+}
+
+// setupTracing starts the OTLP exporter when tracing is on and gives the router its tracer. The
+// returned function flushes the spans still buffered.
+func setupTracing(ctx context.Context, o *Options, cfg *router.Config) (func(), error) {
+	tp, shutdown, err := tracing.NewProvider(ctx, "paddock-router", o.EnableTracing)
+	if err != nil {
+		return nil, err
+	}
+	if o.EnableTracing {
+		cfg.Tracer = tp.Tracer("paddock-router")
+	}
+	return func() {
+		if err := shutdown(context.Background()); err != nil {
+			cfg.Log.Error(err, "flushing traces")
+		}
+	}, nil
 }
 
 func kubeConfig(path string) (*rest.Config, error) {

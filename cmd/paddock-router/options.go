@@ -42,6 +42,7 @@ type Options struct {
 	SandboxNamespaces                            string
 	Kubeconfig                                   string
 	AccessLog                                    bool
+	EnableTracing                                bool
 	ConfigFile                                   string
 	Version                                      bool
 }
@@ -65,6 +66,10 @@ func defaultOptions() *Options {
 	}
 	return o
 }
+
+// tracingFlag is named by parse, which turns tracing on from the environment when the flag is
+// not given.
+const tracingFlag = "enable-tracing"
 
 // AddFlags registers every option on fs.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
@@ -100,6 +105,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SandboxNamespaces, "cache-namespace", o.SandboxNamespaces, "Alias of --sandbox-namespaces, for upstream deployment arguments.")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig path; empty uses KUBECONFIG, in-cluster, then ~/.kube/config.")
 	fs.BoolVar(&o.AccessLog, "access-log", o.AccessLog, "Log one line per proxied request.")
+	fs.BoolVar(&o.EnableTracing, tracingFlag, o.EnableTracing, "Export a span per request over OTLP/gRPC (OTEL_EXPORTER_OTLP_* variables) and send W3C traceparent upstream; "+
+		"on by default when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set.")
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "YAML file of flag-name: value pairs; flags given on the command line win. Also SANDBOX_ROUTER_CONFIG.")
 	fs.BoolVar(&o.Version, "version", o.Version, "Print the version and exit.")
 }

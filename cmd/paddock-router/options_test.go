@@ -117,3 +117,27 @@ func TestManifestArgs(t *testing.T) {
 		t.Errorf("argument 9 is %q; components/*/kustomization.yaml replace it as --authz-mode", args[9])
 	}
 }
+
+func TestTracingFollowsTheOTLPEnvironmentUnlessTheFlagIsGiven(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	got := map[string]bool{}
+	o, err := parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got["no endpoint"] = o.EnableTracing
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "127.0.0.1:4317")
+	if o, err = parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	got["endpoint"] = o.EnableTracing
+	if o, err = parse([]string{"--enable-tracing=false"}); err != nil {
+		t.Fatal(err)
+	}
+	got["endpoint, flag false"] = o.EnableTracing
+	want := map[string]bool{"no endpoint": false, "endpoint": true, "endpoint, flag false": false}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("EnableTracing (-want +got):\n%s", diff)
+	}
+}

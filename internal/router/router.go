@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -62,6 +63,8 @@ type Config struct {
 	Retry           proxy.RetryPolicy
 	AccessLog       bool
 	Log             logr.Logger
+	// Tracer records a span per request and propagates W3C trace context upstream; optional.
+	Tracer trace.Tracer
 
 	// Policy relaxes the address checks. It exists for tests that run upstreams on 127.0.0.1;
 	// no flag sets it.
@@ -109,7 +112,7 @@ func New(cfg Config) (*Router, error) {
 	handler := proxy.New(proxy.Config{
 		Resolver: resolver, Authorizer: authorizer, Metrics: m, Log: cfg.Log.WithName("proxy"),
 		AccessLog: cfg.AccessLog, ProxyTimeout: cfg.ProxyTimeout, MaxRequestBodyBytes: cfg.MaxRequestBody,
-		Retry:     cfg.Retry,
+		Retry: cfg.Retry, Tracer: cfg.Tracer,
 		Transport: proxy.NewTransport(cfg.Policy, cfg.DialTimeout, cfg.ResponseTimeout),
 	})
 	opts := cfg.Server

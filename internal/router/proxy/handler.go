@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/klog/v2"
 
 	"github.com/paddock-dev/paddock/internal/router/authz"
@@ -40,6 +41,9 @@ type Config struct {
 	Retry               RetryPolicy
 	// Transport is optional; NewTransport with the resolver's policy is the default.
 	Transport http.RoundTripper
+	// Tracer, when set, records one server span per request and sends its W3C trace context
+	// upstream; optional.
+	Tracer trace.Tracer
 }
 
 // Handler serves proxied requests.
@@ -97,12 +101,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w}
 	st := &requestState{namespaceLabel: metrics.NoNamespace}
 	h.cfg.Metrics.Inflight.Inc()
+	ctx, span := h.startSpan(r)
 	// Deferred so the request is counted and logged even when a broken stream aborts the handler.
 	defer func() {
 		h.cfg.Metrics.Inflight.Dec()
-		h.finish(rec, r, st, time.Since(start))
+		h.finish(rec, r, st, time.Since(start), span.SpanContext())
+		endSpan(span, rec.statusCode(), st)
 	}()
-	h.serve(rec, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)), st)
+	h.serve(rec, r.WithContext(context.WithValue(ctx, stateKey{}, st)), st)
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *requestState) {
@@ -179,6 +185,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	// The router consumes the credential; the sandbox never sees it.
 	pr.Out.Header.Del("Authorization")
 	pr.SetXForwarded()
+	h.injectTrace(pr.Out.Context(), pr.Out.Header)
 	if isUpgrade(pr.In) {
 		// Browsers' Origin would make upstream WebSocket servers reject a cross-origin hop.
 		pr.Out.Header.Del("Origin")
@@ -202,7 +209,7 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	WriteDetail(w, http.StatusBadGateway, "Could not connect to the backend sandbox: "+st.target.Name)
 }
 
-func (h *Handler) finish(rec *recorder, r *http.Request, st *requestState, d time.Duration) {
+func (h *Handler) finish(rec *recorder, r *http.Request, st *requestState, d time.Duration, sc trace.SpanContext) {
 	code := rec.statusCode()
 	method := metrics.Method(r.Method)
 	h.cfg.Metrics.Requests.WithLabelValues(method, fmt.Sprint(code), st.namespaceLabel).Inc()
@@ -214,10 +221,14 @@ func (h *Handler) finish(rec *recorder, r *http.Request, st *requestState, d tim
 	if err != nil {
 		clientIP = r.RemoteAddr
 	}
-	h.cfg.Log.Info("request", "method", r.Method, "path", r.URL.Path, "status", code,
-		"duration_ms", float64(d.Microseconds())/1000, "client_ip", clientIP,
+	kv := []any{"method", r.Method, "path", r.URL.Path, "status", code,
+		"duration_ms", float64(d.Microseconds()) / 1000, "client_ip", clientIP,
 		"sandbox_id", r.Header.Get(headers.SandboxID), "sandbox_namespace", r.Header.Get(headers.SandboxNamespace),
-		"bytes_out", rec.bytes, "user_agent", r.UserAgent(), "source", string(st.endpoint.Source), "failure", st.failure)
+		"bytes_out", rec.bytes, "user_agent", r.UserAgent(), "source", string(st.endpoint.Source), "failure", st.failure}
+	if sc.IsValid() {
+		kv = append(kv, "trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String())
+	}
+	h.cfg.Log.Info("request", kv...)
 }
 
 func bodyTooLarge(limit int64) string {

@@ -38,7 +38,7 @@ func runtimeUnderTest(t *testing.T) *Runtime {
 
 // startSandboxd serves the real daemon on a fresh root until the test ends and returns the base
 // URL of its legacy API and its gRPC address.
-func startSandboxd(t *testing.T) (legacyURL, grpcAddr string) {
+func startSandboxd(t testing.TB) (legacyURL, grpcAddr string) {
 	t.Helper()
 	d, err := server.New(server.Config{RootDir: t.TempDir(), Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
 	if err != nil {

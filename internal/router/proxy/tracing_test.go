@@ -78,7 +78,7 @@ func TestTracingMarksRouterErrors(t *testing.T) {
 
 func TestNoTracerLeavesTraceparentAlone(t *testing.T) {
 	var upstreamParent string
-	port := upstream(t, func(w http.ResponseWriter, r *http.Request) { upstreamParent = r.Header.Get("Traceparent") })
+	port := upstream(t, func(_ http.ResponseWriter, r *http.Request) { upstreamParent = r.Header.Get("Traceparent") })
 	f := newFixture(t, nil)
 	in := "00-" + clientTraceID + "-" + clientSpanID + "-01"
 	f.do(t, http.MethodGet, "/", nil, map[string]string{"X-Sandbox-ID": "sb", "X-Sandbox-Port": port, "X-Sandbox-Pod-IP": "127.0.0.1", "Traceparent": in})
@@ -90,7 +90,7 @@ func TestNoTracerLeavesTraceparentAlone(t *testing.T) {
 func attributeMap(kvs []attribute.KeyValue) map[string]string {
 	m := map[string]string{}
 	for _, kv := range kvs {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }

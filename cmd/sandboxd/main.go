@@ -1,5 +1,6 @@
 // Command sandboxd is the runtime daemon inside every sandbox: it runs commands with streaming
-// output (gRPC process.v1.ProcessService), moves files (REST /v1/files), reports health and
+// output (gRPC process.v1.ProcessService, and its HTTP/1.1 form POST /v1/processes for clients
+// behind the router), moves files (REST /v1/files), reports health and
 // metadata, serves the legacy Python-runtime API on port 8888, and applies per-claim settings.
 package main
 

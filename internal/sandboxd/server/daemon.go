@@ -1,6 +1,7 @@
 // Package server is sandboxd's network surface: the gRPC process.v1.ProcessService, the REST
-// filesystem and runtime API (/v1/..., including the HTTP form of Start in stream.go), the legacy runtime API of the Python runtime (port 8888)
-// and the claim-settings endpoint. Daemon owns the state they share.
+// filesystem and runtime API (/v1/..., with the HTTP form of Start in stream.go), the legacy
+// runtime API of the Python runtime (port 8888) and the claim-settings endpoint. Daemon owns the
+// state they share.
 package server
 
 import (

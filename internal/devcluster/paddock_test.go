@@ -1,0 +1,55 @@
+package devcluster
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// TestBundlesRunOnTheDevCluster checks what the dev install changes in the committed bundles:
+// both Deployments run the local registry's image, always pulled, one replica, and reach the
+// API server by the node address.
+func TestBundlesRunOnTheDevCluster(t *testing.T) {
+	cfg := testCfg
+	cfg.SourceDir = filepath.Join("..", "..")
+	cl := &cluster{cfg: cfg}
+	images := map[string]string{bundleImage: cfg.ControllerImage(), routerBundleImage: cfg.RouterImage()}
+	type deployment struct {
+		Image, Pull, Host, Port string
+		Replicas                int32
+	}
+	got := map[string]deployment{}
+	for _, file := range []string{"paddock.yaml", "paddock-router.yaml"} {
+		objs, err := cl.bundle(file, images)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range objs {
+			if u.GetKind() != "Deployment" {
+				continue
+			}
+			d := &appsv1.Deployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
+				t.Fatal(err)
+			}
+			c := d.Spec.Template.Spec.Containers[0]
+			env := map[string]string{}
+			for _, e := range c.Env {
+				env[e.Name] = e.Value
+			}
+			got[d.Name] = deployment{Image: c.Image, Pull: string(c.ImagePullPolicy), Host: env["KUBERNETES_SERVICE_HOST"],
+				Port: env["KUBERNETES_SERVICE_PORT"], Replicas: *d.Spec.Replicas}
+		}
+	}
+	apiPort := itoa(cfg.Ports.APIServer)
+	want := map[string]deployment{
+		"paddock-controller": {Image: cfg.ControllerImage(), Pull: "Always", Host: "198.18.255.1", Port: apiPort, Replicas: 1},
+		"paddock-router":     {Image: cfg.RouterImage(), Pull: "Always", Host: "198.18.255.1", Port: apiPort, Replicas: 1},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Deployments as installed on the dev cluster (-want +got):\n%s", diff)
+	}
+}

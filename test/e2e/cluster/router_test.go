@@ -221,7 +221,7 @@ func scopedTokenRouter(t *testing.T, ctx context.Context, ns string) scopedtoken
 		t.Fatal(err)
 	}
 	spec := installed.Spec.Template.Spec.DeepCopy()
-	spec.ServiceAccountName = ""
+	spec.ServiceAccountName, spec.DeprecatedServiceAccount = "", ""
 	spec.TopologySpreadConstraints = nil
 	spec.TerminationGracePeriodSeconds = ptr[int64](1)
 	ctr := &spec.Containers[0]

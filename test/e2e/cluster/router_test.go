@@ -22,6 +22,7 @@ import (
 
 	processv1 "github.com/paddock-dev/paddock/api/proto/process/v1"
 	"github.com/paddock-dev/paddock/internal/router/scopedtoken"
+	"github.com/paddock-dev/paddock/sdk"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
@@ -52,6 +53,16 @@ func testRouter(t *testing.T) {
 			framework.Eventually(t, func(ctx context.Context) error {
 				return expectSandboxName(ctx, router, ns, name, "")
 			})
+		}
+	})
+	t.Run("the SDK runs a command through the router on the legacy port", func(t *testing.T) {
+		rt, err := sdk.NewRuntime(sdk.Endpoint{URL: router, Sandbox: "beta", Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := rt.Run(ctx, "sh -c 'echo $SANDBOX_NAME'")
+		if err != nil || res.Stdout != "beta\n" || res.ExitCode != 0 {
+			t.Errorf("Run through the router = %+v, %v; want stdout \"beta\\n\", exit code 0", res, err)
 		}
 	})
 	t.Run("an unknown and a suspended sandbox get JSON errors", func(t *testing.T) {

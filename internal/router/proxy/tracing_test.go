@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
@@ -93,4 +96,31 @@ func attributeMap(kvs []attribute.KeyValue) map[string]string {
 		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
+}
+
+func TestAccessLogCarriesTheTrace(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	logger := funcr.New(func(_, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{})
+	tp := sdktrace.NewTracerProvider()
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	port := upstream(t, func(http.ResponseWriter, *http.Request) {})
+	f := newFixture(t, func(c *Config) { c.Log, c.AccessLog, c.Tracer = logger, true, tp.Tracer("test") })
+	f.do(t, http.MethodGet, "/", nil, map[string]string{"X-Sandbox-ID": "sb", "X-Sandbox-Port": port, "X-Sandbox-Pod-IP": "127.0.0.1",
+		"Traceparent": "00-" + clientTraceID + "-" + clientSpanID + "-01"})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, l := range lines {
+		if strings.Contains(l, `"msg"="request"`) {
+			if !strings.Contains(l, `"trace_id"="`+clientTraceID+`"`) || !strings.Contains(l, `"span_id"="`) {
+				t.Errorf("access line %q lacks the client's trace id and the router's span id", l)
+			}
+			return
+		}
+	}
+	t.Fatalf("no access line among %q", lines)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
@@ -49,6 +50,9 @@ type Reconciler struct {
 	apiReader client.Reader
 	tracer    trace.Tracer
 	written   writtenVersions
+	// podPatches holds back metadata patches of owned Pods (--sandbox-write-behind-window).
+	podPatches        *writeBehind
+	writeBehindWindow time.Duration
 }
 
 // Option configures a Reconciler.
@@ -67,6 +71,13 @@ func WithWorkers(n int) Option { return func(r *Reconciler) { r.workers = n } }
 // the API server has but the cache does not show yet; without it the client is used.
 func WithAPIReader(reader client.Reader) Option { return func(r *Reconciler) { r.apiReader = reader } }
 
+// WithWriteBehindWindow holds back the metadata patch of an owned Pod for up to d (capped at
+// MaxWriteBehindWindow) after the controller first finds it out of date, so that edits in quick
+// succession cost one Pod write. 0, the default, patches at once.
+func WithWriteBehindWindow(d time.Duration) Option {
+	return func(r *Reconciler) { r.writeBehindWindow = d }
+}
+
 // New returns a Reconciler that reads and writes through c (normally the manager's cached
 // client), resolves kinds with scheme and emits events with recorder.
 func New(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder, opts ...Option) (*Reconciler, error) {
@@ -82,7 +93,10 @@ func New(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder,
 		return nil, fmt.Errorf("sandbox reconciler workers is %d; set at least 1", r.workers)
 	case r.clusterDomain == "":
 		return nil, errors.New("sandbox reconciler cluster domain is empty; set it or leave the default cluster.local")
+	case r.writeBehindWindow < 0:
+		return nil, fmt.Errorf("sandbox reconciler write-behind window is %s; set 0 (off) or a positive duration", r.writeBehindWindow)
 	}
+	r.podPatches = newWriteBehind(r.writeBehindWindow)
 	return r, nil
 }
 
@@ -92,10 +106,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.client.Get(ctx, req.NamespacedName, sb); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.written.forget(req.NamespacedName)
+			r.podPatches.done(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !sb.DeletionTimestamp.IsZero() {
+		r.podPatches.done(req.NamespacedName)
 		return ctrl.Result{}, nil // garbage collection removes the children
 	}
 	if r.written.stale(req.NamespacedName, sb.ResourceVersion) {
@@ -117,7 +133,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		obs = r.reconcileChildren(ctx, sb)
 		obs.addErr(stepMetadata, annotations.patch(ctx, r.client, sb))
 		computeStatus(sb, &obs, r.clusterDomain)
-		result = r.scheduleExpiry(sb)
+		result = soonest(r.scheduleExpiry(sb), obs.podPatchWait)
 	case !markedExpired(sb):
 		// First of two passes: persist the verdict before tearing anything down.
 		markExpired(sb)
@@ -128,6 +144,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		if deleted {
 			return ctrl.Result{}, obs.err()
 		}
+	}
+	if !obs.podPatchPending {
+		r.podPatches.done(req.NamespacedName)
 	}
 
 	obs.addErr(stepMetadata, annotations.patch(ctx, r.client, sb)) // expiry passes: the trace context
@@ -241,7 +260,11 @@ type observation struct {
 	// service is the Service kept or created this pass; serviceSkipped when it was not looked at.
 	service        *corev1.Service
 	serviceSkipped bool
-	errs           []error
+	// podPatchPending is set while the owned Pod's metadata patch is held back or failed;
+	// podPatchWait is how long it is still held back.
+	podPatchPending bool
+	podPatchWait    time.Duration
+	errs            []error
 }
 
 // Steps of a pass, the label of the reconcile error metric.
@@ -253,6 +276,14 @@ const (
 	stepStatus   = "status"
 	stepMetadata = "metadata"
 )
+
+// soonest adds a requeue after d (when d > 0) to res, keeping the earlier of the two.
+func soonest(res ctrl.Result, d time.Duration) ctrl.Result {
+	if d > 0 && (res.RequeueAfter == 0 || d < res.RequeueAfter) {
+		res.RequeueAfter = d
+	}
+	return res
+}
 
 func (o *observation) addErr(step string, err error) {
 	if err == nil {

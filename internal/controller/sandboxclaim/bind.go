@@ -33,7 +33,8 @@ func (r *Reconciler) bind(ctx context.Context, claim *extensionsv1beta1.SandboxC
 	if err != nil {
 		return nil, "", err
 	}
-	if len(claim.Spec.Env) == 0 && len(claim.Spec.VolumeClaimTemplates) == 0 {
+	// A claim with env goes warm only through claim settings (claimsettings.go).
+	if len(claim.Spec.VolumeClaimTemplates) == 0 && (len(claim.Spec.Env) == 0 || r.servesEnvWarm(claim, tpl)) {
 		sb, networkPending, err := r.adoptWarm(ctx, claim, pool, tpl)
 		if err != nil || sb != nil {
 			return sb, agentsv1beta1.LaunchTypeWarm, err

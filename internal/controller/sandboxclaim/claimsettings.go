@@ -60,8 +60,11 @@ type settingsDelivery struct {
 	opts ClaimSettingsOptions
 	// failures counts, by claim UID, consecutive failed deliveries.
 	failures sync.Map
-	// fellBack marks, by claim UID, claims that gave up on a warm Sandbox until the cache shows
-	// their SettingsFailed condition.
+	// delivered holds, by claim UID, the claim generation whose settings sandboxd has, so that a
+	// pass on a cache without the SettingsDelivered condition does not send them again.
+	delivered sync.Map
+	// fellBack holds, by claim UID, the SettingsFailed condition of a claim that gave up on its
+	// warm Sandbox, so that a pass on a cache without it neither tries warm again nor drops it.
 	fellBack sync.Map
 }
 
@@ -80,6 +83,7 @@ func newSettingsDelivery(o ClaimSettingsOptions) *settingsDelivery {
 
 func (d *settingsDelivery) forget(uid types.UID) {
 	d.failures.Delete(uid)
+	d.delivered.Delete(uid)
 	d.fellBack.Delete(uid)
 }
 
@@ -138,25 +142,51 @@ func (r *Reconciler) settingsFellBack(c *extensionsv1beta1.SandboxClaim) bool {
 	return marked || (cond != nil && cond.Reason == extensionsv1beta1.ClaimReasonSettingsFailed)
 }
 
+// recallFallback puts back the SettingsFailed condition this process wrote when the claim as read
+// from the cache does not show it yet: the status written from this view must keep it.
+func (r *Reconciler) recallFallback(c *extensionsv1beta1.SandboxClaim) {
+	v, ok := r.settings.fellBack.Load(c.UID)
+	if !ok {
+		return
+	}
+	if cond := meta.FindStatusCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered); cond == nil || cond.Reason != extensionsv1beta1.ClaimReasonSettingsFailed {
+		meta.SetStatusCondition(&c.Status.Conditions, v.(metav1.Condition))
+	}
+}
+
+// alreadyDelivered reports whether sandboxd has the settings of the claim's generation, as the
+// claim's condition or this process's memory says.
+func (r *Reconciler) alreadyDelivered(c *extensionsv1beta1.SandboxClaim) bool {
+	if gen, ok := r.settings.delivered.Load(c.UID); ok && gen.(int64) == c.Generation {
+		return true
+	}
+	cond := meta.FindStatusCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered)
+	return cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == c.Generation
+}
+
 // deliverClaimSettings is the claim-settings step of a pass, after bind. It does nothing for a
 // claim without env or a Sandbox that is not warm. Otherwise it sends the env to sandboxd unless
 // it was delivered for this generation; the claim is not Ready until it was. A delivery that
 // cannot succeed discards the warm Sandbox, and the claim starts cold.
 func (r *Reconciler) deliverClaimSettings(ctx context.Context, c *extensionsv1beta1.SandboxClaim,
 	sb *agentsv1beta1.Sandbox, bindErr error) (*agentsv1beta1.Sandbox, error) {
-	if len(c.Spec.Env) == 0 || bindErr != nil || sb == nil || sb.Labels[agentsv1beta1.LaunchTypeLabel] != agentsv1beta1.LaunchTypeWarm {
+	if len(c.Spec.Env) == 0 {
+		return sb, bindErr
+	}
+	r.recallFallback(c)
+	if bindErr != nil || sb == nil || sb.Labels[agentsv1beta1.LaunchTypeLabel] != agentsv1beta1.LaunchTypeWarm {
 		return sb, bindErr
 	}
 	if r.settingsFellBack(c) {
 		return nil, r.discardWarm(ctx, c, sb)
 	}
-	if cond := meta.FindStatusCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered); cond != nil &&
-		cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == c.Generation {
+	if r.alreadyDelivered(c) {
 		return sb, nil
 	}
 	err := r.putClaimSettings(ctx, c, sb)
 	if err == nil {
 		r.settings.failures.Delete(c.UID)
+		r.settings.delivered.Store(c.UID, c.Generation)
 		ctrl.LoggerFrom(ctx).V(2).Info("Delivered claim settings", "claim", klog.KObj(c), "sandbox", sb.Name)
 		return sb, nil
 	}
@@ -171,8 +201,9 @@ func (r *Reconciler) deliverClaimSettings(ctx context.Context, c *extensionsv1be
 		return sb, &settingsError{reason: extensionsv1beta1.ClaimReasonSettingsPending, msg: msg}
 	}
 	r.settings.failures.Delete(c.UID)
-	r.settings.fellBack.Store(c.UID, sb.Name)
 	msg += "; discarding the warm Sandbox and starting a cold one"
+	r.settings.fellBack.Store(c.UID, metav1.Condition{Type: extensionsv1beta1.ClaimConditionSettingsDelivered, Status: metav1.ConditionFalse,
+		ObservedGeneration: c.Generation, Reason: extensionsv1beta1.ClaimReasonSettingsFailed, Message: msg})
 	r.event(c, corev1.EventTypeWarning, ReasonClaimSettingsFailed, "Adoption", msg)
 	return nil, errors.Join(&settingsError{reason: extensionsv1beta1.ClaimReasonSettingsFailed, msg: msg}, r.discardWarm(ctx, c, sb))
 }

@@ -38,8 +38,8 @@ const ReasonClaimSettingsFailed = extensionsv1beta1.ClaimReasonSettingsFailed
 
 // Defaults of ClaimSettingsOptions.
 const (
-	defaultSettingsAttempts = 3
-	defaultSettingsTimeout  = 5 * time.Second
+	defaultSettingsGiveUp  = 10 * time.Second
+	defaultSettingsTimeout = 5 * time.Second
 )
 
 // ClaimSettingsOptions configure how a claim's env reaches sandboxd in a warm Sandbox.
@@ -50,15 +50,15 @@ type ClaimSettingsOptions struct {
 	Address func(*agentsv1beta1.Sandbox) (string, error)
 	// Client sends the requests; the default gives up after 5s.
 	Client *http.Client
-	// Attempts is how many deliveries in a row may fail for reasons a retry can fix before the
-	// claim falls back to a cold Sandbox (default 3).
-	Attempts int
+	// GiveUpAfter is how long deliveries may keep failing, for reasons a retry can fix, before
+	// the claim falls back to a cold Sandbox (default 10s). Refusals fall back at once.
+	GiveUpAfter time.Duration
 }
 
 // settingsDelivery is the claim-settings state of one controller process.
 type settingsDelivery struct {
 	opts ClaimSettingsOptions
-	// failures counts, by claim UID, consecutive failed deliveries.
+	// failures holds, by claim UID, when the current run of failed deliveries began.
 	failures sync.Map
 	// delivered holds, by claim UID, the claim generation whose settings sandboxd has, so that a
 	// pass on a cache without the SettingsDelivered condition does not send them again.
@@ -75,8 +75,8 @@ func newSettingsDelivery(o ClaimSettingsOptions) *settingsDelivery {
 	if o.Client == nil {
 		o.Client = &http.Client{Timeout: defaultSettingsTimeout}
 	}
-	if o.Attempts <= 0 {
-		o.Attempts = defaultSettingsAttempts
+	if o.GiveUpAfter <= 0 {
+		o.GiveUpAfter = defaultSettingsGiveUp
 	}
 	return &settingsDelivery{opts: o}
 }
@@ -183,6 +183,11 @@ func (r *Reconciler) deliverClaimSettings(ctx context.Context, c *extensionsv1be
 	if r.alreadyDelivered(c) {
 		return sb, nil
 	}
+	if !meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
+		// A sandboxd still starting cannot answer; its Ready transition brings the next pass.
+		return sb, &settingsError{reason: extensionsv1beta1.ClaimReasonSettingsPending,
+			msg: fmt.Sprintf("waiting for Sandbox %q to be Ready to send it the claim's env", sb.Name)}
+	}
 	err := r.putClaimSettings(ctx, c, sb)
 	if err == nil {
 		r.settings.failures.Delete(c.UID)
@@ -190,14 +195,11 @@ func (r *Reconciler) deliverClaimSettings(ctx context.Context, c *extensionsv1be
 		ctrl.LoggerFrom(ctx).V(2).Info("Delivered claim settings", "claim", klog.KObj(c), "sandbox", sb.Name)
 		return sb, nil
 	}
-	n := 1
-	if v, ok := r.settings.failures.Load(c.UID); ok {
-		n += v.(int)
-	}
+	now := r.opts.Now()
+	since, _ := r.settings.failures.LoadOrStore(c.UID, now)
 	msg := fmt.Sprintf("sending the claim's env to sandboxd in Sandbox %q: %v", sb.Name, err)
 	var perm *permanentError
-	if !errors.As(err, &perm) && n < r.settings.opts.Attempts {
-		r.settings.failures.Store(c.UID, n)
+	if !errors.As(err, &perm) && now.Sub(since.(time.Time)) < r.settings.opts.GiveUpAfter {
 		return sb, &settingsError{reason: extensionsv1beta1.ClaimReasonSettingsPending, msg: msg}
 	}
 	r.settings.failures.Delete(c.UID)

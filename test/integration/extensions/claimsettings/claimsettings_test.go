@@ -2,6 +2,7 @@ package claimsettings
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -173,7 +174,7 @@ func TestTransientFailureIsRetried(t *testing.T) {
 	ctx, ns := framework.Context(t, testTimeout), env.Namespace(t)
 	member, d := warmPool(t, ctx, ns, false, token)
 	daemons.mu.Lock()
-	d.failResolutions = settingsAttempts - 1
+	d.failResolutions = 2
 	daemons.mu.Unlock()
 
 	framework.MustCreate(t, ctx, env.Client, builder.MakeClaim("run", ns, "pool").Env("TASK_ID", "42").Obj())
@@ -187,8 +188,41 @@ func TestTransientFailureIsRetried(t *testing.T) {
 	daemons.mu.Lock()
 	resolutions := d.resolutions
 	daemons.mu.Unlock()
-	if resolutions < settingsAttempts || d.putCount() < 1 {
-		t.Errorf("%d address lookups and %d PUTs, want %d failed lookups before a PUT", resolutions, d.putCount(), settingsAttempts-1)
+	if resolutions != 3 || d.putCount() != 1 {
+		t.Errorf("%d address lookups and %d PUTs, want 2 failed lookups, then 1 PUT", resolutions, d.putCount())
+	}
+}
+
+// A sandboxd that stays unreachable for GiveUpAfter is given up: the claim starts cold. Until
+// then the claim says why it is not Ready.
+func TestUnreachableSandboxdIsGivenUp(t *testing.T) {
+	ctx, ns := framework.Context(t, testTimeout), env.Namespace(t)
+	member, d := warmPool(t, ctx, ns, false, token)
+	daemons.mu.Lock()
+	d.failResolutions = 1 << 30
+	daemons.mu.Unlock()
+
+	framework.MustCreate(t, ctx, env.Client, builder.MakeClaim("run", ns, "pool").Env("TASK_ID", "42").Obj())
+	framework.Eventually(t, func(ctx context.Context) error {
+		c := &extensionsv1beta1.SandboxClaim{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "run"}, c); err != nil {
+			return err
+		}
+		return errors.Join(
+			builder.HasCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionReady, metav1.ConditionFalse, extensionsv1beta1.ClaimReasonSettingsPending),
+			builder.HasCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered, metav1.ConditionFalse, extensionsv1beta1.ClaimReasonSettingsPending))
+	})
+	clockOffset.Add(int64(giveUpAfter))
+
+	c, sb := waitClaim(t, ns, "run")
+	if sb.Name != "run" || sb.Labels[agentsv1beta1.LaunchTypeLabel] != agentsv1beta1.LaunchTypeCold {
+		t.Fatalf("claim bound to %s (launch type %q), want a cold Sandbox named after it", sb.Name, sb.Labels[agentsv1beta1.LaunchTypeLabel])
+	}
+	if err := builder.HasCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered, metav1.ConditionFalse, extensionsv1beta1.ClaimReasonSettingsFailed); err != nil {
+		t.Error(err)
+	}
+	if d.putCount() != 0 || member.Name == sb.Name {
+		t.Errorf("%d PUTs reached the unreachable sandboxd", d.putCount())
 	}
 }
 

@@ -15,7 +15,9 @@ import (
 	"os"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
@@ -42,8 +44,14 @@ var (
 	claimWrites = &writeLog{}
 )
 
-// settingsAttempts is the claim controller's ClaimSettingsOptions.Attempts in these tests.
-const settingsAttempts = 3
+// giveUpAfter is the claim controller's ClaimSettingsOptions.GiveUpAfter: far longer than any
+// test runs, so only a test that moves the clock past it sees a claim give up.
+const giveUpAfter = time.Hour
+
+// clockOffset moves the claim controller's clock ahead of the real one.
+var clockOffset atomic.Int64
+
+func now() time.Time { return time.Now().Add(time.Duration(clockOffset.Load())) }
 
 func TestMain(m *testing.M) {
 	if os.Getenv("PADDOCK_TEST_LOG") != "" {
@@ -66,7 +74,8 @@ func startControllers(e *framework.Env) (func(), error) {
 	stop, err := e.StartManager(func(mgr ctrl.Manager) error {
 		claims := sandboxclaim.New(&recordingClient{Client: mgr.GetClient(), log: claimWrites}, mgr.GetAPIReader(),
 			mgr.GetEventRecorder(sandboxclaim.ControllerName), warmqueue.New(), sandboxclaim.Options{
-				ClaimSettings: sandboxclaim.ClaimSettingsOptions{Address: daemons.address, Attempts: settingsAttempts},
+				Now:           now,
+				ClaimSettings: sandboxclaim.ClaimSettingsOptions{Address: daemons.address, GiveUpAfter: giveUpAfter},
 			})
 		pools := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxwarmpool.ControllerName), sandboxwarmpool.DefaultOptions())
 		templates := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxtemplate.ControllerName), sandboxtemplate.Options{})

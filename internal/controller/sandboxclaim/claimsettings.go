@@ -60,8 +60,8 @@ type settingsDelivery struct {
 	opts ClaimSettingsOptions
 	// failures holds, by claim UID, when the current run of failed deliveries began.
 	failures sync.Map
-	// delivered holds, by claim UID, the claim generation whose settings sandboxd has, so that a
-	// pass on a cache without the SettingsDelivered condition does not send them again.
+	// delivered marks, by claim UID, claims whose settings sandboxd has, so that a pass on a
+	// cache without the SettingsDelivered condition does not send them again.
 	delivered sync.Map
 	// fellBack holds, by claim UID, the SettingsFailed condition of a claim that gave up on its
 	// warm Sandbox, so that a pass on a cache without it neither tries warm again nor drops it.
@@ -154,19 +154,19 @@ func (r *Reconciler) recallFallback(c *extensionsv1beta1.SandboxClaim) {
 	}
 }
 
-// alreadyDelivered reports whether sandboxd has the settings of the claim's generation, as the
-// claim's condition or this process's memory says.
+// alreadyDelivered reports whether sandboxd has the claim's settings, as the claim's condition or
+// this process's memory says. Settings are sent once: like a cold Pod's env, they do not follow
+// later edits of spec.env, and a failed resend must never cost a claim the Sandbox it uses.
 func (r *Reconciler) alreadyDelivered(c *extensionsv1beta1.SandboxClaim) bool {
-	if gen, ok := r.settings.delivered.Load(c.UID); ok && gen.(int64) == c.Generation {
+	if _, ok := r.settings.delivered.Load(c.UID); ok {
 		return true
 	}
-	cond := meta.FindStatusCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered)
-	return cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == c.Generation
+	return meta.IsStatusConditionTrue(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered)
 }
 
 // deliverClaimSettings is the claim-settings step of a pass, after bind. It does nothing for a
 // claim without env or a Sandbox that is not warm. Otherwise it sends the env to sandboxd unless
-// it was delivered for this generation; the claim is not Ready until it was. A delivery that
+// it was delivered already; the claim is not Ready until it was. A delivery that
 // cannot succeed discards the warm Sandbox, and the claim starts cold.
 func (r *Reconciler) deliverClaimSettings(ctx context.Context, c *extensionsv1beta1.SandboxClaim,
 	sb *agentsv1beta1.Sandbox, bindErr error) (*agentsv1beta1.Sandbox, error) {
@@ -191,7 +191,7 @@ func (r *Reconciler) deliverClaimSettings(ctx context.Context, c *extensionsv1be
 	err := r.putClaimSettings(ctx, c, sb)
 	if err == nil {
 		r.settings.failures.Delete(c.UID)
-		r.settings.delivered.Store(c.UID, c.Generation)
+		r.settings.delivered.Store(c.UID, true)
 		ctrl.LoggerFrom(ctx).V(2).Info("Delivered claim settings", "claim", klog.KObj(c), "sandbox", sb.Name)
 		return sb, nil
 	}

@@ -46,7 +46,8 @@ func TestMain(m *testing.M) {
 			r, err := sandboxctrl.New(&recordingClient{Client: mgr.GetClient()}, mgr.GetScheme(),
 				mgr.GetEventRecorder(sandboxctrl.ControllerName), sandboxctrl.WithClock(clock),
 				sandboxctrl.WithWorkers(4), sandboxctrl.WithAPIReader(mgr.GetAPIReader()),
-				sandboxctrl.WithWriteBehindWindow(time.Hour))
+				sandboxctrl.WithWriteBehindWindow(time.Hour),
+				sandboxctrl.WithStatusCoalesceWindow(0)) // only the write-behind clock is under test
 			if err != nil {
 				return fmt.Errorf("building sandbox reconciler: %w", err)
 			}

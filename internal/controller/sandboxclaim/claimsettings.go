@@ -48,7 +48,7 @@ type ClaimSettingsOptions struct {
 	// first status.podIPs entry and port 8080. Tests resolve to a sandboxd on loopback, since a
 	// Pod IP in a test API server reaches nothing.
 	Address func(*agentsv1beta1.Sandbox) (string, error)
-	// Client sends the requests; the default gives up after 5s.
+	// Client sends the requests; the default ignores proxy settings and gives up after 5s.
 	Client *http.Client
 	// GiveUpAfter is how long deliveries may keep failing, for reasons a retry can fix, before
 	// the claim falls back to a cold Sandbox (default 10s). Refusals fall back at once.
@@ -73,7 +73,10 @@ func newSettingsDelivery(o ClaimSettingsOptions) *settingsDelivery {
 		o.Address = podAddress
 	}
 	if o.Client == nil {
-		o.Client = &http.Client{Timeout: defaultSettingsTimeout}
+		// Straight to the Pod: a proxy from the controller's environment must not see the token.
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		transport.Proxy = nil
+		o.Client = &http.Client{Timeout: defaultSettingsTimeout, Transport: transport}
 	}
 	if o.GiveUpAfter <= 0 {
 		o.GiveUpAfter = defaultSettingsGiveUp

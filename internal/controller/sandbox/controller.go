@@ -232,7 +232,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, sb *agentsv1beta1.Sandbox,
 		r.hold.forget(key)
 		return 0, nil
 	}
-	if wait := r.hold.wait(key, startingUp(before, &sb.Status), r.clock.Now()); wait > 0 {
+	// Real time, not r.clock: the hold ends by a requeue, which the work queue counts in real time.
+	if wait := r.hold.wait(key, startingUp(before, &sb.Status), time.Now()); wait > 0 {
 		return wait, nil
 	}
 	original := sb.DeepCopy()

@@ -45,9 +45,6 @@ func TestMain(m *testing.M) {
 			recorder.next = mgr.GetEventRecorder(sandboxctrl.ControllerName)
 			r, err := sandboxctrl.New(&recordingClient{Client: mgr.GetClient(), log: ops}, mgr.GetScheme(), recorder,
 				sandboxctrl.WithClock(clock), sandboxctrl.WithClusterDomain("paddock.test"), sandboxctrl.WithWorkers(4),
-				// The status hold counts on this fake clock, which only expiry tests move: off here,
-				// so every status change is written and asserted as it happens.
-				sandboxctrl.WithStatusCoalesceWindow(0),
 				sandboxctrl.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))),
 				sandboxctrl.WithAPIReader(mgr.GetAPIReader()))
 			if err != nil {

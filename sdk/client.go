@@ -39,6 +39,9 @@ type Options struct {
 	// GRPCPort is sandboxd's gRPC port on the pod (default 9090), used by Runtime.Stream in
 	// direct mode.
 	GRPCPort int
+	// RESTPort is sandboxd's REST filesystem API port on the pod (default 8080), used by
+	// Sandbox.Files. Through the router it is sent as X-Sandbox-Port.
+	RESTPort int
 	// Token, when set, is sent as "Authorization: Bearer <token>" (sandboxd --token).
 	Token string
 	// HTTPClient carries runtime requests; nil means a client with no proxy from the environment.
@@ -75,11 +78,17 @@ func NewWithClient(kube client.WithWatch, opts Options) (*Client, error) {
 	if opts.GRPCPort == 0 {
 		opts.GRPCPort = defaultGRPCPort
 	}
+	if opts.RESTPort == 0 {
+		opts.RESTPort = defaultRESTPort
+	}
 	if opts.RuntimePort < 1 || opts.RuntimePort > 65535 {
 		return nil, fmt.Errorf("Options.RuntimePort=%d: must be between 1 and 65535 (the runtime's port on the pod, default 8888)", opts.RuntimePort)
 	}
 	if opts.GRPCPort < 1 || opts.GRPCPort > 65535 {
 		return nil, fmt.Errorf("Options.GRPCPort=%d: must be between 1 and 65535 (sandboxd's gRPC port on the pod, default 9090)", opts.GRPCPort)
+	}
+	if opts.RESTPort < 1 || opts.RESTPort > 65535 {
+		return nil, fmt.Errorf("Options.RESTPort=%d: must be between 1 and 65535 (sandboxd's REST port on the pod, default 8080)", opts.RESTPort)
 	}
 	return &Client{kube: kube, opts: opts}, nil
 }

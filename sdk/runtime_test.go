@@ -25,7 +25,8 @@ func runtimeUnderTest(t *testing.T) *Runtime {
 	t.Helper()
 	e := Endpoint{URL: os.Getenv("PADDOCK_SANDBOXD_URL"), Token: os.Getenv("PADDOCK_SANDBOXD_TOKEN")}
 	if e.URL == "" {
-		e.URL, e.GRPCAddr = startSandboxd(t)
+		d := startSandboxd(t)
+		e.URL, e.GRPCAddr = d.legacyURL, d.grpcAddr
 	} else {
 		e.GRPCAddr = os.Getenv("PADDOCK_SANDBOXD_GRPC") // host:port; Stream is skipped without it
 	}
@@ -36,11 +37,18 @@ func runtimeUnderTest(t *testing.T) *Runtime {
 	return rt
 }
 
+// sandboxdAddrs are where an in-process sandboxd serves.
+type sandboxdAddrs struct {
+	legacyURL, restURL, grpcAddr string
+	root                         string
+}
+
 // startSandboxd serves the real daemon on a fresh root until the test ends and returns the base
-// URL of its legacy API and its gRPC address.
-func startSandboxd(t *testing.T) (legacyURL, grpcAddr string) {
+// URLs of its legacy and REST APIs, its gRPC address and its root directory.
+func startSandboxd(t *testing.T) sandboxdAddrs {
 	t.Helper()
-	d, err := server.New(server.Config{RootDir: t.TempDir(), Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
+	root := t.TempDir()
+	d, err := server.New(server.Config{RootDir: root, Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +67,8 @@ func startSandboxd(t *testing.T) (legacyURL, grpcAddr string) {
 			t.Errorf("sandboxd: %v", err)
 		}
 	})
-	return "http://" + ls.Legacy.Addr().String(), ls.GRPC.Addr().String()
+	return sandboxdAddrs{legacyURL: "http://" + ls.Legacy.Addr().String(), restURL: "http://" + ls.REST.Addr().String(),
+		grpcAddr: ls.GRPC.Addr().String(), root: d.Root()}
 }
 
 func TestRuntimeStream(t *testing.T) {

@@ -26,6 +26,8 @@ type Globals struct {
 	RuntimePort int
 	// RESTPort is cp's --rest-port, the SDK's Options.RESTPort.
 	RESTPort int
+	// GRPCPort is exec's --grpc-port, the SDK's Options.GRPCPort.
+	GRPCPort int
 }
 
 // ExitError ends the program with Code and no message: the command already said what happened
@@ -83,7 +85,7 @@ func (g *Globals) connect() (*session, error) {
 			return nil, fmt.Errorf("reading the namespace from the kubeconfig context: %w; pass -n NAMESPACE", err)
 		}
 	}
-	return newSession(cfg, ns, sdk.Options{RouterURL: g.RouterURL, RuntimePort: g.RuntimePort, RESTPort: g.RESTPort})
+	return newSession(cfg, ns, sdk.Options{RouterURL: g.RouterURL, RuntimePort: g.RuntimePort, RESTPort: g.RESTPort, GRPCPort: g.GRPCPort})
 }
 
 func newSession(cfg *rest.Config, namespace string, opts sdk.Options) (*session, error) {

@@ -160,7 +160,7 @@ func testCLIVerbs(t *testing.T) {
 	if r = cli.run("exec", "agent", "--", "sh", "-c", "exit 7"); r.code != 7 || r.stderr != "" {
 		t.Errorf("exec of exit 7: code %d, stderr %q; want 7 and no message of paddock's own", r.code, r.stderr)
 	}
-	// testCLIStdin(t, cli)
+	testCLIStdin(t, cli)
 
 	local := t.TempDir()
 	blob := make([]byte, 3<<20+5)

@@ -21,28 +21,36 @@ import (
 	"github.com/paddock-dev/paddock/sdk"
 )
 
-// loopbackSandboxd serves the real sandboxd's REST file API on 127.0.0.1 until the test ends:
-// what the sandbox Pod would run. It returns the port and the sandbox root on disk.
+// loopbackSandboxd serves the real sandboxd's REST file API and gRPC ProcessService on
+// 127.0.0.1 until the test ends: what the sandbox Pod would run. It returns the REST port and
+// the sandbox root on disk; grpcPort is the gRPC port.
 func loopbackSandboxd(t *testing.T) (port int, root string) {
+	port, _, root = loopbackSandboxdGRPC(t)
+	return port, root
+}
+
+func loopbackSandboxdGRPC(t *testing.T) (restPort, grpcPort int, root string) {
 	t.Helper()
 	d, err := server.New(server.Config{RootDir: t.TempDir(), Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var ls server.Listeners
+	for _, l := range []*net.Listener{&ls.REST, &ls.GRPC} {
+		if *l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- d.Serve(ctx, server.Listeners{REST: l}) }()
+	go func() { served <- d.Serve(ctx, ls) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-served; err != nil {
 			t.Errorf("sandboxd: %v", err)
 		}
 	})
-	return l.Addr().(*net.TCPAddr).Port, d.Root()
+	return ls.REST.Addr().(*net.TCPAddr).Port, ls.GRPC.Addr().(*net.TCPAddr).Port, d.Root()
 }
 
 // fileState is what a round trip must keep of one file: its bytes and permission bits.

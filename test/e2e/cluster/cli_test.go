@@ -36,11 +36,11 @@ type cliRun struct {
 
 // cliEnv runs the paddock binary against the cluster in one namespace, as a user would.
 type cliEnv struct {
-	t      *testing.T
-	bin    string
-	ns     string
-	stdin  io.Reader
-	values []string
+	t   *testing.T
+	bin string
+	ns  string
+	// stdin, when set, is the next run's standard input.
+	stdin io.Reader
 }
 
 // run runs paddock with args and returns what it printed and its exit code.

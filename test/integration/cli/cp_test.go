@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -15,10 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
 
+	"github.com/paddock-dev/paddock/internal/cli"
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 	"github.com/paddock-dev/paddock/sdk"
+	"github.com/paddock-dev/paddock/test/framework"
 )
 
 // loopbackSandboxd serves the real sandboxd's REST file API and gRPC ProcessService on
@@ -222,5 +227,48 @@ func TestCopyErrorsNameTheProblem(t *testing.T) {
 	mustPaddock(t, kc, "cp", "--rest-port", rp, "agent:dir/f.txt", local)
 	if b, err := os.ReadFile(filepath.Join(local, "f.txt")); err != nil || string(b) != "theirs" {
 		t.Errorf("f.txt after resume = %q, %v", b, err)
+	}
+}
+
+// TestCopyShowsProgressOnATerminal: with stderr on a terminal a large copy draws a progress
+// line that ends at 100%; with stderr on a pipe (every other test) it prints nothing.
+func TestCopyShowsProgressOnATerminal(t *testing.T) {
+	ns := env.Namespace(t)
+	kc := kubeconfig(t, ns)
+	port, root := loopbackSandboxd(t)
+	playLoopbackKubelet(t, ns)
+	makePool(t, ns, 1)
+	mustPaddock(t, kc, "claim", "--pool", "pool", "--name", "agent")
+	big := filepath.Join(t.TempDir(), "big.bin")
+	writeFile(t, big, make([]byte, 8<<20), 0o644)
+
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	screen := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		_, _ = io.Copy(&b, ptmx) // ends when the terminal's other side is closed
+		screen <- b.String()
+	}()
+	cmd := &cobra.Command{Use: "paddock", SilenceUsage: true, SilenceErrors: true}
+	cli.AddCommands(cmd)
+	var stdout bytes.Buffer
+	cmd.SetOut(&stdout)
+	cmd.SetErr(tty)
+	cmd.SetArgs([]string{"--kubeconfig", kc, "cp", "--rest-port", strconv.Itoa(port), big, "agent:big.bin"})
+	err = cmd.ExecuteContext(framework.Context(t, framework.DefaultTimeout))
+	tty.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := <-screen
+	if !strings.Contains(got, "copying "+big+"  ") || !strings.Contains(got, "8.0 MiB / 8.0 MiB  100%") {
+		t.Errorf("terminal shows %q, want a progress line for %s ending at 100%%", got, big)
+	}
+	if info, err := os.Stat(filepath.Join(root, "big.bin")); err != nil || info.Size() != 8<<20 {
+		t.Errorf("big.bin in the sandbox: %v, %v", info, err)
 	}
 }

@@ -45,7 +45,8 @@ Directories are copied recursively with their files' permission bits.`,
 
   # Stream stdin into a file in the sandbox
   tar czf - ./data | paddock cp - my-agent:data.tgz`,
-		Args: cobra.ExactArgs(2),
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completeCopy(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, dst, err := ParseCopyArgs(args[0], args[1])
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -129,7 +130,7 @@ func (r *Reconciler) createMembers(ctx context.Context, pool *extensionsv1beta1.
 		for range size {
 			wg.Go(func() {
 				sb := blueprint.PoolMember(pool, tpl, blueprint.PoolOptions{SafeToEvict: r.opts.SafeToEvict})
-				if err := r.client.Create(ctx, sb); err != nil {
+				if err := r.createNamed(ctx, sb); err != nil {
 					r.expectations.CreationObserved(key)
 					mu.Lock()
 					errs = append(errs, err)
@@ -148,4 +149,22 @@ func (r *Reconciler) createMembers(ctx context.Context, pool *extensionsv1beta1.
 	}
 	ctrl.LoggerFrom(ctx).V(2).Info("Created warm pool members", "pool", klog.KObj(pool), "count", n)
 	return nil
+}
+
+// memberNameAttempts bounds the names tried for one member: a clash among 5 random characters
+// is rare, two in a row rarer still.
+const memberNameAttempts = 3
+
+// createNamed creates a member under a name chosen here, in the API server's generateName
+// format, so that its pod-name annotation is part of the create rather than a later patch.
+func (r *Reconciler) createNamed(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
+	prefix := sb.GenerateName
+	var err error
+	for range memberNameAttempts {
+		blueprint.NameMember(sb, prefix, utilrand.String(5))
+		if err = r.client.Create(ctx, sb); !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("no free name for a member with prefix %q after %d attempts: %w", prefix, memberNameAttempts, err)
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/paddock-dev/paddock/sdk"
 )
@@ -21,9 +20,6 @@ import (
 // maxRemoteDepth bounds the directory walk in a sandbox: sandboxd lists a symlink as what it
 // points to, so a link to a parent directory would otherwise recurse forever.
 const maxRemoteDepth = 64
-
-// progressMin is the size from which a copy shows progress on a terminal.
-const progressMin = 1 << 20
 
 func newCopyCommand(g *Globals) *cobra.Command {
 	timeout := defaultTimeout
@@ -363,95 +359,3 @@ func statLocal(p string) (Existing, error) {
 	}
 	return Existing{Exists: true, IsDir: info.IsDir()}, nil
 }
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// progress counts the bytes of one copy and, on a terminal, redraws one status line at most
-// every progressEvery once the copy is large.
-type progress struct {
-	w           io.Writer
-	on          bool
-	label       string
-	total, done int64
-	last        time.Time
-	drawn       bool
-}
-
-const progressEvery = 200 * time.Millisecond
-
-func newProgress(w io.Writer, tty bool, label string, total int64) *progress {
-	return &progress{w: w, on: tty, label: label, total: total}
-}
-
-func (p *progress) add(n int64) {
-	p.done += n
-	if !p.on || (p.total >= 0 && p.total < progressMin) || (p.total < 0 && p.done < progressMin) {
-		return
-	}
-	if now := time.Now(); now.Sub(p.last) >= progressEvery {
-		p.last = now
-		p.drawn = true
-		fmt.Fprintf(p.w, "\r%s\x1b[K", Progress(p.label, p.done, p.total))
-	}
-}
-
-func (p *progress) finish() {
-	if p.drawn {
-		fmt.Fprintf(p.w, "\r%s\x1b[K\n", Progress(p.label, p.done, p.total))
-	}
-}
-
-type progressWriter struct {
-	w io.Writer
-	p *progress
-}
-
-func (pw progressWriter) Write(b []byte) (int, error) {
-	n, err := pw.w.Write(b)
-	pw.p.add(int64(n))
-	return n, err
-}
-
-func (p *progress) writer(w io.Writer) io.Writer { return progressWriter{w, p} }
-
-type progressReader struct {
-	r io.Reader
-	p *progress
-}
-
-func (pr progressReader) Read(b []byte) (int, error) {
-	n, err := pr.r.Read(b)
-	pr.p.add(int64(n))
-	return n, err
-}
-
-func (p *progress) reader(r io.Reader) io.Reader { return progressReader{r, p} }
-
-// progressFile counts reads of a local file and stays an io.Seeker, so the SDK can rewind it
-// for a retry; rewinding takes back the bytes counted for this file.
-type progressFile struct {
-	f    *os.File
-	p    *progress
-	read int64
-}
-
-func (pf *progressFile) Read(b []byte) (int, error) {
-	n, err := pf.f.Read(b)
-	pf.read += int64(n)
-	pf.p.add(int64(n))
-	return n, err
-}
-
-func (pf *progressFile) Seek(offset int64, whence int) (int64, error) {
-	pos, err := pf.f.Seek(offset, whence)
-	if err == nil {
-		pf.p.done -= pf.read - pos
-		pf.read = pos
-	}
-	return pos, err
-}
-
-func (p *progress) file(f *os.File) io.Reader { return &progressFile{f: f, p: p} }

@@ -98,24 +98,3 @@ func remoteBase(p string) string {
 	}
 	return b
 }
-
-// Progress formats a progress line: "copying data.bin  12.0 MiB / 48.0 MiB  25%".
-func Progress(label string, done, total int64) string {
-	if total <= 0 {
-		return fmt.Sprintf("copying %s  %s", label, byteSize(done))
-	}
-	return fmt.Sprintf("copying %s  %s / %s  %d%%", label, byteSize(done), byteSize(total), done*100/total)
-}
-
-func byteSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
-}

@@ -9,8 +9,7 @@ import (
 // BenchmarkRunTrue measures Runtime.Run("true") against an in-process sandboxd on loopback: the
 // SDK's legacy POST /execute, the daemon's fork/exec and wait, and the JSON result.
 func BenchmarkRunTrue(b *testing.B) {
-	legacy, _ := startSandboxd(b)
-	rt, err := NewRuntime(Endpoint{URL: legacy})
+	rt, err := NewRuntime(Endpoint{URL: startSandboxd(b).legacyURL})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -26,8 +25,8 @@ func BenchmarkRunTrue(b *testing.B) {
 // BenchmarkStreamTrue measures Runtime.Stream of `true` over sandboxd's gRPC Start, a new
 // connection per call as Stream makes one.
 func BenchmarkStreamTrue(b *testing.B) {
-	legacy, grpcAddr := startSandboxd(b)
-	rt, err := NewRuntime(Endpoint{URL: legacy, GRPCAddr: grpcAddr})
+	addrs := startSandboxd(b)
+	rt, err := NewRuntime(Endpoint{URL: addrs.legacyURL, GRPCAddr: addrs.grpcAddr})
 	if err != nil {
 		b.Fatal(err)
 	}

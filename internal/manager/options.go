@@ -41,6 +41,10 @@ type Options struct {
 	SandboxWarmPoolWorkers      int
 	SandboxTemplateWorkers      int
 
+	// SandboxWriteBehindWindow holds back the metadata patch of a Sandbox's owned Pod, so that
+	// edits in quick succession cost one write; 0 (the default) patches at once.
+	SandboxWriteBehindWindow time.Duration
+
 	WarmPoolMaxBatchSize                 int
 	WarmPoolReplenishDelay               time.Duration
 	WarmPoolMaxRefillRate                float64
@@ -114,6 +118,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.SandboxClaimWorkers, "sandbox-claim-concurrent-workers", o.SandboxClaimWorkers, "SandboxClaims reconciled in parallel.")
 	fs.IntVar(&o.SandboxWarmPoolWorkers, "sandbox-warm-pool-concurrent-workers", o.SandboxWarmPoolWorkers, "SandboxWarmPools reconciled in parallel.")
 	fs.IntVar(&o.SandboxTemplateWorkers, "sandbox-template-concurrent-workers", o.SandboxTemplateWorkers, "SandboxTemplates reconciled in parallel.")
+	fs.DurationVar(&o.SandboxWriteBehindWindow, "sandbox-write-behind-window", o.SandboxWriteBehindWindow, "Hold back the metadata patch of a Sandbox's existing Pod this long after a change is first seen, to coalesce edits (capped at 1s); 0 patches at once.")
 	fs.IntVar(&o.WarmPoolMaxBatchSize, "sandbox-warm-pool-max-batch-size", o.WarmPoolMaxBatchSize, "Most Sandboxes a pool creates or deletes in one pass.")
 	fs.DurationVar(&o.WarmPoolReplenishDelay, "sandbox-warm-pool-replenish-delay", o.WarmPoolReplenishDelay, "Delay before a pool refills after a member is claimed; 0 refills at once.")
 	fs.Float64Var(&o.WarmPoolMaxRefillRate, "sandbox-warm-pool-max-refill-rate", o.WarmPoolMaxRefillRate, "Most Sandboxes per second one pool creates; 0 means no limit.")
@@ -155,6 +160,9 @@ func (o *Options) Validate() error {
 	}
 	if o.SandboxStatusCoalesceWindow < 0 {
 		errs = append(errs, fmt.Errorf("--sandbox-status-coalesce-window=%s: must not be negative (0 writes every status change at once)", o.SandboxStatusCoalesceWindow))
+	}
+	if o.SandboxWriteBehindWindow < 0 {
+		errs = append(errs, fmt.Errorf("--sandbox-write-behind-window=%s: must not be negative; use 0 to turn write-behind off or a duration such as 200ms (capped at 1s)", o.SandboxWriteBehindWindow))
 	}
 	if o.WarmPoolReplenishDelay < 0 {
 		errs = append(errs, fmt.Errorf("--sandbox-warm-pool-replenish-delay=%s: must not be negative", o.WarmPoolReplenishDelay))

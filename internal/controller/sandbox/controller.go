@@ -53,6 +53,9 @@ type Reconciler struct {
 	tracer    trace.Tracer
 	written   writtenVersions
 	hold      statusHold
+	// podPatches holds back metadata patches of owned Pods (--sandbox-write-behind-window).
+	podPatches        *writeBehind
+	writeBehindWindow time.Duration
 }
 
 // Option configures a Reconciler.
@@ -78,6 +81,13 @@ func WithStatusCoalesceWindow(d time.Duration) Option {
 // the API server has but the cache does not show yet; without it the client is used.
 func WithAPIReader(reader client.Reader) Option { return func(r *Reconciler) { r.apiReader = reader } }
 
+// WithWriteBehindWindow holds back the metadata patch of an owned Pod for up to d (capped at
+// MaxWriteBehindWindow) after the controller first finds it out of date, so that edits in quick
+// succession cost one Pod write. 0, the default, patches at once.
+func WithWriteBehindWindow(d time.Duration) Option {
+	return func(r *Reconciler) { r.writeBehindWindow = d }
+}
+
 // New returns a Reconciler that reads and writes through c (normally the manager's cached
 // client), resolves kinds with scheme and emits events with recorder.
 func New(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder, opts ...Option) (*Reconciler, error) {
@@ -96,7 +106,10 @@ func New(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder,
 		return nil, errors.New("sandbox reconciler cluster domain is empty; set it or leave the default cluster.local")
 	case r.hold.window < 0:
 		return nil, fmt.Errorf("sandbox reconciler status coalesce window is %v; set 0 or more", r.hold.window)
+	case r.writeBehindWindow < 0:
+		return nil, fmt.Errorf("sandbox reconciler write-behind window is %s; set 0 (off) or a positive duration", r.writeBehindWindow)
 	}
+	r.podPatches = newWriteBehind(r.writeBehindWindow)
 	return r, nil
 }
 
@@ -107,11 +120,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		if apierrors.IsNotFound(err) {
 			r.written.forget(req.NamespacedName)
 			r.hold.forget(req.NamespacedName)
+			r.podPatches.done(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !sb.DeletionTimestamp.IsZero() {
 		r.hold.forget(req.NamespacedName)
+		r.podPatches.done(req.NamespacedName)
 		return ctrl.Result{}, nil // garbage collection removes the children
 	}
 	if r.written.stale(req.NamespacedName, sb.ResourceVersion) {
@@ -133,7 +148,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		obs = r.reconcileChildren(ctx, sb)
 		obs.addErr(stepMetadata, annotations.patch(ctx, r.client, sb))
 		computeStatus(sb, &obs, r.clusterDomain)
-		result = r.scheduleExpiry(sb)
+		result = soonest(r.scheduleExpiry(sb), obs.podPatchWait)
 	case !markedExpired(sb):
 		// First of two passes: persist the verdict before tearing anything down.
 		markExpired(sb)
@@ -145,6 +160,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			return ctrl.Result{}, obs.err()
 		}
 	}
+	if !obs.podPatchPending {
+		r.podPatches.done(req.NamespacedName)
+	}
 
 	obs.addErr(stepMetadata, annotations.patch(ctx, r.client, sb)) // expiry passes: the trace context
 	held, err := r.writeStatus(ctx, sb, before)
@@ -152,9 +170,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		obs.addErr(stepStatus, err)
 		return ctrl.Result{}, obs.err()
 	}
-	if held > 0 && (result.RequeueAfter == 0 || held < result.RequeueAfter) {
-		result.RequeueAfter = held
-	}
+	result = soonest(result, held)
 	r.emitEvents(sb, before)
 	observePodReady(sb, before, obs.pod, r.clock.Now())
 	return result, obs.err()
@@ -216,7 +232,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, sb *agentsv1beta1.Sandbox,
 		r.hold.forget(key)
 		return 0, nil
 	}
-	if wait := r.hold.wait(key, startingUp(before, &sb.Status), r.clock.Now()); wait > 0 {
+	// Real time, not r.clock: the hold ends by a requeue, which the work queue counts in real time.
+	if wait := r.hold.wait(key, startingUp(before, &sb.Status), time.Now()); wait > 0 {
 		return wait, nil
 	}
 	original := sb.DeepCopy()
@@ -283,7 +300,11 @@ type observation struct {
 	// service is the Service kept or created this pass; serviceSkipped when it was not looked at.
 	service        *corev1.Service
 	serviceSkipped bool
-	errs           []error
+	// podPatchPending is set while the owned Pod's metadata patch is held back or failed;
+	// podPatchWait is how long it is still held back.
+	podPatchPending bool
+	podPatchWait    time.Duration
+	errs            []error
 }
 
 // Steps of a pass, the label of the reconcile error metric.
@@ -295,6 +316,14 @@ const (
 	stepStatus   = "status"
 	stepMetadata = "metadata"
 )
+
+// soonest adds a requeue after d (when d > 0) to res, keeping the earlier of the two.
+func soonest(res ctrl.Result, d time.Duration) ctrl.Result {
+	if d > 0 && (res.RequeueAfter == 0 || d < res.RequeueAfter) {
+		res.RequeueAfter = d
+	}
+	return res
+}
 
 func (o *observation) addErr(step string, err error) {
 	if err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,6 +33,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			DeleteFunc: func(e event.DeleteEvent) bool { r.forget(e.Object.GetUID()); return true },
 		})).
 		Owns(&agentsv1beta1.Sandbox{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: boundSandboxChanged})).
+		// A legacy per-claim policy that appears is deleted (deleteLegacyPolicy); the informer
+		// is the template controller's.
+		Owns(&networkingv1.NetworkPolicy{}, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(event.UpdateEvent) bool { return false },
+			DeleteFunc: func(event.DeleteEvent) bool { return false },
+		})).
 		Watches(&agentsv1beta1.Sandbox{}, r.warmQueueEvents()).
 		Watches(&extensionsv1beta1.SandboxWarmPool{}, r.poolEvents()).
 		Watches(&extensionsv1beta1.SandboxTemplate{}, handler.Funcs{

@@ -35,10 +35,13 @@ func (r *Reconciler) getTemplate(ctx context.Context, pool *extensionsv1beta1.Sa
 	}
 }
 
-// listMembers lists the Sandboxes carrying the pool's label, from the cache.
+// listMembers lists the Sandboxes carrying the pool's label, from the cache. The items are the
+// cache's own objects, not copies: a pool pass runs on every member event and reads hundreds of
+// members, so copying them all would cost more than the rest of the pass. Callers must not
+// modify them; pick copies the ones a pass writes.
 func (r *Reconciler) listMembers(ctx context.Context, pool *extensionsv1beta1.SandboxWarmPool) ([]agentsv1beta1.Sandbox, error) {
 	var list agentsv1beta1.SandboxList
-	if err := r.client.List(ctx, &list, client.InNamespace(pool.Namespace),
+	if err := r.client.List(ctx, &list, client.InNamespace(pool.Namespace), client.UnsafeDisableDeepCopy,
 		client.MatchingFields{agentsv1beta1.SandboxWarmPoolIndex: blueprint.PoolHash(pool.Name)}); err != nil {
 		return nil, fmt.Errorf("listing members of warm pool %q: %w", pool.Name, err)
 	}

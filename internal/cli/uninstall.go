@@ -55,6 +55,12 @@ func runUninstall(cmd *cobra.Command, g *Globals, o *uninstallOptions) error {
 	if err != nil {
 		return err
 	}
+	// The router's bundle is applied after the main one; its objects go first.
+	router, err := ParseBundle(dist.RouterBundle)
+	if err != nil {
+		return err
+	}
+	bundle = append(bundle, router...)
 	s, err := g.connect()
 	if err != nil {
 		return err

@@ -34,6 +34,11 @@ func TestUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	router, err := cli.ParseBundle(dist.RouterBundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle = append(bundle, router...) // the router's install goes too
 	for _, obj := range bundle {
 		if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
 			client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {

@@ -8,8 +8,11 @@ import (
 	"strings"
 )
 
-// WriteFiles writes report.json, report.md and one latency plot per scenario
-// (scenario-1.svg, ...) into dir, creating it if needed, and returns the paths it wrote.
+// percentilesFile is the plot of p50, p90 and p99 by claim rate.
+const percentilesFile = "percentiles.svg"
+
+// WriteFiles writes report.json, report.md, one latency plot per scenario (scenario-1.svg, ...)
+// and, when there are warm scenarios, percentiles.svg into dir, creating it if needed, and returns the paths it wrote.
 func WriteFiles(dir string, r *Report) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating output directory %s: %w", dir, err)
@@ -24,6 +27,10 @@ func WriteFiles(dir string, r *Report) ([]string, error) {
 		name := fmt.Sprintf("scenario-%d.svg", i+1)
 		files[name] = SVG(s.Name, s.Samples)
 		md += fmt.Sprintf("\n![%s](%s)\n", strings.ReplaceAll(s.Name, "]", ")"), name)
+	}
+	if doc, ok := PercentilesSVG("latency percentiles by claim rate", r.Scenarios); ok {
+		files[percentilesFile] = doc
+		md += fmt.Sprintf("\n![latency percentiles by claim rate](%s)\n", percentilesFile)
 	}
 	files["report.md"] = md
 	var written []string

@@ -3,9 +3,6 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
-	"encoding/xml"
-	"errors"
-	"io"
 	"os"
 	"sort"
 	"strings"
@@ -84,83 +81,6 @@ func TestWriteJSONRoundTrips(t *testing.T) {
 	}
 }
 
-// svgShape is what the SVG test checks: the root element and every circle.
-type svgShape struct {
-	Root    string
-	Circles int
-	Titles  []string
-}
-
-func parseSVG(t *testing.T, doc string) svgShape {
-	t.Helper()
-	dec := xml.NewDecoder(strings.NewReader(doc))
-	var shape svgShape
-	inCircle := false
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return shape
-		}
-		if err != nil {
-			t.Fatalf("SVG is not well-formed XML: %v\n%s", err, doc)
-		}
-		switch el := tok.(type) {
-		case xml.StartElement:
-			if shape.Root == "" {
-				shape.Root = el.Name.Space + " " + el.Name.Local
-			}
-			if el.Name.Local == "circle" {
-				shape.Circles++
-				inCircle = true
-			}
-		case xml.EndElement:
-			if el.Name.Local == "circle" {
-				inCircle = false
-			}
-		case xml.CharData:
-			if inCircle && strings.TrimSpace(string(el)) != "" {
-				shape.Titles = append(shape.Titles, string(el))
-			}
-		}
-	}
-}
-
-func TestSVG(t *testing.T) {
-	tests := []struct {
-		name    string
-		title   string
-		samples []Sample
-		want    svgShape
-	}{
-		{name: "no samples", title: "empty", want: svgShape{Root: "http://www.w3.org/2000/svg svg"}},
-		{
-			name: "one point per Ready sample", title: "warm <20/s> & more",
-			samples: []Sample{
-				{Name: "a", StartSeconds: 0, LatencySeconds: 0.01, Ready: true},
-				{Name: "b", StartSeconds: 0.05, LatencySeconds: 0.3, Ready: true},
-				{Name: "c", StartSeconds: 0.1, Ready: false},
-				{Name: "d<&>", StartSeconds: 2.5, LatencySeconds: 12, Ready: true},
-			},
-			want: svgShape{Root: "http://www.w3.org/2000/svg svg", Circles: 3, Titles: []string{"a 10 ms", "b 300 ms", "d<&> 12.0 s"}},
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, parseSVG(t, SVG(tc.title, tc.samples))); diff != "" {
-				t.Errorf("SVG shape (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestNiceCeil(t *testing.T) {
-	for in, want := range map[float64]float64{0: 1, -1: 1, 0.03: 0.05, 0.1: 0.1, 0.11: 0.2, 3: 5, 7: 10, 12: 20} {
-		if got := niceCeil(in); got != want {
-			t.Errorf("niceCeil(%v) = %v, want %v", in, got, want)
-		}
-	}
-}
-
 func TestWriteFiles(t *testing.T) {
 	dir := t.TempDir() + "/out"
 	paths, err := WriteFiles(dir, sampleReport())
@@ -168,7 +88,7 @@ func TestWriteFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	sort.Strings(paths)
-	want := []string{dir + "/report.json", dir + "/report.md", dir + "/scenario-1.svg", dir + "/scenario-2.svg"}
+	want := []string{dir + "/percentiles.svg", dir + "/report.json", dir + "/report.md", dir + "/scenario-1.svg", dir + "/scenario-2.svg"}
 	if diff := cmp.Diff(want, paths); diff != "" {
 		t.Errorf("written files (-want +got):\n%s", diff)
 	}
@@ -183,7 +103,7 @@ func TestWriteFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := parseSVG(t, string(svg)).Circles; got != 2 {
+	if got := len(parseSVG(t, string(svg)).Points); got != 2 {
 		t.Errorf("scenario-1.svg has %d points, want 2", got)
 	}
 }

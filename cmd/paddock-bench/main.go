@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"k8s.io/klog/v2"
@@ -22,6 +23,7 @@ func main() {
 	o.AddFlags(flag.CommandLine)
 	klog.InitFlags(flag.CommandLine)
 	flag.Parse()
+	o.Command = commandLine(os.Args)
 	if err := o.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "paddock-bench: %v\n", err)
 		os.Exit(2)
@@ -34,4 +36,16 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Print(bench.Markdown(report))
+}
+
+// commandLine quotes the arguments for a shell, so the report says how to repeat the run.
+func commandLine(args []string) string {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		quoted[i] = a
+	}
+	return strings.Join(quoted, " ")
 }

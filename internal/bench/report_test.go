@@ -22,6 +22,7 @@ func sampleReport() *Report {
 			Nodes:         0,
 			Objects:       map[string]int{"sandboxes": 3, "pods": 2},
 			Note:          "envtest, fsync off",
+			LoadAverage:   "0.50 0.40 0.30",
 		},
 		Scenarios: []Result{
 			{
@@ -31,26 +32,47 @@ func sampleReport() *Report {
 				Writes:         Writes{"POST sandboxclaims.extensions.agents.x-k8s.io": 2, "PATCH sandboxes.agents.x-k8s.io": 4},
 				WritesPerClaim: 3,
 				ObjectsBefore:  map[string]int{"nodes": 0, "sandboxes": 8},
+				LoadAverage:    "1.20 0.60 0.40",
 				Samples: []Sample{
 					{Name: "claim-0000", StartSeconds: 0, LatencySeconds: 0.012, Ready: true},
 					{Name: "claim-0001", StartSeconds: 0.2, LatencySeconds: 0.034, Ready: true},
 				},
 			},
 			{Name: "cold <none>", Kind: KindCold, Count: 1, Failed: 1, Samples: []Sample{{Name: "sb-0000", Error: "forbidden"}}},
+			{
+				Name: "hold 3", Kind: KindHold, Count: 3, Ready: 3,
+				Latency: Summary{N: 3, P50: 1, P90: 2, P99: 2, Max: 2}, AllReadySeconds: 2.5,
+				Hold: &Hold{
+					ControllerPod: "ctl-1", Settled: ControllerMetrics{RSSBytes: 100 << 20, CPUSeconds: 12},
+					CPUCoresCreating: 0.8, CPUCoresIdle: 0.01, PodReadySeconds: 4.5, ProbeReadySeconds: 6,
+					ResyncSeconds: 7.25, ResyncComplete: true, AfterResync: ControllerMetrics{RSSBytes: 150 << 20},
+					Problems: []string{"metrics slow"},
+				},
+				Samples: []Sample{{Name: "sb-00000", LatencySeconds: 1, Ready: true}},
+			},
 		},
 	}
 }
 
 func TestMarkdown(t *testing.T) {
-	want := `Measured 2026-11-29T23:00:00Z; commit abc123; go1.26.8; API server v1.37.2; 0 nodes; objects present: 2 pods, 3 sandboxes.
+	want := `Measured 2026-11-29T23:00:00Z; commit abc123; go1.26.8; API server v1.37.2; 0 nodes; objects present: 2 pods, 3 sandboxes; harness load average: 0.50 0.40 0.30.
 Conditions: envtest, fsync off
 
 | scenario | created | Ready | p50 | p90 | p99 | max | all Ready | API writes per object |
 |---|---|---|---|---|---|---|---|---|
 | warm 5/s | 2 | 2 | 12 ms | 34 ms | 34 ms | 34 ms | 234 ms | 3.0 |
 | cold <none> | 1 | 0 | – | – | – | – | – | 0.0 |
+| hold 3 | 3 | 3 | 1000 ms | 2000 ms | 2000 ms | 2000 ms | 2500 ms | 0.0 |
 
-warm 5/s: objects present before: 0 nodes, 8 sandboxes; API writes (total 6):
+| hold scenario | RSS settled | RSS after resync | CPU while creating | CPU idle | new Pod Ready | probe Ready | full resync |
+|---|---|---|---|---|---|---|---|
+| hold 3 | 100 MiB | 150 MiB | 0.80 cores | 0.01 cores | 4500 ms | 6000 ms | 7250 ms |
+
+hold 3 could not measure everything: metrics slow.
+
+Times after the restart run from the delete of the controller's Pod; a full resync is when the new process has queued at least as many items as Sandboxes are held and has nothing queued or in flight (workqueue metrics).
+
+warm 5/s: objects present before: 0 nodes, 8 sandboxes; load average after: 1.20 0.60 0.40; API writes (total 6):
 
 - PATCH sandboxes.agents.x-k8s.io: 4
 - POST sandboxclaims.extensions.agents.x-k8s.io: 2

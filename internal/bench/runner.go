@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +39,8 @@ type Runner struct {
 	image string
 	// onKWOK places the sandboxes on KWOK nodes; see PlaceOnKWOK.
 	onKWOK bool
+	// controller is where the hold scenario finds the controller; see MeasureController.
+	controller Controller
 }
 
 // NewRunner builds the clients. It lifts the client-side rate limit: the harness must not be the
@@ -75,7 +79,7 @@ func (r *Runner) Writes(ctx context.Context) (Writes, error) {
 
 // Conditions records what the run is measured on.
 func (r *Runner) Conditions(ctx context.Context) (Conditions, error) {
-	c := Conditions{Time: time.Now().UTC(), GoVersion: runtime.Version()}
+	c := Conditions{Time: time.Now().UTC(), GoVersion: runtime.Version(), LoadAverage: loadAverage()}
 	if v, err := r.disc.ServerVersion(); err == nil {
 		c.ServerVersion = v.GitVersion
 	}
@@ -116,13 +120,13 @@ func (r *Runner) countObjects(ctx context.Context) (map[string]int, error) {
 
 // namespace creates the scenario's namespace; the returned function deletes it and everything
 // the scenario made in it (explicitly, since a bare API server runs no garbage collector).
-func (r *Runner) namespace(ctx context.Context) (string, func(), error) {
+func (r *Runner) namespace(ctx context.Context, cleanupTimeout time.Duration) (string, func(), error) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "paddock-bench-"}}
 	if err := r.c.Create(ctx, ns); err != nil {
 		return "", nil, fmt.Errorf("creating the scenario namespace: %w", err)
 	}
 	cleanup := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
 		for _, obj := range []client.Object{
 			&extensionsv1beta1.SandboxClaim{}, &extensionsv1beta1.SandboxWarmPool{},
@@ -200,5 +204,21 @@ func (r *Runner) waitPoolFull(ctx context.Context, ns string, replicas int, time
 	return err
 }
 
+// MeasureController tells the hold scenario where the controller under test runs.
+func (r *Runner) MeasureController(c Controller) { r.controller = c }
+
 // PlaceOnKWOK makes every Sandbox of the run select and tolerate KWOK's fake nodes.
 func (r *Runner) PlaceOnKWOK() { r.onKWOK = true }
+
+// loadAverage is the harness machine's load average (Linux), or "" where it cannot be read.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) < 3 {
+		return ""
+	}
+	return strings.Join(fields[:3], " ")
+}

@@ -35,6 +35,8 @@ func (s Scenario) Name() string {
 	switch {
 	case s.Kind == KindCold:
 		return fmt.Sprintf("cold, %d Sandboxes at once", s.Count)
+	case s.Kind == KindHold:
+		return fmt.Sprintf("hold %d Sandboxes, restart the controller", s.Count)
 	case s.Rate == 0:
 		return fmt.Sprintf("warm burst, %d claims, pool %d", s.Count, s.PoolSize)
 	default:
@@ -45,8 +47,8 @@ func (s Scenario) Name() string {
 // Validate names the first field that makes the scenario impossible to run.
 func (s Scenario) Validate() error {
 	switch {
-	case s.Kind != KindWarm && s.Kind != KindCold:
-		return fmt.Errorf("scenario kind %q: use %q or %q", s.Kind, KindWarm, KindCold)
+	case s.Kind != KindWarm && s.Kind != KindCold && s.Kind != KindHold:
+		return fmt.Errorf("scenario kind %q: use %q, %q or %q", s.Kind, KindWarm, KindCold, KindHold)
 	case s.Count < 1:
 		return fmt.Errorf("count %d: create at least one object", s.Count)
 	case s.Kind == KindWarm && s.PoolSize < 1:
@@ -64,7 +66,7 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (Result, error) {
 	if err := s.Validate(); err != nil {
 		return Result{}, err
 	}
-	ns, cleanup, err := r.namespace(ctx)
+	ns, cleanup, err := r.namespace(ctx, max(time.Minute, s.Timeout))
 	if err != nil {
 		return Result{}, err
 	}
@@ -80,11 +82,15 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := r.measure(ctx, ns, s)
+	measure := r.measure
+	if s.Kind == KindHold {
+		measure = r.hold
+	}
+	res, err := measure(ctx, ns, s)
 	if err != nil {
 		return Result{}, err
 	}
-	res.ObjectsBefore = objects
+	res.ObjectsBefore, res.LoadAverage = objects, loadAverage()
 	log.Info("Scenario done", "ready", res.Ready, "p50", res.Latency.P50, "p99", res.Latency.P99, "writesPerObject", res.WritesPerClaim)
 	return res, nil
 }

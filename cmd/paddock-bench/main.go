@@ -1,6 +1,7 @@
 // Command paddock-bench measures any controller that serves the agent-sandbox API, through the
-// API only: warm claims at fixed rates or in a burst, and cold Sandboxes. It writes report.json,
-// report.md and latency plots into --out and prints the Markdown. The `paddock bench` verb will
+// API only: warm claims at fixed rates or in a burst, cold Sandboxes, and thousands of held
+// Sandboxes across a controller restart. It writes report.json, report.md and latency plots into
+// --out and prints the Markdown; --compare runs everything for two controller images in turn. The `paddock bench` verb will
 // wrap the same package.
 package main
 
@@ -30,6 +31,15 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.Compare != "" {
+		md, err := bench.ExecuteCompare(ctx, o)
+		fmt.Print(md)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "paddock-bench: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	report, err := bench.Execute(ctx, o)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "paddock-bench: %v\n", err)

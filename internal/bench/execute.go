@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -11,8 +12,9 @@ import (
 )
 
 // Execute is the whole harness as a command runs it: load the kubeconfig, record the conditions,
-// run every scenario the options ask for and write the files into o.Out. paddock-bench and the
-// `paddock bench` verb both call it.
+// run every scenario the options ask for and write the files into o.Out (or, with --from, read an
+// earlier run's report), then rewrite --doc. paddock-bench and the `paddock bench` verb both
+// call it.
 func Execute(ctx context.Context, o *Options) (*Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -34,15 +36,30 @@ func run(ctx context.Context, o *Options) (*Report, error) {
 	if o.From != "" {
 		return ReadReport(o.From)
 	}
+	runner, conds, err := newRunner(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	report := &Report{Conditions: conds}
+	runErr := runner.runAll(ctx, o, report)
+	// What finished is written even when a later scenario failed: it took long to measure.
+	if _, err := WriteFiles(o.Out, report); err != nil {
+		return report, errors.Join(runErr, err)
+	}
+	return report, runErr
+}
+
+// newRunner connects to the kubeconfig's cluster and records the conditions.
+func newRunner(ctx context.Context, o *Options) (*Runner, Conditions, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.Kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("loading the kubeconfig (set --kubeconfig or KUBECONFIG): %w", err)
+		return nil, Conditions{}, fmt.Errorf("loading the kubeconfig (set --kubeconfig or KUBECONFIG): %w", err)
 	}
 	runner, err := NewRunner(cfg, o.Image)
 	if err != nil {
-		return nil, err
+		return nil, Conditions{}, err
 	}
 	if o.KWOK {
 		runner.PlaceOnKWOK()
@@ -50,22 +67,27 @@ func run(ctx context.Context, o *Options) (*Report, error) {
 	runner.MeasureController(o.Controller)
 	conds, err := runner.Conditions(ctx)
 	if err != nil {
-		return nil, err
+		return nil, conds, err
 	}
 	conds.GitCommit, conds.Note, conds.Command = version.Get().GitCommit, o.Note, o.Command
-	report := &Report{Conditions: conds}
-	var runErr error
+	return runner, conds, nil
+}
+
+// runAll runs the options' scenarios in order into report, stopping at the first that fails.
+func (r *Runner) runAll(ctx context.Context, o *Options, report *Report) error {
 	for _, s := range o.Scenarios() {
-		res, err := runner.Run(ctx, s)
+		res, err := r.Run(ctx, s)
 		if err != nil {
-			runErr = fmt.Errorf("%s: %w", s.Name(), err)
-			break
+			return fmt.Errorf("%s: %w", s.Name(), err)
 		}
 		report.Scenarios = append(report.Scenarios, res)
 	}
-	// What finished is written even when a later scenario failed: it took long to measure.
-	if _, err := WriteFiles(o.Out, report); err != nil {
-		return report, errors.Join(runErr, err)
+	return nil
+}
+
+func writeFile(path, content string) error {
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	return report, runErr
+	return nil
 }

@@ -27,6 +27,9 @@ type Controller struct {
 	Namespace   string
 	Selector    string
 	MetricsPort int
+	// Deployment is the controller's Deployment in Namespace, whose first container's image
+	// --compare swaps.
+	Deployment string
 }
 
 // holdCreators is how many creates of a hold scenario are in flight at once; thousands of
@@ -50,8 +53,8 @@ type Hold struct {
 	CPUCoresCreating float64 `json:"cpuCoresCreating"`
 	CPUCoresIdle     float64 `json:"cpuCoresIdle"`
 	// The restart, each measured from the delete call of the controller's Pod: until a new Pod
-	// is Ready, until a Sandbox created just after the delete is Ready, and until the new
-	// process has queued at least Count items and has nothing queued or in flight (a full
+	// is Ready, until a probe Sandbox created when it is Ready is Ready itself, and until the
+	// new process has queued at least Count items and has nothing queued or in flight (a full
 	// resync). ResyncComplete is false when that did not happen within the scenario's timeout.
 	PodReadySeconds   float64           `json:"podReadySeconds"`
 	ProbeReadySeconds float64           `json:"probeReadySeconds"`
@@ -222,13 +225,9 @@ func (r *Runner) restart(ctx context.Context, ns string, s Scenario, h *Hold) {
 		return
 	}
 	log.Info("Deleted the controller Pod; waiting for the resync", "pod", name)
-	probeName := "probe"
-	probe.start(probeName, time.Now())
-	if err := r.c.Create(ctx, newSandbox(ns, probeName, r.image, r.onKWOK)); err != nil {
-		h.problem(fmt.Errorf("creating the probe Sandbox: %w", err))
-	}
 	deadline, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
+	const probeName = "probe"
 	newPod := ""
 	err = wait.PollUntilContextCancel(deadline, metricsPoll, true, func(ctx context.Context) (bool, error) {
 		if newPod == "" {
@@ -237,6 +236,13 @@ func (r *Runner) restart(ctx context.Context, ns string, s Scenario, h *Hold) {
 				return false, nil
 			}
 			newPod, h.PodReadySeconds = p, time.Since(t0).Seconds()
+			// Created only now: the old process serves until it exits, and would answer a probe
+			// created right after the delete without any restart in between.
+			probe.start(probeName, time.Now())
+			if err := r.c.Create(ctx, newSandbox(ns, probeName, r.image, r.onKWOK)); err != nil {
+				probe.fail(probeName, err)
+				h.problem(fmt.Errorf("creating the probe Sandbox: %w", err))
+			}
 		}
 		m, err := r.ControllerMetrics(ctx, newPod)
 		if err == nil && !m.HasWorkqueueStats {

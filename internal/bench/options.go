@@ -27,6 +27,8 @@ type Options struct {
 	Hold        int
 	HoldTimeout time.Duration
 	Controller  Controller
+	// Compare is two controller images; every scenario runs once with each.
+	Compare string
 	// From re-renders the report.json of an earlier run instead of running anything.
 	From string
 	// Doc is a Markdown document whose generated results section is rewritten from the report.
@@ -48,6 +50,7 @@ func NewOptions() *Options {
 		HoldTimeout:  15 * time.Minute,
 		Controller: Controller{
 			Namespace: "paddock-system", Selector: "app.kubernetes.io/name=paddock-controller", MetricsPort: 8080,
+			Deployment: "paddock-controller",
 		},
 	}
 }
@@ -66,6 +69,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Controller.Namespace, "controller-namespace", o.Controller.Namespace, "namespace of the controller's Pods (hold scenario)")
 	fs.StringVar(&o.Controller.Selector, "controller-selector", o.Controller.Selector, "label selector of the controller's Pods (hold scenario)")
 	fs.IntVar(&o.Controller.MetricsPort, "controller-metrics-port", o.Controller.MetricsPort, "port of the controller's plain-HTTP Prometheus /metrics, read through the API server's pod proxy (hold scenario)")
+	fs.StringVar(&o.Controller.Deployment, "controller-deployment", o.Controller.Deployment, "the controller's Deployment in --controller-namespace, whose first container's image --compare swaps")
+	fs.StringVar(&o.Compare, "compare", o.Compare, "IMAGE_A,IMAGE_B: run every scenario with the controller Deployment on image A, then on image B, on the same cluster; write a/, b/ and compare.md (ratios B/A) into --out, then restore the original image")
 	fs.StringVar(&o.Image, "image", o.Image, "container image of the sandboxes")
 	fs.BoolVar(&o.KWOK, "kwok", o.KWOK, "place the sandboxes on KWOK fake nodes (node label type=kwok, taint kwok.x-k8s.io/node=fake:NoSchedule)")
 	fs.StringVar(&o.Out, "out", o.Out, "directory for report.json, report.md and the latency plots")
@@ -97,7 +102,7 @@ func ParseRates(s string) ([]float64, error) {
 
 // Validate names the flag at fault and what to give instead.
 func (o *Options) Validate() error {
-	if o.From != "" {
+	if o.From != "" && o.Compare == "" {
 		return nil // nothing runs; ReadReport says what is wrong with the directory
 	}
 	_, err := ParseRates(o.Rates)
@@ -108,6 +113,17 @@ func (o *Options) Validate() error {
 	}
 	if o.Cold < 0 {
 		errs = append(errs, fmt.Errorf("--cold=%d: give 0 to skip the cold scenario or a positive count", o.Cold))
+	}
+	if o.Compare != "" {
+		if o.From != "" || o.Doc != "" {
+			errs = append(errs, errors.New("--compare runs two controllers; it cannot be combined with --from or --doc"))
+		}
+		if _, err := ParseCompare(o.Compare); err != nil {
+			errs = append(errs, err)
+		}
+		if o.Controller.Namespace == "" || o.Controller.Deployment == "" {
+			errs = append(errs, errors.New("--compare needs the controller's Deployment: give --controller-namespace and --controller-deployment"))
+		}
 	}
 	if o.Hold < 0 {
 		errs = append(errs, fmt.Errorf("--hold=%d: give 0 to skip the hold scenario or a positive count", o.Hold))

@@ -27,6 +27,8 @@ type Conditions struct {
 	// LoadAverage is the harness machine's 1, 5 and 15 minute load average at the start
 	// (/proc/loadavg), empty where there is none.
 	LoadAverage string `json:"loadAverage,omitempty"`
+	// ControllerImage is the image the controller Deployment ran (set by --compare).
+	ControllerImage string `json:"controllerImage,omitempty"`
 	// Command is the command line that produced the report, to repeat it.
 	Command string `json:"command,omitempty"`
 	// Note is free text from the operator: where the control plane ran, fsync, load.

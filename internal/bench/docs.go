@@ -15,6 +15,9 @@ const (
 	docEnd   = "<!-- END make bench -->"
 )
 
+// DocMarkers is an empty generated section, to paste into a document that --doc should update.
+func DocMarkers() string { return docBegin + "\n" + docEnd + "\n" }
+
 // ReplaceRegion returns doc with the text between the markers replaced by section. It fails,
 // changing nothing, unless both markers appear once and in order.
 func ReplaceRegion(doc, section string) (string, error) {

@@ -228,31 +228,14 @@ func (r *Runner) restart(ctx context.Context, ns string, s Scenario, h *Hold) {
 	deadline, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 	const probeName = "probe"
-	newPod := ""
-	err = wait.PollUntilContextCancel(deadline, metricsPoll, true, func(ctx context.Context) (bool, error) {
-		if newPod == "" {
-			p, id, err := r.controllerPod(ctx)
-			if err != nil || id == uid {
-				return false, nil
-			}
-			newPod, h.PodReadySeconds = p, time.Since(t0).Seconds()
-			// Created only now: the old process serves until it exits, and would answer a probe
-			// created right after the delete without any restart in between.
-			probe.start(probeName, time.Now())
-			if err := r.c.Create(ctx, newSandbox(ns, probeName, r.image, r.onKWOK)); err != nil {
-				probe.fail(probeName, err)
-				h.problem(fmt.Errorf("creating the probe Sandbox: %w", err))
-			}
+	newPod, err := r.awaitResync(deadline, s.Count, uid, t0, h, func() {
+		// Created only once the new Pod is Ready: the old process serves until it exits, and
+		// would answer a probe created right after the delete without any restart in between.
+		probe.start(probeName, time.Now())
+		if err := r.c.Create(ctx, newSandbox(ns, probeName, r.image, r.onKWOK)); err != nil {
+			probe.fail(probeName, err)
+			h.problem(fmt.Errorf("creating the probe Sandbox: %w", err))
 		}
-		m, err := r.ControllerMetrics(ctx, newPod)
-		if err == nil && !m.HasWorkqueueStats {
-			return false, errors.New("the controller exports no workqueue metrics, so only the probe times the resync")
-		}
-		if err != nil || m.QueueAdds < float64(s.Count) || !m.Idle() {
-			return false, nil
-		}
-		h.ResyncSeconds, h.ResyncComplete, h.AfterResync = time.Since(t0).Seconds(), true, m
-		return true, nil
 	})
 	if err != nil {
 		h.problem(fmt.Errorf("no full resync within %s of the restart (new Pod %q): %w", s.Timeout, newPod, err))
@@ -265,6 +248,33 @@ func (r *Runner) restart(ctx context.Context, ns string, s Scenario, h *Hold) {
 	} else {
 		h.problem(errors.New("the probe Sandbox created after the restart was not Ready in time"))
 	}
+}
+
+// awaitResync polls until a controller Pod other than oldUID is Ready (then calls onReady once)
+// and its process has queued at least count items and has nothing queued or in flight. It
+// records both times since t0 in h and returns the new Pod's name.
+func (r *Runner) awaitResync(ctx context.Context, count int, oldUID types.UID, t0 time.Time, h *Hold, onReady func()) (string, error) {
+	newPod := ""
+	err := wait.PollUntilContextCancel(ctx, metricsPoll, true, func(ctx context.Context) (bool, error) {
+		if newPod == "" {
+			p, id, err := r.controllerPod(ctx)
+			if err != nil || id == oldUID {
+				return false, nil
+			}
+			newPod, h.PodReadySeconds = p, time.Since(t0).Seconds()
+			onReady()
+		}
+		m, err := r.ControllerMetrics(ctx, newPod)
+		if err == nil && !m.HasWorkqueueStats {
+			return false, errors.New("the controller exports no workqueue metrics, so only the probe times the resync")
+		}
+		if err != nil || m.QueueAdds < float64(count) || !m.Idle() {
+			return false, nil
+		}
+		h.ResyncSeconds, h.ResyncComplete, h.AfterResync = time.Since(t0).Seconds(), true, m
+		return true, nil
+	})
+	return newPod, err
 }
 
 func (h *Hold) problem(err error) {

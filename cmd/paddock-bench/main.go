@@ -31,6 +31,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first signal cancels the run and lets it clean up; a second one kills as usual.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	if o.Compare != "" {
 		md, err := bench.ExecuteCompare(ctx, o)
 		fmt.Print(md)

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -116,9 +115,8 @@ func ExecuteCompare(ctx context.Context, o *Options) (string, error) {
 		c := conds
 		c.Time, c.ControllerImage = time.Now().UTC(), image
 		reports[i] = &Report{Conditions: c}
-		runErr := runner.runAll(ctx, o, reports[i])
-		if _, err := WriteFiles(filepath.Join(o.Out, compareDirs[i]), reports[i]); err != nil || runErr != nil {
-			return "", errors.Join(runErr, err)
+		if err := runner.runAll(ctx, o, reports[i], filepath.Join(o.Out, compareDirs[i])); err != nil {
+			return "", err
 		}
 	}
 	md := CompareMarkdown(reports[0], reports[1])

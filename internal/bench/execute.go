@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 
@@ -41,12 +40,7 @@ func run(ctx context.Context, o *Options) (*Report, error) {
 		return nil, err
 	}
 	report := &Report{Conditions: conds}
-	runErr := runner.runAll(ctx, o, report)
-	// What finished is written even when a later scenario failed: it took long to measure.
-	if _, err := WriteFiles(o.Out, report); err != nil {
-		return report, errors.Join(runErr, err)
-	}
-	return report, runErr
+	return report, runner.runAll(ctx, o, report, o.Out)
 }
 
 // newRunner connects to the kubeconfig's cluster and records the conditions.
@@ -73,14 +67,22 @@ func newRunner(ctx context.Context, o *Options) (*Runner, Conditions, error) {
 	return runner, conds, nil
 }
 
-// runAll runs the options' scenarios in order into report, stopping at the first that fails.
-func (r *Runner) runAll(ctx context.Context, o *Options, report *Report) error {
+// runAll runs the options' scenarios in order into report, stopping at the first that fails. It
+// writes the files into out after every scenario: what finished took long to measure and must
+// survive a later failure or an interrupt.
+func (r *Runner) runAll(ctx context.Context, o *Options, report *Report, out string) error {
+	if _, err := WriteFiles(out, report); err != nil {
+		return err
+	}
 	for _, s := range o.Scenarios() {
 		res, err := r.Run(ctx, s)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.Name(), err)
 		}
 		report.Scenarios = append(report.Scenarios, res)
+		if _, err := WriteFiles(out, report); err != nil {
+			return err
+		}
 	}
 	return nil
 }

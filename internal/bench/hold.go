@@ -112,6 +112,11 @@ func podReady(p *corev1.Pod) bool {
 // hold creates s.Count Sandboxes, waits for them, measures the controller with them held,
 // restarts it and measures the resync.
 func (r *Runner) hold(ctx context.Context, ns string, s Scenario) (Result, error) {
+	if r.onKWOK {
+		if err := r.waitKWOKRoom(ctx, s.Count+1, s.Timeout); err != nil {
+			return Result{}, err
+		}
+	}
 	tr := newTracker(s.Count)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -281,4 +286,42 @@ func (h *Hold) problem(err error) {
 	if err != nil {
 		h.Problems = append(h.Problems, err.Error())
 	}
+}
+
+// waitKWOKRoom waits until the KWOK nodes can take count more Pods: fake nodes still have a
+// Pod capacity, and Pods of earlier scenarios may still be on their way out.
+func (r *Runner) waitKWOKRoom(ctx context.Context, count int, timeout time.Duration) error {
+	room := 0
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		room, err = r.kwokRoom(ctx)
+		return err == nil && room >= count, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the KWOK nodes have room for %d more Pods, the hold scenario needs %d (its Sandboxes and a probe); add KWOK nodes (paddock dev up --kwok-nodes: 110 Pods each) or lower --hold", room, count)
+	}
+	return nil
+}
+
+// kwokRoom is the KWOK nodes' allocatable Pods minus the Pods bound to them.
+func (r *Runner) kwokRoom(ctx context.Context) (int, error) {
+	nodes := &corev1.NodeList{}
+	if err := r.c.List(ctx, nodes, client.MatchingLabels{kwokNodeLabelKey: kwokNodeLabelValue}); err != nil {
+		return 0, err
+	}
+	room, kwok := 0, map[string]bool{}
+	for _, n := range nodes.Items {
+		kwok[n.Name] = true
+		room += int(n.Status.Allocatable.Pods().Value())
+	}
+	pods := &corev1.PodList{}
+	if err := r.c.List(ctx, pods); err != nil {
+		return 0, err
+	}
+	for _, p := range pods.Items {
+		if kwok[p.Spec.NodeName] {
+			room--
+		}
+	}
+	return room, nil
 }

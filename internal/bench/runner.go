@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -128,12 +129,9 @@ func (r *Runner) namespace(ctx context.Context, cleanupTimeout time.Duration) (s
 	cleanup := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
-		for _, obj := range []client.Object{
-			&extensionsv1beta1.SandboxClaim{}, &extensionsv1beta1.SandboxWarmPool{},
-			&agentsv1beta1.Sandbox{}, &extensionsv1beta1.SandboxTemplate{},
-		} {
-			if err := r.c.DeleteAllOf(ctx, obj, client.InNamespace(ns.Name)); err != nil {
-				klog.FromContext(ctx).Error(err, "Cleaning up the scenario namespace", "namespace", ns.Name)
+		for _, kind := range []string{"SandboxClaim", "SandboxWarmPool", "Sandbox", "SandboxTemplate"} {
+			if err := r.deleteAll(ctx, kind, ns.Name); err != nil {
+				klog.FromContext(ctx).Error(err, "Cleaning up the scenario namespace", "namespace", ns.Name, "kind", kind)
 			}
 		}
 		// Wait for the deletions to be processed, so that their writes and reconciles do not
@@ -150,13 +148,59 @@ func (r *Runner) namespace(ctx context.Context, cleanupTimeout time.Duration) (s
 	return ns.Name, cleanup, nil
 }
 
+// benchKinds are the kinds a scenario creates, with their API group versions.
+var benchKinds = map[string]schema.GroupVersion{
+	"SandboxClaim": extensionsv1beta1.GroupVersion, "SandboxWarmPool": extensionsv1beta1.GroupVersion,
+	"SandboxTemplate": extensionsv1beta1.GroupVersion, "Sandbox": agentsv1beta1.GroupVersion,
+}
+
+// deleteAll deletes every object of kind in ns: one collection delete, or, when the API server
+// gives up on that (thousands of objects outlast its request timeout), one delete per object.
+func (r *Runner) deleteAll(ctx context.Context, kind, ns string) error {
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(benchKinds[kind].WithKind(kind))
+	if err := r.c.DeleteAllOf(ctx, obj, client.InNamespace(ns)); err == nil {
+		return nil
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(benchKinds[kind].WithKind(kind + "List"))
+	if err := r.c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	items := make(chan *metav1.PartialObjectMetadata)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for range holdCreators {
+		wg.Go(func() {
+			for item := range items {
+				if err := r.c.Delete(ctx, item); client.IgnoreNotFound(err) != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range list.Items {
+		item := &list.Items[i]
+		item.SetGroupVersionKind(obj.GroupVersionKind())
+		items <- item
+	}
+	close(items)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // namespaceEmpty reports whether no claim or Sandbox is left in ns.
 func (r *Runner) namespaceEmpty(ctx context.Context, ns string) (bool, error) {
-	for _, list := range []client.ObjectList{&extensionsv1beta1.SandboxClaimList{}, &agentsv1beta1.SandboxList{}} {
-		if err := r.c.List(ctx, list, client.InNamespace(ns)); err != nil {
+	for _, kind := range []string{"SandboxClaim", "Sandbox"} {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(benchKinds[kind].WithKind(kind + "List"))
+		if err := r.c.List(ctx, list, client.InNamespace(ns), client.Limit(1)); err != nil {
 			return false, err
 		}
-		if meta.LenList(list) > 0 {
+		if len(list.Items) > 0 {
 			return false, nil
 		}
 	}

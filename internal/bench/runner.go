@@ -134,13 +134,14 @@ func (r *Runner) namespace(ctx context.Context, cleanupTimeout time.Duration) (s
 				klog.FromContext(ctx).Error(err, "Cleaning up the scenario namespace", "namespace", ns.Name, "kind", kind)
 			}
 		}
-		// Wait for the deletions to be processed, so that their writes and reconciles do not
-		// land in the next scenario's numbers. Pods are left to the garbage collector.
-		if err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
-			return r.namespaceEmpty(ctx, ns.Name)
-		}); err != nil {
-			klog.FromContext(ctx).Error(err, "Scenario objects still present after cleanup", "namespace", ns.Name)
+		// Wait for the deletions to be processed, then delete what is left of the Pods and wait
+		// for them too, so that neither these writes (the garbage collector's Pod deletes
+		// included) nor their reconciles land in the next scenario's numbers.
+		r.waitGone(ctx, ns.Name, "SandboxClaim", "Sandbox")
+		if err := r.deleteAll(ctx, "Pod", ns.Name); err != nil {
+			klog.FromContext(ctx).Error(err, "Cleaning up the scenario namespace", "namespace", ns.Name, "kind", "Pod")
 		}
+		r.waitGone(ctx, ns.Name, "Pod")
 		if err := r.c.Delete(ctx, ns); err != nil {
 			klog.FromContext(ctx).Error(err, "Deleting the scenario namespace", "namespace", ns.Name)
 		}
@@ -152,6 +153,7 @@ func (r *Runner) namespace(ctx context.Context, cleanupTimeout time.Duration) (s
 var benchKinds = map[string]schema.GroupVersion{
 	"SandboxClaim": extensionsv1beta1.GroupVersion, "SandboxWarmPool": extensionsv1beta1.GroupVersion,
 	"SandboxTemplate": extensionsv1beta1.GroupVersion, "Sandbox": agentsv1beta1.GroupVersion,
+	"Pod": corev1.SchemeGroupVersion,
 }
 
 // deleteAll deletes every object of kind in ns: one collection delete, or, when the API server
@@ -192,9 +194,18 @@ func (r *Runner) deleteAll(ctx context.Context, kind, ns string) error {
 	return errors.Join(errs...)
 }
 
-// namespaceEmpty reports whether no claim or Sandbox is left in ns.
-func (r *Runner) namespaceEmpty(ctx context.Context, ns string) (bool, error) {
-	for _, kind := range []string{"SandboxClaim", "Sandbox"} {
+// waitGone polls until ns holds no object of kinds, logging when ctx ends first.
+func (r *Runner) waitGone(ctx context.Context, ns string, kinds ...string) {
+	if err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
+		return r.namespaceEmpty(ctx, ns, kinds...)
+	}); err != nil {
+		klog.FromContext(ctx).Error(err, "Scenario objects still present after cleanup", "namespace", ns, "kinds", kinds)
+	}
+}
+
+// namespaceEmpty reports whether no object of kinds is left in ns.
+func (r *Runner) namespaceEmpty(ctx context.Context, ns string, kinds ...string) (bool, error) {
+	for _, kind := range kinds {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(benchKinds[kind].WithKind(kind + "List"))
 		if err := r.c.List(ctx, list, client.InNamespace(ns), client.Limit(1)); err != nil {

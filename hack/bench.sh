@@ -40,7 +40,7 @@ if [[ ${1:-} == --locked ]]; then
 fi
 
 echo "bench: building the binaries and the cluster's dependencies (outside the lock)"
-commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo -dirty)
+commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo -dirty)
 go build -ldflags "-X github.com/paddock-dev/paddock/internal/version.gitCommit=$commit" -o bin/ ./cmd/paddock ./cmd/paddock-bench
 make --no-print-directory e2e-deps
 echo "bench: waiting for the cluster lock $LOCK"

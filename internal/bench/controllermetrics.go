@@ -13,9 +13,11 @@ import (
 // process collector's memory and CPU, which every Go controller exports, and the workqueue
 // metrics of controller-runtime (and of client-go's workqueue), summed over all queues.
 type ControllerMetrics struct {
-	RSSBytes          float64 `json:"rssBytes"`
-	CPUSeconds        float64 `json:"cpuSeconds"`
-	HeapInuseBytes    float64 `json:"heapInuseBytes,omitempty"`
+	RSSBytes       float64 `json:"rssBytes"`
+	CPUSeconds     float64 `json:"cpuSeconds"`
+	HeapInuseBytes float64 `json:"heapInuseBytes,omitempty"`
+	// StartTimeSeconds is when the process started, in seconds since the Unix epoch.
+	StartTimeSeconds  float64 `json:"startTimeSeconds,omitempty"`
 	QueueDepth        float64 `json:"queueDepth"`
 	QueueAdds         float64 `json:"queueAdds"`
 	QueueUnfinishedS  float64 `json:"queueUnfinishedSeconds"`
@@ -46,6 +48,9 @@ func ParseControllerMetrics(r io.Reader) (ControllerMetrics, error) {
 	}
 	if f, ok := families["go_memstats_heap_inuse_bytes"]; ok {
 		m.HeapInuseBytes = sum(f)
+	}
+	if f, ok := families["process_start_time_seconds"]; ok {
+		m.StartTimeSeconds = sum(f)
 	}
 	for name, dst := range map[string]*float64{
 		"workqueue_depth":                   &m.QueueDepth,

@@ -11,6 +11,8 @@ const controllerMetricsText = `# TYPE process_resident_memory_bytes gauge
 process_resident_memory_bytes 1.2582912e+08
 # TYPE process_cpu_seconds_total counter
 process_cpu_seconds_total 42.5
+# TYPE process_start_time_seconds gauge
+process_start_time_seconds 1.7644e+09
 # TYPE go_memstats_heap_inuse_bytes gauge
 go_memstats_heap_inuse_bytes 6.4e+07
 # TYPE workqueue_depth gauge
@@ -30,7 +32,7 @@ func TestParseControllerMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ControllerMetrics{
-		RSSBytes: 120 << 20, CPUSeconds: 42.5, HeapInuseBytes: 64e6,
+		RSSBytes: 120 << 20, CPUSeconds: 42.5, HeapInuseBytes: 64e6, StartTimeSeconds: 1.7644e9,
 		QueueDepth: 4, QueueAdds: 10020, QueueUnfinishedS: 0.25, HasWorkqueueStats: true,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -56,11 +56,14 @@ type Hold struct {
 	// is Ready, until a probe Sandbox created when it is Ready is Ready itself, and until the
 	// new process has queued at least Count items and has nothing queued or in flight (a full
 	// resync). ResyncComplete is false when that did not happen within the scenario's timeout.
-	PodReadySeconds   float64           `json:"podReadySeconds"`
-	ProbeReadySeconds float64           `json:"probeReadySeconds"`
-	ResyncSeconds     float64           `json:"resyncSeconds"`
-	ResyncComplete    bool              `json:"resyncComplete"`
-	AfterResync       ControllerMetrics `json:"afterResync"`
+	// ProcessStartedSeconds is when the new process started (its process_start_time_seconds, so
+	// on the controller's clock), which the Pod's readiness probe period does not blur.
+	ProcessStartedSeconds float64           `json:"processStartedSeconds,omitempty"`
+	PodReadySeconds       float64           `json:"podReadySeconds"`
+	ProbeReadySeconds     float64           `json:"probeReadySeconds"`
+	ResyncSeconds         float64           `json:"resyncSeconds"`
+	ResyncComplete        bool              `json:"resyncComplete"`
+	AfterResync           ControllerMetrics `json:"afterResync"`
 	// Problems lists what could not be measured and why; the rest of the numbers stand.
 	Problems []string `json:"problems,omitempty"`
 }
@@ -277,6 +280,9 @@ func (r *Runner) awaitResync(ctx context.Context, count int, oldUID types.UID, t
 			return false, nil
 		}
 		h.ResyncSeconds, h.ResyncComplete, h.AfterResync = time.Since(t0).Seconds(), true, m
+		if m.StartTimeSeconds > 0 {
+			h.ProcessStartedSeconds = m.StartTimeSeconds - float64(t0.UnixNano())/1e9
+		}
 		return true, nil
 	})
 	return newPod, err

@@ -169,16 +169,20 @@ func holdTable(results []Result) string {
 			continue
 		}
 		if b.Len() == 0 {
-			b.WriteString("\n| hold scenario | RSS settled | RSS after resync | CPU while creating | CPU idle | new Pod Ready | probe Ready | full resync |\n")
-			b.WriteString("|---|---|---|---|---|---|---|---|\n")
+			b.WriteString("\n| hold scenario | RSS settled | RSS after resync | CPU while creating | CPU idle | new process started | new Pod Ready | probe Ready | full resync |\n")
+			b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 		}
 		resync := "not within the timeout"
 		if h.ResyncComplete {
 			resync = latency(1, h.ResyncSeconds)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %.2f cores | %.2f cores | %s | %s | %s |\n", s.Name,
+		started := "–"
+		if h.ProcessStartedSeconds != 0 {
+			started = latency(1, h.ProcessStartedSeconds)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f cores | %.2f cores | %s | %s | %s | %s |\n", s.Name,
 			mebibytes(h.Settled.RSSBytes), mebibytes(h.AfterResync.RSSBytes), h.CPUCoresCreating, h.CPUCoresIdle,
-			latency(1, h.PodReadySeconds), latency(1, h.ProbeReadySeconds), resync)
+			started, latency(1, h.PodReadySeconds), latency(1, h.ProbeReadySeconds), resync)
 	}
 	for _, s := range results {
 		if s.Hold != nil && len(s.Hold.Problems) > 0 {
@@ -186,7 +190,7 @@ func holdTable(results []Result) string {
 		}
 	}
 	if b.Len() > 0 {
-		b.WriteString("\nTimes after the restart run from the delete of the controller's Pod; a full resync is when the new process has queued at least as many items as Sandboxes are held and has nothing queued or in flight (workqueue metrics).\n")
+		b.WriteString("\nTimes after the restart run from the delete of the controller's Pod (the process start is on the controller's clock); a new Pod's readiness includes its readiness probe's period; a full resync is when the new process has queued at least as many items as Sandboxes are held and has nothing queued or in flight (workqueue metrics).\n")
 	}
 	return b.String()
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -39,6 +40,9 @@ type Options struct {
 	// GRPCPort is sandboxd's gRPC port on the pod (default 9090), used by Runtime.Stream in
 	// direct mode.
 	GRPCPort int
+	// RESTPort is sandboxd's REST filesystem API port on the pod (default 8080), used by
+	// Sandbox.Files. Through the router it is sent as X-Sandbox-Port.
+	RESTPort int
 	// Token, when set, is sent as "Authorization: Bearer <token>" (sandboxd --token).
 	Token string
 	// HTTPClient carries runtime requests; nil means a client with no proxy from the environment.
@@ -75,11 +79,17 @@ func NewWithClient(kube client.WithWatch, opts Options) (*Client, error) {
 	if opts.GRPCPort == 0 {
 		opts.GRPCPort = defaultGRPCPort
 	}
+	if opts.RESTPort == 0 {
+		opts.RESTPort = defaultRESTPort
+	}
 	if opts.RuntimePort < 1 || opts.RuntimePort > 65535 {
 		return nil, fmt.Errorf("Options.RuntimePort=%d: must be between 1 and 65535 (the runtime's port on the pod, default 8888)", opts.RuntimePort)
 	}
 	if opts.GRPCPort < 1 || opts.GRPCPort > 65535 {
 		return nil, fmt.Errorf("Options.GRPCPort=%d: must be between 1 and 65535 (sandboxd's gRPC port on the pod, default 9090)", opts.GRPCPort)
+	}
+	if opts.RESTPort < 1 || opts.RESTPort > 65535 {
+		return nil, fmt.Errorf("Options.RESTPort=%d: must be between 1 and 65535 (sandboxd's REST port on the pod, default 8080)", opts.RESTPort)
 	}
 	return &Client{kube: kube, opts: opts}, nil
 }
@@ -180,11 +190,25 @@ func (c *Client) Claim(ctx context.Context, o ClaimOptions) (*Sandbox, error) {
 	return c.newSandbox(ready), nil
 }
 
-// Attach returns the Sandbox of an existing claim, waiting like Claim until it is Ready. It never
-// deletes the claim: the caller who created it owns it.
+// Attach returns the Sandbox of an existing claim, waiting like Claim until it is Ready, so a
+// program can pick up a sandbox it claimed earlier. It never deletes the claim: the caller who
+// created it owns it. A claim that does not exist is ErrSandboxGone; a suspended sandbox is
+// ErrSuspended at once rather than a wait that cannot end (Resume it instead).
 func (c *Client) Attach(ctx context.Context, namespace, claimName string) (*Sandbox, error) {
 	if namespace == "" {
 		namespace = "default"
+	}
+	sb, err := c.Lookup(ctx, namespace, claimName)
+	var ce *ClaimError
+	switch {
+	case errors.As(err, &ce) && ce.Kind == ErrNotReady:
+		// Not bound to a sandbox yet: the wait below sees it bound and Ready.
+	case err != nil:
+		return nil, err
+	default:
+		if err := c.checkNotSuspended(ctx, sb); err != nil {
+			return nil, err
+		}
 	}
 	claim := &extensionsv1beta1.SandboxClaim{}
 	claim.Namespace, claim.Name = namespace, claimName
@@ -193,6 +217,69 @@ func (c *Client) Attach(ctx context.Context, namespace, claimName string) (*Sand
 		return nil, err
 	}
 	return c.newSandbox(ready), nil
+}
+
+// Lookup returns the Sandbox of an existing claim as it is now, without waiting: the handle
+// for Suspend, Resume or Release of a claim in any state. A claim that does not exist is
+// ErrSandboxGone; a claim not yet bound to a sandbox is ErrNotReady (with the returned
+// Sandbox still naming the claim, so it can be Released).
+func (c *Client) Lookup(ctx context.Context, namespace, claimName string) (*Sandbox, error) {
+	if namespace == "" {
+		namespace = "default"
+	}
+	if claimName == "" {
+		return nil, errors.New("claim name is empty: name the SandboxClaim to pick up")
+	}
+	claim := &extensionsv1beta1.SandboxClaim{}
+	err := c.kube.Get(ctx, client.ObjectKey{Namespace: namespace, Name: claimName}, claim)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, &ClaimError{Kind: ErrSandboxGone, Object: "SandboxClaim", Namespace: namespace, Name: claimName,
+			Detail: "claim not found; list the claims to find its name, or claim a new sandbox"}
+	case err != nil:
+		return nil, fmt.Errorf("reading claim %s/%s: %w", namespace, claimName, err)
+	}
+	sb := c.newSandbox(claim)
+	if sb.sandbox == "" {
+		w := &waiter{object: "SandboxClaim", namespace: namespace, name: claimName}
+		if ready := meta.FindStatusCondition(claim.Status.Conditions, extensionsv1beta1.ClaimConditionReady); ready != nil {
+			w.last = *ready
+		}
+		return sb, w.fail(ErrNotReady, "claim is not bound to a sandbox yet", nil)
+	}
+	return sb, nil
+}
+
+// Resume sets the suspended sandbox of an existing claim running again and waits, with a
+// watch bounded by ctx, until it is Ready; the returned Sandbox has the new Pod's IPs. Resuming
+// a running sandbox just waits for Ready.
+func (c *Client) Resume(ctx context.Context, namespace, claimName string) (*Sandbox, error) {
+	sb, err := c.Lookup(ctx, namespace, claimName)
+	if err != nil {
+		return nil, err
+	}
+	if err := sb.Resume(ctx); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// checkNotSuspended reads the claim's Sandbox and returns ErrSuspended when its operatingMode
+// is Suspended. It reads the spec, the desired state, so a Resume whose Pod is still starting
+// is waited for rather than refused.
+func (c *Client) checkNotSuspended(ctx context.Context, sb *Sandbox) error {
+	obj := &agentsv1beta1.Sandbox{}
+	err := c.kube.Get(ctx, client.ObjectKey{Namespace: sb.namespace, Name: sb.sandbox}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil // the claim's Ready condition says what happened; the wait reports it
+	case err != nil:
+		return fmt.Errorf("reading sandbox %s/%s: %w", sb.namespace, sb.sandbox, err)
+	case obj.Spec.OperatingMode == agentsv1beta1.SandboxOperatingModeSuspended:
+		return &ClaimError{Kind: ErrSuspended, Object: "SandboxClaim", Namespace: sb.namespace, Name: sb.claim,
+			Detail: fmt.Sprintf("its sandbox %s is suspended; resume it first (Client.Resume, or paddock resume %s)", sb.sandbox, sb.claim)}
+	}
+	return nil
 }
 
 func (c *Client) checkPool(ctx context.Context, namespace, name string) error {

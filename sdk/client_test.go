@@ -1,13 +1,20 @@
 package sdk
 
 import (
+	"context"
+	"errors"
 	"maps"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
@@ -114,3 +121,58 @@ var errTest = errorString("boom")
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// TestLookupAndResumeSurfaceAPIErrors injects API failures (the fake client is used only for
+// that): they come back naming the object and are not mistaken for a missing claim.
+func TestLookupAndResumeSurfaceAPIErrors(t *testing.T) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := &extensionsv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+	claim.Status.Sandbox.Name = "sb"
+	sandbox := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "sb"}}
+	unavailable := apierrors.NewServiceUnavailable("etcd is down")
+	tests := []struct {
+		name     string
+		funcs    interceptor.Funcs
+		call     func(*Client) error
+		wantText string
+	}{
+		{"lookup read fails", interceptor.Funcs{Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			return unavailable
+		}}, func(c *Client) error { _, err := c.Lookup(context.Background(), "ns", "c"); return err }, "reading claim ns/c: etcd is down"},
+		{"attach sandbox read fails", interceptor.Funcs{Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*agentsv1beta1.Sandbox); ok {
+				return unavailable
+			}
+			return cl.Get(ctx, key, obj, opts...)
+		}}, func(c *Client) error { _, err := c.Attach(context.Background(), "ns", "c"); return err }, "reading sandbox ns/sb: etcd is down"},
+		{"resume patch fails", interceptor.Funcs{Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
+			return unavailable
+		}}, func(c *Client) error { _, err := c.Resume(context.Background(), "ns", "c"); return err }, "setting operatingMode Running on sandbox ns/sb: etcd is down"},
+		{"resume of a deleted sandbox", interceptor.Funcs{Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
+			return apierrors.NewNotFound(agentsv1beta1.GroupVersion.WithResource("sandboxes").GroupResource(), "sb")
+		}}, func(c *Client) error { _, err := c.Resume(context.Background(), "ns", "c"); return err }, "Sandbox ns/sb: setting operatingMode Running"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(claim.DeepCopy(), sandbox.DeepCopy()).
+				WithInterceptorFuncs(tt.funcs).Build()
+			c, err := NewWithClient(kube, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tt.call(c)
+			if err == nil || !strings.Contains(err.Error(), tt.wantText) {
+				t.Errorf("err = %v, want it to contain %q", err, tt.wantText)
+			}
+			// Only a NotFound means the object is gone; an API failure must not look like one.
+			if wantGone := tt.name == "resume of a deleted sandbox"; errors.Is(err, ErrSandboxGone) != wantGone {
+				t.Errorf("errors.Is(err, ErrSandboxGone) = %v, want %v (err: %v)", !wantGone, wantGone, err)
+			}
+		})
+	}
+}

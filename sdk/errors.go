@@ -1,8 +1,12 @@
 package sdk
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 )
 
 // Sentinel errors. Every error the SDK returns for a failed claim wraps one of them in a
@@ -17,6 +21,18 @@ var (
 	ErrClaimFailed = errors.New("sandbox claim failed")
 	// ErrSandboxGone: the claim or its Sandbox was deleted while the SDK waited on it.
 	ErrSandboxGone = errors.New("sandbox gone")
+	// ErrSuspended: the claim's sandbox is suspended (no Pod), so its runtime cannot answer
+	// until Resume.
+	ErrSuspended = errors.New("sandbox suspended")
+)
+
+// Sentinel errors of runtime and file calls; an *HTTPError matches them with errors.Is.
+var (
+	// ErrFileNotFound: the path does not exist in the sandbox (HTTP 404).
+	ErrFileNotFound = errors.New("no such file or directory in the sandbox")
+	// ErrPermissionDenied: the runtime refused the path, for example because it escapes the
+	// sandbox root, or the file's permissions forbid the access (HTTP 403).
+	ErrPermissionDenied = errors.New("permission denied by the sandbox runtime")
 )
 
 // ClaimError says which claim failed, how, and the last Ready condition the controller wrote.
@@ -62,8 +78,37 @@ type HTTPError struct {
 	StatusCode int
 	// Body is the start of the response body (at most 512 bytes).
 	Body string
+	// Code and Message are sandboxd's REST error body {"code","message"}, when it sent one.
+	Code, Message string
+}
+
+func newHTTPError(op string, resp *http.Response) *HTTPError {
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	e := &HTTPError{Op: op, StatusCode: resp.StatusCode, Body: strings.TrimSpace(string(msg))}
+	var wire struct{ Code, Message string }
+	if json.Unmarshal(msg, &wire) == nil && wire.Code != "" {
+		e.Code, e.Message = wire.Code, wire.Message
+	}
+	if e.Body == "" {
+		e.Body = http.StatusText(resp.StatusCode) // HEAD answers carry no body
+	}
+	return e
 }
 
 func (e *HTTPError) Error() string {
+	if e.Code != "" {
+		return fmt.Sprintf("sandbox runtime: %s: %s (HTTP %d): %s", e.Op, e.Code, e.StatusCode, e.Message)
+	}
 	return fmt.Sprintf("sandbox runtime: %s: HTTP %d: %s", e.Op, e.StatusCode, e.Body)
+}
+
+// Is matches ErrFileNotFound for 404 and ErrPermissionDenied for 403.
+func (e *HTTPError) Is(target error) bool {
+	switch target {
+	case ErrFileNotFound:
+		return e.StatusCode == http.StatusNotFound
+	case ErrPermissionDenied:
+		return e.StatusCode == http.StatusForbidden
+	}
+	return false
 }

@@ -7,6 +7,8 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -104,4 +106,39 @@ func ExampleNewRuntime() {
 	ok, err := rt.Exists(context.Background(), "notes/todo.txt")
 	fmt.Println(ok, err)
 	// Output: true <nil>
+}
+
+// Pick up a sandbox claimed earlier, perhaps by another program: resume it if it was suspended,
+// copy a file in, and stream a command's output. It needs a cluster, so it has no Output line.
+func ExampleClient_Resume() {
+	cfg, err := clientcmd.BuildConfigFromFlags("", clientcmd.RecommendedHomeFile)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := sdk.New(cfg, sdk.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb, err := c.Attach(ctx, "agents", "my-agent")
+	if errors.Is(err, sdk.ErrSuspended) {
+		sb, err = c.Resume(ctx, "agents", "my-agent")
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	files, err := sb.Files()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := files.Upload(ctx, "job/input.txt", strings.NewReader("6*7\n"), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	rt, err := sb.Runtime()
+	if err != nil {
+		log.Fatal(err)
+	}
+	code, err := rt.Exec(ctx, sdk.ExecOptions{Argv: []string{"sh", "-c", "bc < job/input.txt"}, Stdout: os.Stdout, Stderr: os.Stderr})
+	fmt.Println("exit code", code, err)
 }

@@ -66,15 +66,20 @@ type Runtime struct {
 
 // NewRuntime checks e and returns a Runtime for it.
 func NewRuntime(e Endpoint) (*Runtime, error) {
+	return newRuntime(e, defaultRuntimePort)
+}
+
+// newRuntime is NewRuntime for an API whose port on the pod is defaultPort unless e.Port says.
+func newRuntime(e Endpoint, defaultPort int) (*Runtime, error) {
 	base, err := url.Parse(e.URL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("Endpoint.URL=%q: want an absolute http:// or https:// URL such as http://10.0.0.5:8888", e.URL)
+		return nil, fmt.Errorf("Endpoint.URL=%q: want an absolute http:// or https:// URL such as http://198.18.0.5:%d", e.URL, defaultPort)
 	}
 	h := http.Header{}
 	if e.Sandbox != "" {
 		port := e.Port
 		if port == 0 {
-			port = defaultRuntimePort
+			port = defaultPort
 		}
 		ns := e.Namespace
 		if ns == "" {
@@ -220,15 +225,31 @@ func escapePath(p string) string {
 	return strings.Join(segs, "/")
 }
 
-// do sends one request, retrying when retryable says so, and hands a 2xx response to read.
+// do sends one request with an in-memory body, retrying when retryable says so, and hands a
+// 2xx response to read.
 func (r *Runtime) do(ctx context.Context, op string, idempotent bool, method, endpoint, contentType string, body []byte, read func(*http.Response) error) error {
+	return r.send(ctx, op, idempotent, method, endpoint, contentType, bytes.NewReader(body), read)
+}
+
+// send is do for any body: nil, or a reader that is rewound before each retry when it is an
+// io.Seeker and otherwise sent once, since its bytes are gone after the first attempt.
+func (r *Runtime) send(ctx context.Context, op string, idempotent bool, method, endpoint, contentType string, body io.Reader, read func(*http.Response) error) error {
 	// Concatenated rather than url.JoinPath, which would re-escape the already escaped segments.
 	target := strings.TrimSuffix(r.base.String(), "/") + "/" + endpoint
+	seeker, rewindable := body.(io.Seeker)
+	if body == nil {
+		rewindable = true
+	}
 	var lastErr error
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if attempt > 0 {
 			if err := r.sleep(ctx, backoff(attempt)); err != nil {
 				return fmt.Errorf("sandbox runtime: %s: gave up after %d attempts: %w", op, attempt, errors.Join(lastErr, err))
+			}
+			if seeker != nil {
+				if _, err := seeker.Seek(0, io.SeekStart); err != nil {
+					return fmt.Errorf("sandbox runtime: %s: rewinding the body for a retry: %w", op, errors.Join(lastErr, err))
+				}
 			}
 		}
 		status, err := r.once(ctx, op, method, target, contentType, body, read)
@@ -236,7 +257,7 @@ func (r *Runtime) do(ctx context.Context, op string, idempotent bool, method, en
 			return nil
 		}
 		lastErr = err
-		if ctx.Err() != nil || !retryable(idempotent, status, err) {
+		if ctx.Err() != nil || !rewindable || !retryable(idempotent, status, err) {
 			return err
 		}
 	}
@@ -244,8 +265,8 @@ func (r *Runtime) do(ctx context.Context, op string, idempotent bool, method, en
 }
 
 // once sends one attempt; status is 0 when no response arrived.
-func (r *Runtime) once(ctx context.Context, op, method, target, contentType string, body []byte, read func(*http.Response) error) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
+func (r *Runtime) once(ctx context.Context, op, method, target, contentType string, body io.Reader, read func(*http.Response) error) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
 	if err != nil {
 		return 0, fmt.Errorf("sandbox runtime: %s: %w", op, err)
 	}
@@ -261,8 +282,7 @@ func (r *Runtime) once(ctx context.Context, op, method, target, contentType stri
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		return resp.StatusCode, &HTTPError{Op: op, StatusCode: resp.StatusCode, Body: strings.TrimSpace(string(msg))}
+		return resp.StatusCode, newHTTPError(op, resp)
 	}
 	if read == nil {
 		return resp.StatusCode, nil

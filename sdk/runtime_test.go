@@ -1,19 +1,23 @@
 package sdk
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 )
@@ -25,7 +29,8 @@ func runtimeUnderTest(t *testing.T) *Runtime {
 	t.Helper()
 	e := Endpoint{URL: os.Getenv("PADDOCK_SANDBOXD_URL"), Token: os.Getenv("PADDOCK_SANDBOXD_TOKEN")}
 	if e.URL == "" {
-		e.URL, e.GRPCAddr = startSandboxd(t)
+		d := startSandboxd(t)
+		e.URL, e.GRPCAddr = d.legacyURL, d.grpcAddr
 	} else {
 		e.GRPCAddr = os.Getenv("PADDOCK_SANDBOXD_GRPC") // host:port; Stream is skipped without it
 	}
@@ -36,11 +41,18 @@ func runtimeUnderTest(t *testing.T) *Runtime {
 	return rt
 }
 
+// sandboxdAddrs are where an in-process sandboxd serves.
+type sandboxdAddrs struct {
+	legacyURL, restURL, grpcAddr string
+	root                         string
+}
+
 // startSandboxd serves the real daemon on a fresh root until the test ends and returns the base
-// URL of its legacy API and its gRPC address.
-func startSandboxd(t *testing.T) (legacyURL, grpcAddr string) {
+// URLs of its legacy and REST APIs, its gRPC address and its root directory.
+func startSandboxd(t *testing.T) sandboxdAddrs {
 	t.Helper()
-	d, err := server.New(server.Config{RootDir: t.TempDir(), Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
+	root := t.TempDir()
+	d, err := server.New(server.Config{RootDir: root, Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +71,8 @@ func startSandboxd(t *testing.T) (legacyURL, grpcAddr string) {
 			t.Errorf("sandboxd: %v", err)
 		}
 	})
-	return "http://" + ls.Legacy.Addr().String(), ls.GRPC.Addr().String()
+	return sandboxdAddrs{legacyURL: "http://" + ls.Legacy.Addr().String(), restURL: "http://" + ls.REST.Addr().String(),
+		grpcAddr: ls.GRPC.Addr().String(), root: d.Root()}
 }
 
 func TestRuntimeStream(t *testing.T) {
@@ -327,5 +340,98 @@ func TestSandboxRuntimeStrategy(t *testing.T) {
 	noIP := &Sandbox{c: &Client{opts: Options{RuntimePort: 8888}}, namespace: "team", sandbox: "sb-7"}
 	if _, err := noIP.Runtime(); err == nil {
 		t.Error("Runtime without a pod IP succeeded, want an error pointing at Options.RouterURL")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the writer goroutine and a polling reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestRuntimeExecStdin(t *testing.T) {
+	rt := runtimeUnderTest(t)
+	if rt.grpcAddr == "" {
+		t.Skip("PADDOCK_SANDBOXD_GRPC is not set")
+	}
+	ctx := context.Background()
+	data := make([]byte, 200_000) // several WriteStdin chunks, every byte value
+	for i := range data {
+		data[i] = byte(i * 31)
+	}
+	var stdout, stderr bytes.Buffer
+	code, err := rt.Exec(ctx, ExecOptions{Argv: []string{"cat"}, Stdin: bytes.NewReader(data), Stdout: &stdout, Stderr: &stderr})
+	if err != nil || code != 0 || !bytes.Equal(stdout.Bytes(), data) {
+		t.Errorf("cat of %d bytes: code %d, %v, %d bytes back (equal %v)", len(data), code, err, stdout.Len(), bytes.Equal(stdout.Bytes(), data))
+	}
+	stdout.Reset()
+	code, err = rt.Exec(ctx, ExecOptions{Argv: []string{"sh", "-c", "read x; echo got $x; exit 4"}, Stdin: strings.NewReader("hello\n"), Stdout: &stdout, Stderr: &stderr})
+	if diff := cmp.Diff([]any{4, "got hello\n", nil}, []any{code, stdout.String(), err}, cmpopts.EquateErrors()); diff != "" {
+		t.Errorf("read from stdin (code, stdout, err) (-want +got):\n%s", diff)
+	}
+	// Without Stdin the input is closed at once, so a reader does not hang.
+	stdout.Reset()
+	if code, err = rt.Exec(ctx, ExecOptions{Argv: []string{"cat"}, Stdout: &stdout, Stderr: &stderr}); err != nil || code != 0 || stdout.Len() != 0 {
+		t.Errorf("cat without stdin: code %d, %v, stdout %q; want it to end at once with nothing", code, err, stdout.String())
+	}
+	if _, err := rt.Exec(ctx, ExecOptions{Argv: []string{"true"}}); err == nil {
+		t.Error("Exec without Stdout succeeded, want an error naming ExecOptions.Stdout")
+	}
+}
+
+// TestRuntimeExecTTY runs a shell loop on a pseudo-terminal: it sees the size asked for, then
+// the size after a resize, and its input echoed like a terminal's.
+func TestRuntimeExecTTY(t *testing.T) {
+	rt := runtimeUnderTest(t)
+	if rt.grpcAddr == "" {
+		t.Skip("PADDOCK_SANDBOXD_GRPC is not set")
+	}
+	stdinR, stdinW := io.Pipe()
+	resize := make(chan TerminalSize, 1)
+	var out syncBuffer
+	done := make(chan error, 1)
+	var code int
+	go func() {
+		var err error
+		code, err = rt.Exec(context.Background(), ExecOptions{Argv: []string{"sh", "-c", `while read line; do [ "$line" = quit ] && exit 5; echo "size $(stty size)"; done`},
+			Stdin: stdinR, Stdout: &out, TTY: &TerminalSize{Cols: 100, Rows: 30}, Resize: resize})
+		done <- err
+	}()
+	waitFor := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(out.String(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("terminal output %q never showed %q", out.String(), want)
+			}
+			if _, err := stdinW.Write([]byte("x\n")); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond) // pace of the poll, not synchronisation
+		}
+	}
+	waitFor("size 30 100")
+	resize <- TerminalSize{Cols: 120, Rows: 40}
+	waitFor("size 40 120")
+	if _, err := stdinW.Write([]byte("quit\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil || code != 5 {
+		t.Errorf("Exec on a TTY = %d, %v; want exit code 5", code, err)
+	}
+	if !strings.Contains(out.String(), "x\r\n") {
+		t.Errorf("terminal output %q does not echo the input with CRLF like a terminal", out.String())
 	}
 }

@@ -71,6 +71,23 @@ func (s *Sandbox) Runtime() (*Runtime, error) {
 	return rt, nil
 }
 
+// Files returns the sandbox's file API (sandboxd's REST /v1/files): through the router when
+// Options.RouterURL is set, else straight to the first pod IP on Options.RESTPort.
+func (s *Sandbox) Files() (*Files, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := Endpoint{Token: s.c.opts.Token, HTTPClient: s.c.opts.HTTPClient}
+	if s.c.opts.RouterURL != "" {
+		e.URL, e.Sandbox, e.Namespace, e.Port = s.c.opts.RouterURL, s.sandbox, s.namespace, s.c.opts.RESTPort
+	} else {
+		if len(s.podIPs) == 0 {
+			return nil, fmt.Errorf("sandbox %s/%s has no pod IP yet; set Options.RouterURL to go through the router", s.namespace, s.sandbox)
+		}
+		e.URL = "http://" + net.JoinHostPort(s.podIPs[0], strconv.Itoa(s.c.opts.RESTPort))
+	}
+	return NewFiles(e)
+}
+
 // Release deletes the claim, which deletes the sandbox. Deleting a claim already gone succeeds.
 func (s *Sandbox) Release(ctx context.Context) error {
 	s.Close()

@@ -10,7 +10,6 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/sdk"
 )
@@ -170,7 +169,11 @@ func newSuspendCommand(g *Globals) *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			sb, err := s.attach(ctx, args[0])
+			if _, err := s.getClaim(ctx, args[0]); err != nil {
+				return err
+			}
+			// Lookup, not Attach: a claim need not be Ready to be suspended.
+			sb, err := s.sdk.Lookup(ctx, s.namespace, args[0])
 			if err != nil {
 				return err
 			}
@@ -201,23 +204,11 @@ func newResumeCommand(g *Globals) *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			claim, err := s.getClaim(ctx, args[0])
-			if err != nil {
+			if _, err := s.getClaim(ctx, args[0]); err != nil {
 				return err
 			}
-			// A suspended claim is not Ready, so the SDK cannot attach to it; the CLI sets
-			// operatingMode itself and lets the SDK wait for Ready.
-			if claim.Status.Sandbox.Name == "" {
-				return fmt.Errorf("claim %q in namespace %q has no sandbox yet: nothing to resume", args[0], s.namespace)
-			}
-			sandbox := &agentsv1beta1.Sandbox{}
-			sandbox.Namespace, sandbox.Name = s.namespace, claim.Status.Sandbox.Name
-			patch := fmt.Sprintf(`{"spec":{"operatingMode":%q}}`, agentsv1beta1.SandboxOperatingModeRunning)
-			if err := s.kube.Patch(ctx, sandbox, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
-				return fmt.Errorf("setting operatingMode Running on sandbox %s/%s: %w", s.namespace, sandbox.Name, err)
-			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "waiting for claim %s to be Ready...\n", args[0])
-			sb, err := s.sdk.Attach(ctx, s.namespace, args[0])
+			sb, err := s.sdk.Resume(ctx, s.namespace, args[0])
 			if err != nil {
 				return err
 			}

@@ -21,9 +21,13 @@ type Globals struct {
 	Kubeconfig string
 	Namespace  string
 	Output     string
-	// RouterURL and RuntimePort are exec's flags, the SDK's Options.RouterURL and RuntimePort.
+	// RouterURL and RuntimePort are exec's (and RouterURL cp's) flags, the SDK's Options.RouterURL and RuntimePort.
 	RouterURL   string
 	RuntimePort int
+	// RESTPort is cp's --rest-port, the SDK's Options.RESTPort.
+	RESTPort int
+	// GRPCPort is exec's --grpc-port, the SDK's Options.GRPCPort.
+	GRPCPort int
 }
 
 // ExitError ends the program with Code and no message: the command already said what happened
@@ -52,7 +56,7 @@ func AddCommands(root *cobra.Command) {
 	fs.StringVarP(&g.Namespace, "namespace", "n", "", "namespace of the claims and pools (default: the kubeconfig context's namespace)")
 	fs.StringVarP(&g.Output, "output", "o", OutputTable, "output format of lists and objects: table, json or yaml")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{OutputTable, OutputJSON, OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
-	root.AddCommand(newClaimCommand(g), newListCommand(g), newGetCommand(g), newExecCommand(g),
+	root.AddCommand(newClaimCommand(g), newListCommand(g), newGetCommand(g), newExecCommand(g), newCopyCommand(g),
 		newSuspendCommand(g), newResumeCommand(g), newDeleteCommand(g), newPoolCommand(g),
 		newUninstallCommand(g))
 }
@@ -81,7 +85,7 @@ func (g *Globals) connect() (*session, error) {
 			return nil, fmt.Errorf("reading the namespace from the kubeconfig context: %w; pass -n NAMESPACE", err)
 		}
 	}
-	return newSession(cfg, ns, sdk.Options{RouterURL: g.RouterURL, RuntimePort: g.RuntimePort})
+	return newSession(cfg, ns, sdk.Options{RouterURL: g.RouterURL, RuntimePort: g.RuntimePort, RESTPort: g.RESTPort, GRPCPort: g.GRPCPort})
 }
 
 func newSession(cfg *rest.Config, namespace string, opts sdk.Options) (*session, error) {

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"strings"
+
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,5 +51,27 @@ func completePools(g *Globals) cobra.CompletionFunc {
 			names = append(names, p.Name)
 		}
 		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completeCopy completes cp's SRC and DST with "CLAIM:" for the claims whose names start with
+// what was typed, so the sandbox side is one Tab away; anything else (a path with "/" or ":",
+// or no matching claim) falls back to the shell's file completion.
+func completeCopy(g *Globals) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) >= 2 || strings.ContainsAny(toComplete, "/:") || strings.HasPrefix(toComplete, ".") {
+			return nil, cobra.ShellCompDirectiveDefault
+		}
+		claims, _ := completeClaims(g)(cmd, nil, toComplete)
+		var out []cobra.Completion
+		for _, c := range claims {
+			if strings.HasPrefix(c, toComplete) {
+				out = append(out, c+":")
+			}
+		}
+		if len(out) == 0 {
+			return nil, cobra.ShellCompDirectiveDefault
+		}
+		return out, cobra.ShellCompDirectiveNoSpace
 	}
 }

@@ -1,4 +1,4 @@
-// Package cli holds the paddock command's sandbox verbs (claim, ls, get, exec, suspend, resume,
+// Package cli holds the paddock command's sandbox verbs (claim, ls, get, exec, cp, suspend, resume,
 // delete, pool) and their pure pieces: output formats, --env parsing and table printing. The
 // commands live here rather than in cmd/paddock so integration tests can run them in-process.
 package cli

@@ -46,8 +46,8 @@ func RegisterMetrics(reg prometheus.Registerer, mgr ctrl.Manager) error {
 
 func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
 	r, err := sandbox.New(mgr.GetClient(), mgr.GetScheme(), mgr.GetEventRecorder(sandbox.ControllerName),
-		sandbox.WithClusterDomain(o.ClusterDomain), sandbox.WithWorkers(o.SandboxWorkers), sandbox.WithTracerProvider(tp),
-		sandbox.WithAPIReader(mgr.GetAPIReader()))
+		sandbox.WithClusterDomain(o.ClusterDomain), sandbox.WithWorkers(o.SandboxWorkers), sandbox.WithStatusCoalesceWindow(o.SandboxStatusCoalesceWindow), sandbox.WithTracerProvider(tp),
+		sandbox.WithAPIReader(mgr.GetAPIReader()), sandbox.WithWriteBehindWindow(o.SandboxWriteBehindWindow))
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"math"
 	"net"
 	"time"
+
+	"github.com/paddock-dev/paddock/internal/controller/sandbox"
 )
 
 // Options is the controller manager's configuration. Flag names follow the reference controller
@@ -31,10 +33,17 @@ type Options struct {
 	KubeAPIQPS   float64
 	KubeAPIBurst int
 
-	SandboxWorkers         int
-	SandboxClaimWorkers    int
-	SandboxWarmPoolWorkers int
-	SandboxTemplateWorkers int
+	SandboxWorkers int
+	// SandboxStatusCoalesceWindow is how long a Sandbox status change that only reports start-up
+	// progress may wait to be written together with the next change.
+	SandboxStatusCoalesceWindow time.Duration
+	SandboxClaimWorkers         int
+	SandboxWarmPoolWorkers      int
+	SandboxTemplateWorkers      int
+
+	// SandboxWriteBehindWindow holds back the metadata patch of a Sandbox's owned Pod, so that
+	// edits in quick succession cost one write; 0 (the default) patches at once.
+	SandboxWriteBehindWindow time.Duration
 
 	WarmPoolMaxBatchSize                 int
 	WarmPoolReplenishDelay               time.Duration
@@ -74,6 +83,7 @@ func NewOptions() *Options {
 		KubeAPIQPS:                           -1,
 		KubeAPIBurst:                         10,
 		SandboxWorkers:                       100,
+		SandboxStatusCoalesceWindow:          sandbox.DefaultStatusCoalesceWindow,
 		SandboxClaimWorkers:                  50,
 		SandboxWarmPoolWorkers:               1,
 		SandboxTemplateWorkers:               1,
@@ -103,9 +113,12 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side queries per second to the API server; negative disables the client-side limiter.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst to the API server; must be positive.")
 	fs.IntVar(&o.SandboxWorkers, "sandbox-concurrent-workers", o.SandboxWorkers, "Sandboxes reconciled in parallel.")
+	fs.DurationVar(&o.SandboxStatusCoalesceWindow, "sandbox-status-coalesce-window", o.SandboxStatusCoalesceWindow,
+		"How long a Sandbox status change that only reports start-up progress (Pod pending or scheduled, not Ready) may wait to be written with the next change; 0 writes every change at once.")
 	fs.IntVar(&o.SandboxClaimWorkers, "sandbox-claim-concurrent-workers", o.SandboxClaimWorkers, "SandboxClaims reconciled in parallel.")
 	fs.IntVar(&o.SandboxWarmPoolWorkers, "sandbox-warm-pool-concurrent-workers", o.SandboxWarmPoolWorkers, "SandboxWarmPools reconciled in parallel.")
 	fs.IntVar(&o.SandboxTemplateWorkers, "sandbox-template-concurrent-workers", o.SandboxTemplateWorkers, "SandboxTemplates reconciled in parallel.")
+	fs.DurationVar(&o.SandboxWriteBehindWindow, "sandbox-write-behind-window", o.SandboxWriteBehindWindow, "Hold back the metadata patch of a Sandbox's existing Pod this long after a change is first seen, to coalesce edits (capped at 1s); 0 patches at once.")
 	fs.IntVar(&o.WarmPoolMaxBatchSize, "sandbox-warm-pool-max-batch-size", o.WarmPoolMaxBatchSize, "Most Sandboxes a pool creates or deletes in one pass.")
 	fs.DurationVar(&o.WarmPoolReplenishDelay, "sandbox-warm-pool-replenish-delay", o.WarmPoolReplenishDelay, "Delay before a pool refills after a member is claimed; 0 refills at once.")
 	fs.Float64Var(&o.WarmPoolMaxRefillRate, "sandbox-warm-pool-max-refill-rate", o.WarmPoolMaxRefillRate, "Most Sandboxes per second one pool creates; 0 means no limit.")
@@ -144,6 +157,12 @@ func (o *Options) Validate() error {
 	}
 	if r := o.WarmPoolMaxRefillRate; math.IsNaN(r) || math.IsInf(r, 0) || r < 0 {
 		errs = append(errs, fmt.Errorf("--sandbox-warm-pool-max-refill-rate=%v: must be a finite number, 0 or more (0 means no limit)", r))
+	}
+	if o.SandboxStatusCoalesceWindow < 0 {
+		errs = append(errs, fmt.Errorf("--sandbox-status-coalesce-window=%s: must not be negative (0 writes every status change at once)", o.SandboxStatusCoalesceWindow))
+	}
+	if o.SandboxWriteBehindWindow < 0 {
+		errs = append(errs, fmt.Errorf("--sandbox-write-behind-window=%s: must not be negative; use 0 to turn write-behind off or a duration such as 200ms (capped at 1s)", o.SandboxWriteBehindWindow))
 	}
 	if o.WarmPoolReplenishDelay < 0 {
 		errs = append(errs, fmt.Errorf("--sandbox-warm-pool-replenish-delay=%s: must not be negative", o.WarmPoolReplenishDelay))

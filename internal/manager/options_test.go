@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -22,18 +23,24 @@ func parse(t *testing.T, args ...string) (*Options, error) {
 }
 
 func TestDefaultsAreValid(t *testing.T) {
-	if _, err := parse(t); err != nil {
+	o, err := parse(t)
+	if err != nil {
 		t.Fatalf("default options are invalid: %v", err)
+	}
+	if o.SandboxWriteBehindWindow != 0 {
+		t.Errorf("--sandbox-write-behind-window defaults to %s, want 0 (off)", o.SandboxWriteBehindWindow)
 	}
 }
 
 func TestFlagsParse(t *testing.T) {
 	o, err := parse(t, "--extensions", "-leader-elect=false", "--kube-api-qps=50", "--sandbox-concurrent-workers=7",
-		"--cluster-domain=example.internal", "--router-pod-labels=app=router,tier=edge", "--sandbox-warm-pool-replenish-delay=2s")
+		"--cluster-domain=example.internal", "--router-pod-labels=app=router,tier=edge", "--sandbox-warm-pool-replenish-delay=2s",
+		"--sandbox-write-behind-window=250ms")
 	if err != nil {
 		t.Fatalf("parsing: %v", err)
 	}
-	if !o.Extensions || o.LeaderElect || o.KubeAPIQPS != 50 || o.SandboxWorkers != 7 || o.ClusterDomain != "example.internal" {
+	if !o.Extensions || o.LeaderElect || o.KubeAPIQPS != 50 || o.SandboxWorkers != 7 || o.ClusterDomain != "example.internal" ||
+		o.SandboxWriteBehindWindow != 250*time.Millisecond {
 		t.Errorf("flags not applied: %+v", o)
 	}
 	if diff := cmp.Diff(map[string]string{"app": "router", "tier": "edge"}, o.RouterPodLabels); diff != "" {
@@ -57,9 +64,11 @@ func TestInvalidOptionsNameTheFlag(t *testing.T) {
 		{[]string{"--sandbox-warm-pool-readiness-grace-period=0s"}, "--sandbox-warm-pool-readiness-grace-period"},
 		{[]string{"--sandbox-warm-pool-unschedulable-recheck-interval=-1m"}, "--sandbox-warm-pool-unschedulable-recheck-interval"},
 		{[]string{"--sandbox-warm-pool-replenish-delay=-1s"}, "--sandbox-warm-pool-replenish-delay"},
+		{[]string{"--sandbox-status-coalesce-window=-1s"}, "--sandbox-status-coalesce-window"},
 		{[]string{"--metrics-bind-address=8080"}, "--metrics-bind-address"},
 		{[]string{"--health-probe-bind-address=localhost"}, "--health-probe-bind-address"},
 		{[]string{"--cluster-domain="}, "--cluster-domain"},
+		{[]string{"--sandbox-write-behind-window=-1ms"}, "--sandbox-write-behind-window"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -34,6 +34,19 @@ func (w *TemplateWrapper) Image(image string) *TemplateWrapper {
 	return w
 }
 
+// Annotation sets an annotation on the template.
+func (w *TemplateWrapper) Annotation(k, v string) *TemplateWrapper {
+	w.t.Annotations = setKey(w.t.Annotations, k, v)
+	return w
+}
+
+// ClaimSettings opts the template in to serving claims with env warm through sandboxd, reading
+// the claim token from the named Secret.
+func (w *TemplateWrapper) ClaimSettings(secret string) *TemplateWrapper {
+	return w.Annotation(extensionsv1beta1.ClaimSettingsAnnotation, extensionsv1beta1.ClaimSettingsSandboxd).
+		Annotation(extensionsv1beta1.ClaimSettingsSecretAnnotation, secret)
+}
+
 // PodLabel sets a label in the pod template.
 func (w *TemplateWrapper) PodLabel(k, v string) *TemplateWrapper {
 	w.t.Spec.PodTemplate.ObjectMeta.Labels = setKey(w.t.Spec.PodTemplate.ObjectMeta.Labels, k, v)

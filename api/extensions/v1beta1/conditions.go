@@ -5,6 +5,18 @@ package v1beta1
 const (
 	ClaimConditionReady    = "Ready"
 	ClaimConditionFinished = "Finished"
+	// ClaimConditionSettingsDelivered exists only on claims with spec.env that a warm Sandbox
+	// served through claim settings: True once sandboxd has the env, False while it is pending
+	// or after delivery failed and the claim fell back to a cold Sandbox.
+	ClaimConditionSettingsDelivered = "SettingsDelivered"
+)
+
+// Reasons of the SettingsDelivered condition; SettingsPending and SettingsFailed are also the
+// Ready reason while the claim waits for delivery or discards the warm Sandbox.
+const (
+	ClaimReasonSettingsDelivered = "ClaimSettingsDelivered"
+	ClaimReasonSettingsPending   = "ClaimSettingsPending"
+	ClaimReasonSettingsFailed    = "ClaimSettingsFailed"
 )
 
 // Reasons of a claim's Ready condition that the claim controller sets itself. Other reasons are

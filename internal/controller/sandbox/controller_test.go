@@ -51,6 +51,7 @@ func TestNewValidatesOptions(t *testing.T) {
 		{name: "no client", c: nil, wantErr: "needs a client"},
 		{name: "zero workers", opts: []Option{WithWorkers(0)}, wantErr: "workers is 0"},
 		{name: "empty domain", opts: []Option{WithClusterDomain("")}, wantErr: "cluster domain is empty"},
+		{name: "negative write-behind window", opts: []Option{WithWriteBehindWindow(-time.Second)}, wantErr: "write-behind window is -1s"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cl := c
@@ -59,7 +60,7 @@ func TestNewValidatesOptions(t *testing.T) {
 			}
 			r, err := New(cl, s, rec, tt.opts...)
 			if tt.wantErr == "" {
-				if err != nil || r.clusterDomain != DefaultClusterDomain || r.workers != DefaultWorkers {
+				if err != nil || r.clusterDomain != DefaultClusterDomain || r.workers != DefaultWorkers || r.podPatches.window != 0 {
 					t.Fatalf("New = %+v, %v; want defaults", r, err)
 				}
 				return

@@ -16,6 +16,9 @@
 //   - Status is computed from observation on every pass and written at most once per pass, only
 //     when it changed; events follow a successful status write. A pass that reads a Sandbox older
 //     than the controller's own last write waits for the cache instead of writing again.
+//   - With a write-behind window (--sandbox-write-behind-window, capped at 1s) the metadata patch
+//     of an already-owned Pod, and nothing else, waits until the window since the Pod was first
+//     found out of date has passed; edits within it reach the Pod in one patch.
 //
 // Unlike upstream, the Pod's hostname defaults to the Sandbox name, and a Sandbox controlled by a
 // SandboxClaim puts the claim's UID and name on its Pod (see docs/compatibility.md).

@@ -132,7 +132,7 @@ func (r *Reconciler) runPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod 
 			return err
 		}
 	default:
-		if err := r.syncPodMetadata(ctx, sb, pod); err != nil {
+		if err := r.syncPodMetadata(ctx, sb, pod, obs); err != nil {
 			return err
 		}
 	}
@@ -170,10 +170,17 @@ func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (
 }
 
 // syncPodMetadata patches the labels and annotations the controller owns on an existing Pod. The
-// Pod's spec is never changed: a template edit applies to the next Pod.
-func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod) error {
+// Pod's spec is never changed: a template edit applies to the next Pod. With a write-behind
+// window the patch waits until the window since the Pod was first found out of date has passed.
+func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod, obs *observation) error {
 	labels, annotations := podmeta.Apply(podMetaSource(sb), pod.Labels, pod.Annotations)
 	if equality.Semantic.DeepEqual(labels, pod.Labels) && equality.Semantic.DeepEqual(annotations, emptyToNil(pod.Annotations)) {
+		return nil
+	}
+	obs.podPatchPending = true // until the patch succeeds
+	if wait := r.podPatches.wait(client.ObjectKeyFromObject(sb), r.clock.Now()); wait > 0 {
+		obs.podPatchWait = wait
+		ctrl.LoggerFrom(ctx).V(4).Info("Holding back pod metadata patch", "pod", klog.KObj(pod), "wait", wait)
 		return nil
 	}
 	base := pod.DeepCopy()
@@ -181,6 +188,7 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1beta1.Sand
 	if err := r.client.Patch(ctx, pod, client.MergeFrom(base)); err != nil {
 		return fmt.Errorf("updating labels and annotations of pod %q: %w", pod.Name, err)
 	}
+	obs.podPatchPending = false
 	return nil
 }
 

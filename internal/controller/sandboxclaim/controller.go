@@ -29,6 +29,8 @@ type Options struct {
 	AllowedLabelDomains []string
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// ClaimSettings configure serving claims with env from warm sandboxd Sandboxes (claimsettings.go).
+	ClaimSettings ClaimSettingsOptions
 }
 
 // Requeue intervals.
@@ -58,6 +60,8 @@ type Reconciler struct {
 	// lastWrite remembers, by claim UID, the last status this process wrote, so that a pass on a
 	// cache that has not caught up with it does not write the same status again.
 	lastWrite sync.Map
+	// settings is the claim-settings state (claimsettings.go).
+	settings *settingsDelivery
 }
 
 const bindingUnknown = ""
@@ -71,7 +75,8 @@ func New(c client.Client, reader client.Reader, recorder events.EventRecorder, q
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Reconciler{client: c, reader: reader, recorder: recorder, queue: queue, opts: opts}
+	return &Reconciler{client: c, reader: reader, recorder: recorder, queue: queue, opts: opts,
+		settings: newSettingsDelivery(opts.ClaimSettings)}
 }
 
 // Reconcile binds a claim to a Sandbox, mirrors the Sandbox into the claim's status and enforces
@@ -81,6 +86,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, claim); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	r.deleteLegacyPolicy(ctx, claim)
 	if !claim.DeletionTimestamp.IsZero() {
 		r.forget(claim.UID)
 		return ctrl.Result{}, nil
@@ -93,6 +99,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	sb, launch, bindErr := r.bind(ctx, claim)
+	sb, bindErr = r.deliverClaimSettings(ctx, claim, sb, bindErr) // claim settings; a no-op without spec.env
 	if wait := (*warmWait)(nil); errors.As(bindErr, &wait) {
 		return ctrl.Result{RequeueAfter: wait.retryAfter}, nil
 	}
@@ -146,6 +153,7 @@ func (r *Reconciler) forget(uid types.UID) {
 	r.firstSeen.Delete(uid)
 	r.bindings.Delete(uid)
 	r.lastWrite.Delete(uid)
+	r.settings.forget(uid)
 }
 
 // writeStatus writes the claim's status when it changed, unless this process wrote the same

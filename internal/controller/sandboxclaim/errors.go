@@ -32,7 +32,10 @@ func newError(kind error, format string, args ...any) error {
 
 // reasonFor maps an error of a pass to the claim's Ready reason and message.
 func reasonFor(err error) (reason, message string) {
+	var settings *settingsError
 	switch {
+	case errors.As(err, &settings):
+		return settings.reason, settings.msg
 	case errors.Is(err, errWarmPoolNotFound):
 		return extensionsv1beta1.ClaimReasonWarmPoolNotFound, err.Error()
 	case errors.Is(err, errTemplateNotFound):

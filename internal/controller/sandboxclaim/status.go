@@ -13,6 +13,7 @@ import (
 func setStatus(claim *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox, err error) {
 	setReady(claim, sb, err)
 	setFinished(claim, sb)
+	setSettingsDelivered(claim, sb, err)
 	switch {
 	case sb != nil:
 		claim.Status.Sandbox = extensionsv1beta1.SandboxClaimSandboxStatus{Name: sb.Name, PodIPs: sb.Status.PodIPs}

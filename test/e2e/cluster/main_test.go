@@ -36,6 +36,7 @@ var (
 // suite is what every test uses.
 var suite struct {
 	restConfig *rest.Config
+	kubeconfig string // the file restConfig came from, for the CLI
 	client     kubernetes.Interface
 	// owned is set when the tests brought the cluster up and so must take it down.
 	owned    bool
@@ -100,6 +101,7 @@ func run(m *testing.M) (int, error) {
 		return 0, fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
 	}
 	suite.restConfig = cfg
+	suite.kubeconfig = kubeconfig
 	if suite.client, err = kubernetes.NewForConfig(cfg); err != nil {
 		return 0, err
 	}

@@ -5,6 +5,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,9 +45,16 @@ func kubeconfig(t *testing.T, ns string) string {
 // paddock runs the root command with args and returns what it printed.
 func paddock(t *testing.T, kubeconfig string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	return paddockIn(t, kubeconfig, strings.NewReader(""), args...)
+}
+
+// paddockIn is paddock with stdin.
+func paddockIn(t *testing.T, kubeconfig string, stdin io.Reader, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	root := &cobra.Command{Use: "paddock", SilenceUsage: true, SilenceErrors: true}
 	cli.AddCommands(root)
 	var out, errOut bytes.Buffer
+	root.SetIn(stdin)
 	root.SetOut(&out)
 	root.SetErr(&errOut)
 	root.SetArgs(append([]string{"--kubeconfig", kubeconfig}, args...))
@@ -57,7 +65,13 @@ func paddock(t *testing.T, kubeconfig string, args ...string) (stdout, stderr st
 // mustPaddock is paddock for commands that must succeed.
 func mustPaddock(t *testing.T, kubeconfig string, args ...string) (stdout, stderr string) {
 	t.Helper()
-	stdout, stderr, err := paddock(t, kubeconfig, args...)
+	return mustPaddockIn(t, kubeconfig, strings.NewReader(""), args...)
+}
+
+// mustPaddockIn is paddockIn for commands that must succeed.
+func mustPaddockIn(t *testing.T, kubeconfig string, stdin io.Reader, args ...string) (stdout, stderr string) {
+	t.Helper()
+	stdout, stderr, err := paddockIn(t, kubeconfig, stdin, args...)
 	if err != nil {
 		t.Fatalf("paddock %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout, stderr)
 	}

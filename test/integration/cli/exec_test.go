@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -135,5 +136,42 @@ func TestExecRunsTheCommandAndPassesItsExitCode(t *testing.T) {
 	want := []string{"python3 -c 'print(6*7)'", "sh -c 'fail now'", "fail again"}
 	if diff := cmp.Diff(want, commands()); diff != "" {
 		t.Errorf("commands the runtime ran (-want +got):\n%s", diff)
+	}
+}
+
+// TestExecInteractive streams stdin to a command through the real sandboxd's gRPC service and
+// runs one on a terminal; exit codes come back either way.
+func TestExecInteractive(t *testing.T) {
+	ns := env.Namespace(t)
+	kc := kubeconfig(t, ns)
+	_, grpcPort, _ := loopbackSandboxdGRPC(t)
+	playLoopbackKubelet(t, ns)
+	makePool(t, ns, 1)
+	mustPaddock(t, kc, "claim", "--pool", "pool", "--name", "agent")
+	gp := strconv.Itoa(grpcPort)
+
+	data := make([]byte, 100_000)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	stdout, _ := mustPaddockIn(t, kc, bytes.NewReader(data), "exec", "-i", "agent", "--grpc-port", gp, "--", "cat")
+	if !bytes.Equal([]byte(stdout), data) {
+		t.Errorf("exec -i cat gave %d bytes back, want the %d sent", len(stdout), len(data))
+	}
+	stdout, stderr, err := paddockIn(t, kc, strings.NewReader("hello\n"), "exec", "-i", "agent", "--grpc-port", gp, "--", "sh", "-c", "read x; echo got $x; echo oops >&2; exit 9")
+	if cli.ExitCode(err) != 9 || stdout != "got hello\n" || stderr != "oops\n" {
+		t.Errorf("exec -i: exit code %d (%v), stdout %q, stderr %q; want 9, the line read and the stderr line", cli.ExitCode(err), err, stdout, stderr)
+	}
+	stdout, _ = mustPaddock(t, kc, "exec", "-t", "agent", "--grpc-port", gp, "--", "sh", "-c", "tty; echo line")
+	if !strings.HasPrefix(stdout, "/dev/pts/") || !strings.HasSuffix(stdout, "line\r\n") {
+		t.Errorf("exec -t output %q, want a /dev/pts terminal and CRLF line ends", stdout)
+	}
+	for args, wantErr := range map[string]string{
+		"exec -i agent --router-url http://127.0.0.1:1 -- cat": "drop --router-url",
+		"exec -i agent --grpc-port 0 -- cat":                   "--grpc-port 0: must be between 1 and 65535",
+	} {
+		if _, _, err := paddock(t, kc, strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("paddock %s: err = %v, want it to contain %q", args, err, wantErr)
+		}
 	}
 }

@@ -210,6 +210,15 @@ func TestCompletionListsClaimsAndPools(t *testing.T) {
 			t.Errorf("completing %s CLAIM (-want +got):\n%s", verb, diff)
 		}
 	}
+	if diff := cmp.Diff([]string{"first:", "second:"}, mustComplete(t, kc, "cp", "")); diff != "" {
+		t.Errorf("completing cp SRC (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"second:"}, mustComplete(t, kc, "cp", "./local", "se")); diff != "" {
+		t.Errorf("completing cp DST (-want +got):\n%s", diff)
+	}
+	if got := mustComplete(t, kc, "cp", "./lo"); len(got) != 0 {
+		t.Errorf("completing a local path offered %v, want the shell's file completion", got)
+	}
 	if diff := cmp.Diff([]string{"pool"}, mustComplete(t, kc, "claim", "--pool", "")); diff != "" {
 		t.Errorf("completing --pool (-want +got):\n%s", diff)
 	}

@@ -237,3 +237,80 @@ func TestSuspendResume(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPickUpAClaimByName: a second program (a second Client) finds a claim the first one made
+// and suspended, is told at once that it is suspended instead of waiting, resumes it by name and
+// attaches to it; unknown and unbound claims say so.
+func TestPickUpAClaimByName(t *testing.T) {
+	ns := env.Namespace(t)
+	env.PlayKubelet(t, ns)
+	warmPool(t, ns, 1)
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	first, err := newClient(t).Claim(ctx, sdk.ClaimOptions{WarmPool: "pool", Namespace: ns, Name: "keeper"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Suspend(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	later := newClient(t)
+	if _, err := later.Attach(ctx, ns, "keeper"); !errors.Is(err, sdk.ErrSuspended) || ctx.Err() != nil {
+		t.Fatalf("Attach to a suspended claim = %v, want ErrSuspended before the deadline", err)
+	} else if !strings.Contains(err.Error(), "paddock resume keeper") {
+		t.Errorf("ErrSuspended message %q does not say how to resume", err)
+	}
+	found, err := later.Lookup(ctx, ns, "keeper")
+	if err != nil || found.SandboxName() != first.SandboxName() || found.ClaimName() != "keeper" {
+		t.Fatalf("Lookup = %v, %v; want the handle of sandbox %s", found, err, first.SandboxName())
+	}
+	resumed, err := later.Resume(ctx, ns, "keeper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{framework.PodIP}, resumed.PodIPs()); diff != "" {
+		t.Errorf("PodIPs after Resume (-want +got):\n%s", diff)
+	}
+	sandbox := &agentsv1beta1.Sandbox{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.SandboxName()}, sandbox); err != nil {
+		t.Fatal(err)
+	}
+	if err := builder.HasCondition(sandbox.Status.Conditions, agentsv1beta1.SandboxConditionReady, "True", ""); err != nil || sandbox.Spec.OperatingMode != agentsv1beta1.SandboxOperatingModeRunning {
+		t.Errorf("after Resume: operatingMode %q, %v; want Running and Ready", sandbox.Spec.OperatingMode, err)
+	}
+	attached, err := later.Attach(ctx, ns, "keeper")
+	if err != nil || attached.SandboxName() != first.SandboxName() {
+		t.Fatalf("Attach after Resume = %v, %v; want sandbox %s", attached, err, first.SandboxName())
+	}
+	if _, err := later.Resume(ctx, ns, "keeper"); err != nil {
+		t.Errorf("Resume of a running sandbox = %v, want it to return once Ready", err)
+	}
+
+	for _, call := range []func() error{
+		func() error { _, err := later.Lookup(ctx, ns, "nobody"); return err },
+		func() error { _, err := later.Attach(ctx, ns, "nobody"); return err },
+		func() error { _, err := later.Resume(ctx, ns, "nobody"); return err },
+	} {
+		if err := call(); !errors.Is(err, sdk.ErrSandboxGone) || !strings.Contains(err.Error(), "SandboxClaim "+ns+"/nobody: claim not found") {
+			t.Errorf("unknown claim: err = %v, want ErrSandboxGone naming the claim", err)
+		}
+	}
+	// A claim on a pool that does not exist is never bound: Lookup says not ready with the reason,
+	// Attach fails fast on it.
+	framework.MustCreate(t, ctx, env.Client, builder.MakeClaim("orphan", ns, "no-such-pool").Obj())
+	framework.Eventually(t, func(ctx context.Context) error {
+		_, err := later.Lookup(ctx, ns, "orphan")
+		var ce *sdk.ClaimError
+		if !errors.As(err, &ce) || !errors.Is(err, sdk.ErrNotReady) || ce.Reason != extensionsv1beta1.ClaimReasonWarmPoolNotFound {
+			return fmt.Errorf("Lookup(orphan) = %v, want ErrNotReady with reason %s", err, extensionsv1beta1.ClaimReasonWarmPoolNotFound)
+		}
+		return nil
+	})
+	if _, err := later.Attach(ctx, ns, "orphan"); !errors.Is(err, sdk.ErrClaimFailed) || ctx.Err() != nil {
+		t.Errorf("Attach(orphan) = %v, want ErrClaimFailed before the deadline", err)
+	}
+	if err := attached.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	claimGone(t, ns, "keeper")
+}

@@ -1,0 +1,326 @@
+package sandboxclaim
+
+// Claim settings: a claim with spec.env is served by a warm Sandbox whose runtime is sandboxd.
+// After adoption the controller PUTs the env to sandboxd's /v1/claim-settings and only then lets
+// the claim turn Ready. The design is docs/design/sandboxd-claim-settings.md.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/blueprint"
+	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
+)
+
+// ReasonClaimSettingsFailed is the Warning event of a claim whose warm Sandbox could not take its
+// env and is replaced by a cold one.
+const ReasonClaimSettingsFailed = extensionsv1beta1.ClaimReasonSettingsFailed
+
+// Defaults of ClaimSettingsOptions.
+const (
+	defaultSettingsGiveUp  = 10 * time.Second
+	defaultSettingsTimeout = 5 * time.Second
+)
+
+// ClaimSettingsOptions configure how a claim's env reaches sandboxd in a warm Sandbox.
+type ClaimSettingsOptions struct {
+	// Address returns host:port of the sandboxd REST API of a bound Sandbox. The default is its
+	// first status.podIPs entry and port 8080. Tests resolve to a sandboxd on loopback, since a
+	// Pod IP in a test API server reaches nothing.
+	Address func(*agentsv1beta1.Sandbox) (string, error)
+	// Client sends the requests; the default ignores proxy settings and gives up after 5s.
+	Client *http.Client
+	// GiveUpAfter is how long deliveries may keep failing, for reasons a retry can fix, before
+	// the claim falls back to a cold Sandbox (default 10s). Refusals fall back at once.
+	GiveUpAfter time.Duration
+}
+
+// settingsDelivery is the claim-settings state of one controller process.
+type settingsDelivery struct {
+	opts ClaimSettingsOptions
+	// failures holds, by claim UID, when the current run of failed deliveries began.
+	failures sync.Map
+	// delivered marks, by claim UID, claims whose settings sandboxd has, so that a pass on a
+	// cache without the SettingsDelivered condition does not send them again.
+	delivered sync.Map
+	// fellBack holds, by claim UID, the SettingsFailed condition of a claim that gave up on its
+	// warm Sandbox, so that a pass on a cache without it neither tries warm again nor drops it.
+	fellBack sync.Map
+}
+
+func newSettingsDelivery(o ClaimSettingsOptions) *settingsDelivery {
+	if o.Address == nil {
+		o.Address = podAddress
+	}
+	if o.Client == nil {
+		// Straight to the Pod: a proxy from the controller's environment must not see the token.
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		transport.Proxy = nil
+		o.Client = &http.Client{Timeout: defaultSettingsTimeout, Transport: transport}
+	}
+	if o.GiveUpAfter <= 0 {
+		o.GiveUpAfter = defaultSettingsGiveUp
+	}
+	return &settingsDelivery{opts: o}
+}
+
+func (d *settingsDelivery) forget(uid types.UID) {
+	d.failures.Delete(uid)
+	d.delivered.Delete(uid)
+	d.fellBack.Delete(uid)
+}
+
+// podAddress is sandboxd's REST address in the Sandbox's Pod.
+func podAddress(sb *agentsv1beta1.Sandbox) (string, error) {
+	if len(sb.Status.PodIPs) == 0 {
+		return "", fmt.Errorf("sandbox %q has no pod IP yet", sb.Name)
+	}
+	return net.JoinHostPort(sb.Status.PodIPs[0], strconv.Itoa(extensionsv1beta1.ClaimSettingsPort)), nil
+}
+
+// settingsError is a pass that could not deliver a claim's settings; reason is the claim's Ready
+// and SettingsDelivered reason.
+type settingsError struct {
+	reason string
+	msg    string
+}
+
+func (e *settingsError) Error() string { return e.msg }
+
+// warmSettings returns the settings that let a warm member of tpl serve claim, or false when the
+// claim must start cold: the template has not opted in, an entry is meant for a container other
+// than the first (the one running sandboxd), or the template's policy rejects the env, which the
+// cold path then reports exactly as upstream does.
+func warmSettings(c *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.SandboxTemplate) (claim.Settings, bool) {
+	containers := tpl.Spec.PodTemplate.Spec.Containers
+	if len(c.Spec.Env) == 0 || tpl.Annotations[extensionsv1beta1.ClaimSettingsAnnotation] != extensionsv1beta1.ClaimSettingsSandboxd || len(containers) == 0 {
+		return claim.Settings{}, false
+	}
+	spec := tpl.Spec.PodTemplate.Spec.DeepCopy()
+	if blueprint.InjectEnv(spec, c.Spec.Env, tpl.Spec.EnvVarsInjectionPolicy) != nil {
+		return claim.Settings{}, false
+	}
+	s := claim.Settings{ClaimName: c.Name, ClaimUID: string(c.UID)}
+	for _, e := range c.Spec.Env {
+		if e.ContainerName != "" && e.ContainerName != containers[0].Name {
+			return claim.Settings{}, false
+		}
+		s.Env = append(s.Env, claim.EnvVar{Name: e.Name, Value: e.Value})
+	}
+	return s, true
+}
+
+// servesEnvWarm reports whether a claim with env may take a warm member of tpl. A claim that
+// fell back to a cold Sandbox never tries a warm one again.
+func (r *Reconciler) servesEnvWarm(c *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.SandboxTemplate) bool {
+	if _, ok := warmSettings(c, tpl); !ok || r.settingsFellBack(c) {
+		return false
+	}
+	return true
+}
+
+func (r *Reconciler) settingsFellBack(c *extensionsv1beta1.SandboxClaim) bool {
+	_, marked := r.settings.fellBack.Load(c.UID)
+	cond := meta.FindStatusCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered)
+	return marked || (cond != nil && cond.Reason == extensionsv1beta1.ClaimReasonSettingsFailed)
+}
+
+// recallFallback puts back the SettingsFailed condition this process wrote when the claim as read
+// from the cache does not show it yet: the status written from this view must keep it.
+func (r *Reconciler) recallFallback(c *extensionsv1beta1.SandboxClaim) {
+	v, ok := r.settings.fellBack.Load(c.UID)
+	if !ok {
+		return
+	}
+	if cond := meta.FindStatusCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered); cond == nil || cond.Reason != extensionsv1beta1.ClaimReasonSettingsFailed {
+		meta.SetStatusCondition(&c.Status.Conditions, v.(metav1.Condition))
+	}
+}
+
+// alreadyDelivered reports whether sandboxd has the claim's settings, as the claim's condition or
+// this process's memory says. Settings are sent once: like a cold Pod's env, they do not follow
+// later edits of spec.env, and a failed resend must never cost a claim the Sandbox it uses.
+func (r *Reconciler) alreadyDelivered(c *extensionsv1beta1.SandboxClaim) bool {
+	if _, ok := r.settings.delivered.Load(c.UID); ok {
+		return true
+	}
+	return meta.IsStatusConditionTrue(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered)
+}
+
+// deliverClaimSettings is the claim-settings step of a pass, after bind. It does nothing for a
+// claim without env or a Sandbox that is not warm. Otherwise it sends the env to sandboxd unless
+// it was delivered already; the claim is not Ready until it was. A delivery that
+// cannot succeed discards the warm Sandbox, and the claim starts cold.
+func (r *Reconciler) deliverClaimSettings(ctx context.Context, c *extensionsv1beta1.SandboxClaim,
+	sb *agentsv1beta1.Sandbox, bindErr error) (*agentsv1beta1.Sandbox, error) {
+	if len(c.Spec.Env) == 0 {
+		return sb, bindErr
+	}
+	r.recallFallback(c)
+	if bindErr != nil || sb == nil || sb.Labels[agentsv1beta1.LaunchTypeLabel] != agentsv1beta1.LaunchTypeWarm {
+		return sb, bindErr
+	}
+	if r.settingsFellBack(c) {
+		return nil, r.discardWarm(ctx, c, sb)
+	}
+	if r.alreadyDelivered(c) {
+		return sb, nil
+	}
+	if !meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
+		// A sandboxd still starting cannot answer; its Ready transition brings the next pass.
+		return sb, &settingsError{reason: extensionsv1beta1.ClaimReasonSettingsPending,
+			msg: fmt.Sprintf("waiting for Sandbox %q to be Ready to send it the claim's env", sb.Name)}
+	}
+	err := r.putClaimSettings(ctx, c, sb)
+	if err == nil {
+		r.settings.failures.Delete(c.UID)
+		r.settings.delivered.Store(c.UID, true)
+		ctrl.LoggerFrom(ctx).V(2).Info("Delivered claim settings", "claim", klog.KObj(c), "sandbox", sb.Name)
+		return sb, nil
+	}
+	now := r.opts.Now()
+	since, _ := r.settings.failures.LoadOrStore(c.UID, now)
+	msg := fmt.Sprintf("sending the claim's env to sandboxd in Sandbox %q: %v", sb.Name, err)
+	var perm *permanentError
+	if !errors.As(err, &perm) && now.Sub(since.(time.Time)) < r.settings.opts.GiveUpAfter {
+		return sb, &settingsError{reason: extensionsv1beta1.ClaimReasonSettingsPending, msg: msg}
+	}
+	r.settings.failures.Delete(c.UID)
+	msg += "; discarding the warm Sandbox and starting a cold one"
+	r.settings.fellBack.Store(c.UID, metav1.Condition{Type: extensionsv1beta1.ClaimConditionSettingsDelivered, Status: metav1.ConditionFalse,
+		ObservedGeneration: c.Generation, Reason: extensionsv1beta1.ClaimReasonSettingsFailed, Message: msg})
+	r.event(c, corev1.EventTypeWarning, ReasonClaimSettingsFailed, "Adoption", msg)
+	return nil, errors.Join(&settingsError{reason: extensionsv1beta1.ClaimReasonSettingsFailed, msg: msg}, r.discardWarm(ctx, c, sb))
+}
+
+// discardWarm deletes a warm Sandbox the claim gave up on; the claim's next passes create a cold
+// one once the cache no longer shows it. Nobody else can have it: the claim is its controller.
+func (r *Reconciler) discardWarm(ctx context.Context, c *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) error {
+	if err := r.client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting warm Sandbox %q of claim %q after claim settings failed: %w", sb.Name, c.Name, err)
+	}
+	return newError(errCreatePending, "warm Sandbox %q could not take the claim's env and is being deleted; a cold Sandbox follows", sb.Name)
+}
+
+// permanentError is a delivery failure that retrying cannot fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// putClaimSettings sends the claim's env to sandboxd with the template's claim token.
+func (r *Reconciler) putClaimSettings(ctx context.Context, c *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) error {
+	_, tpl, err := r.poolAndTemplate(ctx, c)
+	if err != nil {
+		return err
+	}
+	settings, ok := warmSettings(c, tpl)
+	if !ok {
+		return &permanentError{fmt.Errorf("template %q no longer accepts this claim's env through claim settings", tpl.Name)}
+	}
+	token, err := r.claimToken(ctx, tpl)
+	if err != nil {
+		return err
+	}
+	addr, err := r.settings.opts.Address(sb)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(settings)
+	if err != nil {
+		return &permanentError{err}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://"+addr+"/v1/claim-settings", bytes.NewReader(body))
+	if err != nil {
+		return &permanentError{err}
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := r.settings.opts.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return responseError(resp)
+}
+
+// responseError turns sandboxd's answer into nil on 200, or an error carrying its message.
+// Authentication, conflicts and bad requests are permanent; other statuses may pass.
+func responseError(resp *http.Response) error {
+	if resp.StatusCode == http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		return nil
+	}
+	text, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	err := fmt.Errorf("sandboxd answered %s: %s", resp.Status, bytes.TrimSpace(text))
+	switch resp.StatusCode {
+	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound,
+		http.StatusConflict, http.StatusRequestEntityTooLarge:
+		return &permanentError{err}
+	}
+	return err
+}
+
+// claimToken reads the claim token from the template's Secret, past the cache: the controller
+// does not watch Secrets, and needs only the ones of templates that opted in.
+func (r *Reconciler) claimToken(ctx context.Context, tpl *extensionsv1beta1.SandboxTemplate) (string, error) {
+	name := tpl.Annotations[extensionsv1beta1.ClaimSettingsSecretAnnotation]
+	if name == "" {
+		name = extensionsv1beta1.DefaultClaimTokenSecret
+	}
+	secret := &corev1.Secret{}
+	if err := r.reader.Get(ctx, types.NamespacedName{Namespace: tpl.Namespace, Name: name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", &permanentError{fmt.Errorf("claim token Secret %q not found in namespace %q; create it with key %q (the token sandboxd reads from --claim-token-file) or name another Secret in the template annotation %s",
+				name, tpl.Namespace, extensionsv1beta1.ClaimTokenSecretKey, extensionsv1beta1.ClaimSettingsSecretAnnotation)}
+		}
+		return "", fmt.Errorf("reading claim token Secret %q: %w", name, err)
+	}
+	token := string(bytes.TrimSpace(secret.Data[extensionsv1beta1.ClaimTokenSecretKey]))
+	if token == "" {
+		return "", &permanentError{fmt.Errorf("claim token Secret %q in namespace %q has no key %q; put the token sandboxd reads from --claim-token-file there",
+			name, tpl.Namespace, extensionsv1beta1.ClaimTokenSecretKey)}
+	}
+	return token, nil
+}
+
+// setSettingsDelivered sets the SettingsDelivered condition of a claim with env from the pass's
+// outcome. It is left as it was when the pass learnt nothing new: a cold Sandbox keeps the
+// record of why the claim went cold.
+func setSettingsDelivered(c *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox, err error) {
+	cond := metav1.Condition{Type: extensionsv1beta1.ClaimConditionSettingsDelivered, ObservedGeneration: c.Generation}
+	var se *settingsError
+	switch {
+	case len(c.Spec.Env) == 0:
+		meta.RemoveStatusCondition(&c.Status.Conditions, cond.Type)
+		return
+	case errors.As(err, &se):
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, se.reason, se.msg
+	case err == nil && sb != nil && sb.Labels[agentsv1beta1.LaunchTypeLabel] == agentsv1beta1.LaunchTypeWarm:
+		cond.Status, cond.Reason = metav1.ConditionTrue, extensionsv1beta1.ClaimReasonSettingsDelivered
+		cond.Message = fmt.Sprintf("sandboxd in warm Sandbox %q has the claim's env", sb.Name)
+	default:
+		return
+	}
+	meta.SetStatusCondition(&c.Status.Conditions, cond)
+}

@@ -1,0 +1,273 @@
+package claimsettings
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/blueprint"
+	"github.com/paddock-dev/paddock/test/builder"
+	"github.com/paddock-dev/paddock/test/framework"
+)
+
+const (
+	testTimeout = 3 * time.Minute
+	token       = "claim-token-for-tests"
+	secretName  = "claim-token"
+)
+
+// warmPool makes an opted-in (unless plain) template, the claim-token Secret and a pool of one
+// ready member, starts a sandboxd for the member with daemonToken, and returns both.
+func warmPool(t *testing.T, ctx context.Context, ns string, plain bool, daemonToken string) (*agentsv1beta1.Sandbox, *daemon) {
+	t.Helper()
+	tpl := builder.MakeTemplate("tpl", ns).EnvVarsInjectionPolicy(extensionsv1beta1.EnvVarsInjectionPolicyAllowed)
+	if !plain {
+		tpl.ClaimSettings(secretName)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: ns},
+		Data: map[string][]byte{extensionsv1beta1.ClaimTokenSecretKey: []byte(token + "\n")}}
+	for _, obj := range []client.Object{secret, tpl.Obj(), builder.MakeWarmPool("pool", ns, "tpl").Replicas(1).Obj()} {
+		framework.MustCreate(t, ctx, env.Client, obj)
+	}
+	var member agentsv1beta1.Sandbox
+	framework.Eventually(t, func(ctx context.Context) error {
+		var list agentsv1beta1.SandboxList
+		if err := env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{agentsv1beta1.WarmPoolSandboxLabel: blueprint.PoolHash("pool")}); err != nil {
+			return err
+		}
+		if len(list.Items) != 1 || !meta.IsStatusConditionTrue(list.Items[0].Status.Conditions, agentsv1beta1.SandboxConditionReady) || len(list.Items[0].Status.PodIPs) == 0 {
+			return fmt.Errorf("want one ready pool member with a pod IP, have %d", len(list.Items))
+		}
+		member = list.Items[0]
+		return nil
+	})
+	d := startDaemon(t, daemonToken)
+	daemons.add(member.Status.PodIPs[0], d)
+	return &member, d
+}
+
+// waitClaim waits until the claim is Ready and returns it with its Sandbox.
+func waitClaim(t *testing.T, ns, name string) (*extensionsv1beta1.SandboxClaim, *agentsv1beta1.Sandbox) {
+	t.Helper()
+	c, sb := &extensionsv1beta1.SandboxClaim{}, &agentsv1beta1.Sandbox{}
+	framework.Eventually(t, func(ctx context.Context) error {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, c); err != nil {
+			return err
+		}
+		if err := builder.HasCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionReady, metav1.ConditionTrue, ""); err != nil {
+			return fmt.Errorf("%w (conditions %s)", err, builder.FormatConditions(c.Status.Conditions))
+		}
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Status.Sandbox.Name}, sb)
+	})
+	return c, sb
+}
+
+// A claim with env takes the warm member; sandboxd has the env before the claim is Ready, every
+// process started afterwards sees it, and the claim costs the controller no extra API write.
+func TestClaimWithEnvIsServedWarm(t *testing.T) {
+	ctx, ns := framework.Context(t, testTimeout), env.Namespace(t)
+	member, d := warmPool(t, ctx, ns, false, token)
+	var readyAtPut atomic.Bool
+	var puts atomic.Int32
+	d.onPut = func() {
+		if puts.Add(1) > 1 {
+			return // only the first delivery must precede Ready
+		}
+		c := &extensionsv1beta1.SandboxClaim{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "run"}, c); err == nil &&
+			meta.IsStatusConditionTrue(c.Status.Conditions, extensionsv1beta1.ClaimConditionReady) {
+			readyAtPut.Store(true)
+		}
+	}
+	writesBefore := len(claimWrites.inNamespace(ns))
+
+	framework.MustCreate(t, ctx, env.Client, builder.MakeClaim("run", ns, "pool").Env("TASK_ID", "42").Env("MODEL", "large").Obj())
+	c, sb := waitClaim(t, ns, "run")
+
+	if sb.Name != member.Name || sb.Labels[agentsv1beta1.LaunchTypeLabel] != agentsv1beta1.LaunchTypeWarm {
+		t.Fatalf("claim bound to %s (launch type %q), want the warm member %s", sb.Name, sb.Labels[agentsv1beta1.LaunchTypeLabel], member.Name)
+	}
+	if readyAtPut.Load() {
+		t.Errorf("the claim was Ready before its settings reached sandboxd")
+	}
+	if n := d.putCount(); n != 1 {
+		t.Errorf("sandboxd got %d claim-settings requests, want 1", n)
+	}
+	if err := builder.HasCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered, metav1.ConditionTrue, extensionsv1beta1.ClaimReasonSettingsDelivered); err != nil {
+		t.Error(err)
+	}
+	status, got := d.settings(t)
+	want := map[string]any{"claimName": "run", "claimUID": string(c.UID), "env": []any{"MODEL", "TASK_ID"}, "files": []any{}}
+	if diff := cmp.Diff(want, got); status != 200 || diff != "" {
+		t.Errorf("sandboxd claim settings: %d (-want +got):\n%s", status, diff)
+	}
+	if out := d.execute(t, "printenv TASK_ID MODEL"); out != "42\nlarge" {
+		t.Errorf("a process started after Ready sees %q, want the claim's env", out)
+	}
+	writes := claimWrites.inNamespace(ns)[writesBefore:]
+	wantWrites := []string{"patch Sandbox " + ns + "/" + member.Name, "patch SandboxClaim " + ns + "/run/status"}
+	if diff := cmp.Diff(wantWrites, writes); diff != "" {
+		t.Errorf("claim controller writes (-want +got):\n%s", diff)
+	}
+}
+
+// sandboxd that refuses the settings (here: a claim token that does not match, or a sandbox that
+// already serves another claim) makes the claim discard the warm member and start cold, with the
+// env in its Pod spec, and say why.
+func TestRefusedSettingsFallBackToCold(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		token   string
+		prepare func(t *testing.T, d *daemon)
+	}{
+		{name: "wrong token", token: "another-token"},
+		{name: "sandbox serves another claim", token: token, prepare: func(t *testing.T, d *daemon) { d.putSettings(t, "some-other-uid") }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, ns := framework.Context(t, testTimeout), env.Namespace(t)
+			member, d := warmPool(t, ctx, ns, false, tt.token)
+			if tt.prepare != nil {
+				tt.prepare(t, d)
+			}
+			putsBefore := d.putCount()
+			framework.MustCreate(t, ctx, env.Client, builder.MakeClaim("run", ns, "pool").Env("TASK_ID", "42").Obj())
+			c, sb := waitClaim(t, ns, "run")
+
+			if sb.Name != "run" || sb.Labels[agentsv1beta1.LaunchTypeLabel] != agentsv1beta1.LaunchTypeCold {
+				t.Fatalf("claim bound to %s (launch type %q), want a cold Sandbox named after it", sb.Name, sb.Labels[agentsv1beta1.LaunchTypeLabel])
+			}
+			wantEnv := corev1.EnvVar{Name: "TASK_ID", Value: "42"}
+			if !slices.Contains(sb.Spec.PodTemplate.Spec.Containers[0].Env, wantEnv) {
+				t.Errorf("cold Sandbox env = %v, want it to contain %v", sb.Spec.PodTemplate.Spec.Containers[0].Env, wantEnv)
+			}
+			if err := builder.HasCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered, metav1.ConditionFalse, extensionsv1beta1.ClaimReasonSettingsFailed); err != nil {
+				t.Error(err)
+			}
+			gone := &agentsv1beta1.Sandbox{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(member), gone); !apierrors.IsNotFound(err) && gone.UID == member.UID {
+				t.Errorf("discarded warm member %s still exists (err %v)", member.Name, err)
+			}
+			if n := d.putCount() - putsBefore; n != 1 {
+				t.Errorf("sandboxd got %d claim-settings requests, want 1: a refusal is not retried", n)
+			}
+			waitEvent(t, ns, "run", extensionsv1beta1.ClaimReasonSettingsFailed)
+		})
+	}
+}
+
+// A delivery that fails for a reason a retry can fix is retried, and the claim stays warm.
+func TestTransientFailureIsRetried(t *testing.T) {
+	ctx, ns := framework.Context(t, testTimeout), env.Namespace(t)
+	member, d := warmPool(t, ctx, ns, false, token)
+	daemons.mu.Lock()
+	d.failResolutions = 2
+	daemons.mu.Unlock()
+
+	framework.MustCreate(t, ctx, env.Client, builder.MakeClaim("run", ns, "pool").Env("TASK_ID", "42").Obj())
+	c, sb := waitClaim(t, ns, "run")
+	if sb.Name != member.Name {
+		t.Fatalf("claim bound to %s, want the warm member %s", sb.Name, member.Name)
+	}
+	if err := builder.HasCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered, metav1.ConditionTrue, extensionsv1beta1.ClaimReasonSettingsDelivered); err != nil {
+		t.Error(err)
+	}
+	daemons.mu.Lock()
+	resolutions := d.resolutions
+	daemons.mu.Unlock()
+	if resolutions != 3 || d.putCount() != 1 {
+		t.Errorf("%d address lookups and %d PUTs, want 2 failed lookups, then 1 PUT", resolutions, d.putCount())
+	}
+}
+
+// A sandboxd that stays unreachable for GiveUpAfter is given up: the claim starts cold. Until
+// then the claim says why it is not Ready.
+func TestUnreachableSandboxdIsGivenUp(t *testing.T) {
+	ctx, ns := framework.Context(t, testTimeout), env.Namespace(t)
+	member, d := warmPool(t, ctx, ns, false, token)
+	daemons.mu.Lock()
+	d.failResolutions = 1 << 30
+	daemons.mu.Unlock()
+
+	framework.MustCreate(t, ctx, env.Client, builder.MakeClaim("run", ns, "pool").Env("TASK_ID", "42").Obj())
+	framework.Eventually(t, func(ctx context.Context) error {
+		c := &extensionsv1beta1.SandboxClaim{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "run"}, c); err != nil {
+			return err
+		}
+		return errors.Join(
+			builder.HasCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionReady, metav1.ConditionFalse, extensionsv1beta1.ClaimReasonSettingsPending),
+			builder.HasCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered, metav1.ConditionFalse, extensionsv1beta1.ClaimReasonSettingsPending))
+	})
+	clockOffset.Add(int64(giveUpAfter))
+
+	c, sb := waitClaim(t, ns, "run")
+	if sb.Name != "run" || sb.Labels[agentsv1beta1.LaunchTypeLabel] != agentsv1beta1.LaunchTypeCold {
+		t.Fatalf("claim bound to %s (launch type %q), want a cold Sandbox named after it", sb.Name, sb.Labels[agentsv1beta1.LaunchTypeLabel])
+	}
+	if err := builder.HasCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered, metav1.ConditionFalse, extensionsv1beta1.ClaimReasonSettingsFailed); err != nil {
+		t.Error(err)
+	}
+	if d.putCount() != 0 || member.Name == sb.Name {
+		t.Errorf("%d PUTs reached the unreachable sandboxd", d.putCount())
+	}
+}
+
+// Without the template's opt-in a claim with env starts cold, as upstream; a claim without env on
+// an opted-in template never calls sandboxd and gets no SettingsDelivered condition.
+func TestOnlyOptedInClaimsWithEnvUseClaimSettings(t *testing.T) {
+	t.Run("template not opted in", func(t *testing.T) {
+		ctx, ns := framework.Context(t, testTimeout), env.Namespace(t)
+		_, d := warmPool(t, ctx, ns, true, token)
+		framework.MustCreate(t, ctx, env.Client, builder.MakeClaim("run", ns, "pool").Env("TASK_ID", "42").Obj())
+		c, sb := waitClaim(t, ns, "run")
+		if sb.Labels[agentsv1beta1.LaunchTypeLabel] != agentsv1beta1.LaunchTypeCold || d.putCount() != 0 {
+			t.Errorf("claim bound to %s (launch type %q) after %d PUTs, want a cold Sandbox and none", sb.Name, sb.Labels[agentsv1beta1.LaunchTypeLabel], d.putCount())
+		}
+		if meta.FindStatusCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered) != nil {
+			t.Errorf("claim has a SettingsDelivered condition without claim settings")
+		}
+	})
+	t.Run("claim without env", func(t *testing.T) {
+		ctx, ns := framework.Context(t, testTimeout), env.Namespace(t)
+		member, d := warmPool(t, ctx, ns, false, token)
+		framework.MustCreate(t, ctx, env.Client, builder.MakeClaim("run", ns, "pool").Obj())
+		c, sb := waitClaim(t, ns, "run")
+		if sb.Name != member.Name || d.putCount() != 0 {
+			t.Errorf("claim bound to %s after %d PUTs, want the warm member %s and none", sb.Name, d.putCount(), member.Name)
+		}
+		if meta.FindStatusCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered) != nil {
+			t.Errorf("claim without env has a SettingsDelivered condition")
+		}
+	})
+}
+
+// waitEvent waits for an event with reason about the named claim.
+func waitEvent(t *testing.T, ns, claim, reason string) {
+	t.Helper()
+	framework.Eventually(t, func(ctx context.Context) error {
+		var list eventsv1.EventList
+		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Reason == reason && e.Regarding.Name == claim {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event about claim %s yet", reason, claim)
+	})
+}

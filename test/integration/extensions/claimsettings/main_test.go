@@ -1,0 +1,147 @@
+// Package claimsettings proves, against a real kube-apiserver, that a SandboxClaim with env is
+// served by a warm Sandbox whose runtime is sandboxd: the claim controller sends the env to a real
+// sandboxd (run in this process on 127.0.0.1) and only then lets the claim turn Ready, and falls
+// back to a cold Sandbox when sandboxd refuses.
+//
+// The pool members' Pod IPs come from a readiness stand-in and reach nothing, so the claim
+// controller's address resolution is injected: each test registers the loopback address of the
+// sandboxd it started under the member's Pod IP.
+package claimsettings
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
+	"github.com/paddock-dev/paddock/internal/warmqueue"
+	"github.com/paddock-dev/paddock/test/framework"
+)
+
+var (
+	env *framework.Env
+	// daemons maps the Pod IPs of pool members to the sandboxd serving them.
+	daemons = &registry{byIP: map[string]*daemon{}}
+	// claimWrites records every write of the claim controller.
+	claimWrites = &writeLog{}
+)
+
+// giveUpAfter is the claim controller's ClaimSettingsOptions.GiveUpAfter: far longer than any
+// test runs, so only a test that moves the clock past it sees a claim give up.
+const giveUpAfter = time.Hour
+
+// clockOffset moves the claim controller's clock ahead of the real one.
+var clockOffset atomic.Int64
+
+func now() time.Time { return time.Now().Add(time.Duration(clockOffset.Load())) }
+
+func TestMain(m *testing.M) {
+	if os.Getenv("PADDOCK_TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+		klog.LogToStderr(false) // sandboxd logs through klog
+		klog.SetOutput(io.Discard)
+	}
+	framework.RunMain(m, &env, startControllers)
+}
+
+// startControllers runs the readiness stand-in (Sandbox controller and kubelet) and the
+// template, pool and claim controllers.
+func startControllers(e *framework.Env) (func(), error) {
+	readiness, err := framework.StartSandboxReadiness(e)
+	if err != nil {
+		return nil, fmt.Errorf("starting the Sandbox readiness stand-in: %w", err)
+	}
+	stop, err := e.StartManager(func(mgr ctrl.Manager) error {
+		claims := sandboxclaim.New(&recordingClient{Client: mgr.GetClient(), log: claimWrites}, mgr.GetAPIReader(),
+			mgr.GetEventRecorder(sandboxclaim.ControllerName), warmqueue.New(), sandboxclaim.Options{
+				Now:           now,
+				ClaimSettings: sandboxclaim.ClaimSettingsOptions{Address: daemons.address, GiveUpAfter: giveUpAfter},
+			})
+		pools := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxwarmpool.ControllerName), sandboxwarmpool.DefaultOptions())
+		templates := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxtemplate.ControllerName), sandboxtemplate.Options{})
+		return errors.Join(claims.SetupWithManager(mgr), pools.SetupWithManager(mgr), templates.SetupWithManager(mgr))
+	}, func(o *manager.Options) { o.Controller = config.Controller{SkipNameValidation: ptr.To(true)} })
+	if err != nil {
+		readiness.Stop()
+		return nil, err
+	}
+	return func() { stop(); readiness.Stop() }, nil
+}
+
+// registry resolves a Sandbox to the loopback address of its sandboxd, by Pod IP.
+type registry struct {
+	mu   sync.Mutex
+	byIP map[string]*daemon
+}
+
+func (r *registry) add(ip string, d *daemon) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.byIP[ip] = d
+}
+
+// address is the claim controller's ClaimSettingsOptions.Address. A daemon may be told to fail a
+// number of resolutions first, as an unreachable Pod would.
+func (r *registry) address(sb *agentsv1beta1.Sandbox) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(sb.Status.PodIPs) == 0 {
+		return "", fmt.Errorf("sandbox %q has no pod IP", sb.Name)
+	}
+	d, ok := r.byIP[sb.Status.PodIPs[0]]
+	if !ok {
+		return "", fmt.Errorf("no sandboxd runs at pod IP %s of sandbox %q", sb.Status.PodIPs[0], sb.Name)
+	}
+	d.resolutions++
+	if d.failResolutions > 0 {
+		d.failResolutions--
+		return "", fmt.Errorf("sandboxd at %s is not reachable yet", sb.Status.PodIPs[0])
+	}
+	return d.rest, nil
+}
+
+// writeLog records the writes of the claim controller, as "verb Kind namespace/name[/status]".
+type writeLog struct {
+	mu     sync.Mutex
+	writes []string
+}
+
+func (l *writeLog) add(verb string, obj client.Object, sub string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	kind := reflect.TypeOf(obj).Elem().Name()
+	l.writes = append(l.writes, fmt.Sprintf("%s %s %s/%s%s", verb, kind, obj.GetNamespace(), obj.GetName(), sub))
+}
+
+// inNamespace returns the writes to objects of ns.
+func (l *writeLog) inNamespace(ns string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, w := range l.writes {
+		if containsNamespace(w, ns) {
+			out = append(out, w)
+		}
+	}
+	return out
+}

@@ -75,13 +75,16 @@ func (r *Runner) runAll(ctx context.Context, o *Options, report *Report, out str
 		return err
 	}
 	for _, s := range o.Scenarios() {
-		res, err := r.Run(ctx, s)
+		var writeErr error
+		_, err := r.RunThen(ctx, s, func(res Result) {
+			report.Scenarios = append(report.Scenarios, res)
+			_, writeErr = WriteFiles(out, report)
+		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.Name(), err)
 		}
-		report.Scenarios = append(report.Scenarios, res)
-		if _, err := WriteFiles(out, report); err != nil {
-			return err
+		if writeErr != nil {
+			return writeErr
 		}
 	}
 	return nil

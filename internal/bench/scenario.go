@@ -63,6 +63,12 @@ func (s Scenario) Validate() error {
 
 // Run runs one scenario in a namespace of its own and deletes the namespace afterwards.
 func (r *Runner) Run(ctx context.Context, s Scenario) (Result, error) {
+	return r.RunThen(ctx, s, nil)
+}
+
+// RunThen is Run with a hook: done gets the result after the measurement and before the cleanup,
+// which for thousands of objects takes minutes, so a caller can save the numbers first.
+func (r *Runner) RunThen(ctx context.Context, s Scenario, done func(Result)) (Result, error) {
 	if err := s.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -71,6 +77,15 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (Result, error) {
 		return Result{}, err
 	}
 	defer cleanup()
+	res, err := r.runIn(ctx, ns, s)
+	if err == nil && done != nil {
+		done(res)
+	}
+	return res, err
+}
+
+// runIn runs the scenario in the namespace ns.
+func (r *Runner) runIn(ctx context.Context, ns string, s Scenario) (Result, error) {
 	log := klog.FromContext(ctx).WithValues("scenario", s.Name(), "namespace", ns)
 	if s.Kind == KindWarm {
 		if err := r.fillPool(ctx, ns, s); err != nil {

@@ -91,6 +91,16 @@ dev-down: ## Stop the local dev cluster and remove its state.
 k8s-binaries: ## Build kube-apiserver and etcd from official modules into the cache (once per machine).
 	@hack/build-k8s.sh kube-apiserver etcd
 
+##@ Benchmark
+
+.PHONY: bench
+bench: ## Benchmark on a fresh local cluster with KWOK nodes (machine lock held; taken down after), report into bin/bench/<time> and docs/performance.md. Env: hack/bench.sh.
+	@hack/bench.sh
+
+.PHONY: bench-compare
+bench-compare: ## Benchmark two controller revisions in turn on one fresh cluster: make bench-compare A=main B=HEAD. Env: hack/bench-compare.sh.
+	@hack/bench-compare.sh $(A) $(B)
+
 ##@ Build
 
 # Tool binaries are rebuilt whenever tools/go.mod changes.

@@ -1,6 +1,7 @@
 // Command paddock-bench measures any controller that serves the agent-sandbox API, through the
-// API only: warm claims at fixed rates or in a burst, and cold Sandboxes. It writes report.json,
-// report.md and latency plots into --out and prints the Markdown. The `paddock bench` verb will
+// API only: warm claims at fixed rates or in a burst, cold Sandboxes, and thousands of held
+// Sandboxes across a controller restart. It writes report.json, report.md and latency plots into
+// --out and prints the Markdown; --compare runs everything for two controller images in turn. The `paddock bench` verb will
 // wrap the same package.
 package main
 
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"k8s.io/klog/v2"
@@ -22,16 +24,43 @@ func main() {
 	o.AddFlags(flag.CommandLine)
 	klog.InitFlags(flag.CommandLine)
 	flag.Parse()
+	o.Command = commandLine(os.Args)
 	if err := o.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "paddock-bench: %v\n", err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first signal cancels the run and lets it clean up; a second one kills as usual.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	if o.Compare != "" {
+		md, err := bench.ExecuteCompare(ctx, o)
+		fmt.Print(md)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "paddock-bench: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	report, err := bench.Execute(ctx, o)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "paddock-bench: %v\n", err)
 		os.Exit(1)
 	}
 	fmt.Print(bench.Markdown(report))
+}
+
+// commandLine quotes the arguments for a shell, so the report says how to repeat the run.
+func commandLine(args []string) string {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		quoted[i] = a
+	}
+	return strings.Join(quoted, " ")
 }

@@ -22,6 +22,19 @@ type Options struct {
 	KWOK         bool
 	Out          string
 	Note         string
+	// Hold is the number of Sandboxes of the hold scenario (0 skips it); HoldTimeout bounds
+	// their creation, the wait for the controller to settle, and the resync after the restart.
+	Hold        int
+	HoldTimeout time.Duration
+	Controller  Controller
+	// Compare is two controller images; every scenario runs once with each.
+	Compare string
+	// From re-renders the report.json of an earlier run instead of running anything.
+	From string
+	// Doc is a Markdown document whose generated results section is rewritten from the report.
+	Doc string
+	// Command is the command line, recorded in the report; not a flag.
+	Command string
 }
 
 // NewOptions returns small defaults: a run that finishes in seconds on a shared machine.
@@ -34,6 +47,11 @@ func NewOptions() *Options {
 		RefillWindow: 30 * time.Second,
 		Image:        DefaultImage,
 		Out:          "bench-out",
+		HoldTimeout:  15 * time.Minute,
+		Controller: Controller{
+			Namespace: "paddock-system", Selector: "app.kubernetes.io/name=paddock-controller", MetricsPort: 8080,
+			Deployment: "paddock-controller",
+		},
 	}
 }
 
@@ -46,10 +64,19 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Cold, "cold", o.Cold, "Sandboxes created at once in a cold scenario; 0 skips it")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "bound on filling the pool and, separately, on every object becoming Ready, per scenario")
 	fs.DurationVar(&o.RefillWindow, "refill-window", o.RefillWindow, "bound on waiting for the pool to refill after a warm scenario (writes are counted until it is full)")
+	fs.IntVar(&o.Hold, "hold", o.Hold, "Sandboxes created and held in a hold scenario (controller memory and CPU, then a restart and its resync time); 0 skips it")
+	fs.DurationVar(&o.HoldTimeout, "hold-timeout", o.HoldTimeout, "bound on each phase of the hold scenario: creating the Sandboxes, the controller settling, the resync after its restart")
+	fs.StringVar(&o.Controller.Namespace, "controller-namespace", o.Controller.Namespace, "namespace of the controller's Pods (hold scenario)")
+	fs.StringVar(&o.Controller.Selector, "controller-selector", o.Controller.Selector, "label selector of the controller's Pods (hold scenario)")
+	fs.IntVar(&o.Controller.MetricsPort, "controller-metrics-port", o.Controller.MetricsPort, "port of the controller's plain-HTTP Prometheus /metrics, read through the API server's pod proxy (hold scenario)")
+	fs.StringVar(&o.Controller.Deployment, "controller-deployment", o.Controller.Deployment, "the controller's Deployment in --controller-namespace, whose first container's image --compare swaps")
+	fs.StringVar(&o.Compare, "compare", o.Compare, "IMAGE_A,IMAGE_B: run every scenario with the controller Deployment on image A, then on image B, on the same cluster; write a/, b/ and compare.md (ratios B/A) into --out, then restore the original image")
 	fs.StringVar(&o.Image, "image", o.Image, "container image of the sandboxes")
 	fs.BoolVar(&o.KWOK, "kwok", o.KWOK, "place the sandboxes on KWOK fake nodes (node label type=kwok, taint kwok.x-k8s.io/node=fake:NoSchedule)")
 	fs.StringVar(&o.Out, "out", o.Out, "directory for report.json, report.md and the latency plots")
 	fs.StringVar(&o.Note, "note", o.Note, "conditions to record with the numbers (where the control plane runs, fsync, load)")
+	fs.StringVar(&o.From, "from", o.From, "directory of an earlier run: read its report.json instead of running scenarios (with --doc, to publish it)")
+	fs.StringVar(&o.Doc, "doc", o.Doc, "Markdown document (e.g. docs/performance.md) whose generated results section to rewrite from the report; its plots go to bench/ next to it")
 }
 
 // ParseRates reads a comma-separated list of rates per second; "burst" means 0, all at once.
@@ -75,6 +102,9 @@ func ParseRates(s string) ([]float64, error) {
 
 // Validate names the flag at fault and what to give instead.
 func (o *Options) Validate() error {
+	if o.From != "" && o.Compare == "" {
+		return nil // nothing runs; ReadReport says what is wrong with the directory
+	}
 	_, err := ParseRates(o.Rates)
 	var errs []error
 	errs = append(errs, err)
@@ -83,6 +113,23 @@ func (o *Options) Validate() error {
 	}
 	if o.Cold < 0 {
 		errs = append(errs, fmt.Errorf("--cold=%d: give 0 to skip the cold scenario or a positive count", o.Cold))
+	}
+	if o.Compare != "" {
+		if o.From != "" || o.Doc != "" {
+			errs = append(errs, errors.New("--compare runs two controllers; it cannot be combined with --from or --doc"))
+		}
+		if _, err := ParseCompare(o.Compare); err != nil {
+			errs = append(errs, err)
+		}
+		if o.Controller.Namespace == "" || o.Controller.Deployment == "" {
+			errs = append(errs, errors.New("--compare needs the controller's Deployment: give --controller-namespace and --controller-deployment"))
+		}
+	}
+	if o.Hold < 0 {
+		errs = append(errs, fmt.Errorf("--hold=%d: give 0 to skip the hold scenario or a positive count", o.Hold))
+	}
+	if o.Hold > 0 && (o.Controller.Namespace == "" || o.Controller.Selector == "" || o.Controller.MetricsPort <= 0) {
+		errs = append(errs, errors.New("--hold needs the controller's Pods: give --controller-namespace, --controller-selector and --controller-metrics-port"))
 	}
 	for _, s := range o.Scenarios() {
 		if err := s.Validate(); err != nil {
@@ -93,12 +140,12 @@ func (o *Options) Validate() error {
 		return err
 	}
 	if len(o.Scenarios()) == 0 {
-		return errors.New("nothing to run: give --rate for warm scenarios or --cold for a cold one")
+		return errors.New("nothing to run: give --rate for warm scenarios, --cold for a cold one or --hold for a hold one")
 	}
 	return nil
 }
 
-// Scenarios lists what the options ask for: one warm scenario per rate, then the cold one.
+// Scenarios lists what the options ask for: one warm scenario per rate, the cold one, the hold one.
 func (o *Options) Scenarios() []Scenario {
 	rates, _ := ParseRates(o.Rates)
 	var out []Scenario
@@ -108,6 +155,10 @@ func (o *Options) Scenarios() []Scenario {
 	}
 	if o.Cold > 0 {
 		out = append(out, Scenario{Kind: KindCold, Count: o.Cold, Timeout: o.Timeout})
+	}
+	// Last: its thousands of objects would otherwise be in the cluster during the others.
+	if o.Hold > 0 {
+		out = append(out, Scenario{Kind: KindHold, Count: o.Hold, Timeout: o.HoldTimeout})
 	}
 	return out
 }

@@ -42,7 +42,7 @@ func TestOptionsFromFlags(t *testing.T) {
 	o := NewOptions()
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	o.AddFlags(fs)
-	if err := fs.Parse([]string{"--pool=5", "--count=10", "--rate=20,burst", "--cold=7", "--timeout=1m", "--out=/tmp/x"}); err != nil {
+	if err := fs.Parse([]string{"--pool=5", "--count=10", "--rate=20,burst", "--cold=7", "--hold=100", "--hold-timeout=5m", "--timeout=1m", "--out=/tmp/x"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Validate(); err != nil {
@@ -52,6 +52,7 @@ func TestOptionsFromFlags(t *testing.T) {
 		{Kind: KindWarm, PoolSize: 5, Count: 10, Rate: 20, Timeout: time.Minute, RefillWindow: 30 * time.Second},
 		{Kind: KindWarm, PoolSize: 5, Count: 10, Rate: 0, Timeout: time.Minute, RefillWindow: 30 * time.Second},
 		{Kind: KindCold, Count: 7, Timeout: time.Minute},
+		{Kind: KindHold, Count: 100, Timeout: 5 * time.Minute},
 	}
 	if diff := cmp.Diff(want, o.Scenarios()); diff != "" {
 		t.Errorf("Scenarios (-want +got):\n%s", diff)
@@ -69,6 +70,8 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "negative cold", mutate: func(o *Options) { o.Cold = -3 }, wantErr: "--cold=-3"},
 		{name: "zero pool", mutate: func(o *Options) { o.PoolSize = 0 }, wantErr: "pool size 0"},
 		{name: "nothing to run", mutate: func(o *Options) { o.Rates = "" }, wantErr: "nothing to run"},
+		{name: "negative hold", mutate: func(o *Options) { o.Hold = -1 }, wantErr: "--hold=-1"},
+		{name: "hold without controller", mutate: func(o *Options) { o.Hold, o.Controller.Selector = 10, "" }, wantErr: "--controller-selector"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

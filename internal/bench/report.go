@@ -24,6 +24,13 @@ type Conditions struct {
 	Nodes         int       `json:"nodes"`
 	// Objects counts objects present in the whole cluster when the run started, by resource.
 	Objects map[string]int `json:"objects"`
+	// LoadAverage is the harness machine's 1, 5 and 15 minute load average at the start
+	// (/proc/loadavg), empty where there is none.
+	LoadAverage string `json:"loadAverage,omitempty"`
+	// ControllerImage is the image the controller Deployment ran (set by --compare).
+	ControllerImage string `json:"controllerImage,omitempty"`
+	// Command is the command line that produced the report, to repeat it.
+	Command string `json:"command,omitempty"`
 	// Note is free text from the operator: where the control plane ran, fsync, load.
 	Note string `json:"note,omitempty"`
 }
@@ -32,6 +39,7 @@ type Conditions struct {
 const (
 	KindWarm = "warm"
 	KindCold = "cold"
+	KindHold = "hold"
 )
 
 // Result is one scenario's outcome.
@@ -60,7 +68,11 @@ type Result struct {
 	// the scenario's own pool included.
 	ObjectsBefore  map[string]int `json:"objectsBefore,omitempty"`
 	WritesPerClaim float64        `json:"writesPerObject"`
-	Samples        []Sample       `json:"samples"`
+	// LoadAverage is the harness machine's load average when the scenario ended.
+	LoadAverage string `json:"loadAverage,omitempty"`
+	// Hold is set for hold scenarios.
+	Hold    *Hold    `json:"hold,omitempty"`
+	Samples []Sample `json:"samples"`
 }
 
 // Sample is one created object.
@@ -87,8 +99,8 @@ func WriteJSON(w io.Writer, r *Report) error {
 func Markdown(r *Report) string {
 	var b strings.Builder
 	c := r.Conditions
-	fmt.Fprintf(&b, "Measured %s; commit %s; %s; API server %s; %d nodes; objects present: %s.\n",
-		c.Time.UTC().Format(time.RFC3339), orDash(c.GitCommit), c.GoVersion, orDash(c.ServerVersion), c.Nodes, objectsLine(c.Objects))
+	fmt.Fprintf(&b, "Measured %s; commit %s; %s; API server %s; %d nodes; objects present: %s; harness load average: %s.\n",
+		c.Time.UTC().Format(time.RFC3339), orDash(c.GitCommit), c.GoVersion, orDash(c.ServerVersion), c.Nodes, objectsLine(c.Objects), orDash(c.LoadAverage))
 	if c.Note != "" {
 		fmt.Fprintf(&b, "Conditions: %s\n", c.Note)
 	}
@@ -99,11 +111,13 @@ func Markdown(r *Report) string {
 			latency(s.Latency.N, s.Latency.P50), latency(s.Latency.N, s.Latency.P90), latency(s.Latency.N, s.Latency.P99),
 			latency(s.Latency.N, s.Latency.Max), latency(s.Ready, s.AllReadySeconds), s.WritesPerClaim)
 	}
+	b.WriteString(holdTable(r.Scenarios))
 	for _, s := range r.Scenarios {
 		if len(s.Writes) == 0 && len(s.ObjectsBefore) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "\n%s: objects present before: %s; API writes (total %.0f):\n\n", s.Name, objectsLine(s.ObjectsBefore), s.Writes.Total())
+		fmt.Fprintf(&b, "\n%s: objects present before: %s; load average after: %s; API writes (total %.0f):\n\n",
+			s.Name, objectsLine(s.ObjectsBefore), orDash(s.LoadAverage), s.Writes.Total())
 		for _, k := range s.Writes.Keys() {
 			fmt.Fprintf(&b, "- %s: %.0f\n", k, s.Writes[k])
 		}
@@ -144,4 +158,47 @@ func orDash(s string) string {
 		return "–"
 	}
 	return s
+}
+
+// holdTable renders the hold scenarios' controller footprint and restart times.
+func holdTable(results []Result) string {
+	var b strings.Builder
+	for _, s := range results {
+		h := s.Hold
+		if h == nil {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\n| hold scenario | RSS settled | RSS after resync | CPU while creating | CPU idle | new process started | new Pod Ready | probe Ready | full resync |\n")
+			b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+		}
+		resync := "not within the timeout"
+		if h.ResyncComplete {
+			resync = latency(1, h.ResyncSeconds)
+		}
+		started := "–"
+		if h.ProcessStartedSeconds != 0 {
+			started = latency(1, h.ProcessStartedSeconds)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f cores | %.2f cores | %s | %s | %s | %s |\n", s.Name,
+			mebibytes(h.Settled.RSSBytes), mebibytes(h.AfterResync.RSSBytes), h.CPUCoresCreating, h.CPUCoresIdle,
+			started, latency(1, h.PodReadySeconds), latency(1, h.ProbeReadySeconds), resync)
+	}
+	for _, s := range results {
+		if s.Hold != nil && len(s.Hold.Problems) > 0 {
+			fmt.Fprintf(&b, "\n%s could not measure everything: %s.\n", s.Name, strings.Join(s.Hold.Problems, "; "))
+		}
+	}
+	if b.Len() > 0 {
+		b.WriteString("\nTimes after the restart run from the delete of the controller's Pod (the process start is on the controller's clock); a new Pod's readiness includes its readiness probe's period; a full resync is when the new process has queued at least as many items as Sandboxes are held and has nothing queued or in flight (workqueue metrics).\n")
+	}
+	return b.String()
+}
+
+// mebibytes formats bytes as MiB; "–" for nothing measured.
+func mebibytes(v float64) string {
+	if v == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f MiB", v/(1<<20))
 }

@@ -3,9 +3,6 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
-	"encoding/xml"
-	"errors"
-	"io"
 	"os"
 	"sort"
 	"strings"
@@ -25,6 +22,7 @@ func sampleReport() *Report {
 			Nodes:         0,
 			Objects:       map[string]int{"sandboxes": 3, "pods": 2},
 			Note:          "envtest, fsync off",
+			LoadAverage:   "0.50 0.40 0.30",
 		},
 		Scenarios: []Result{
 			{
@@ -34,26 +32,47 @@ func sampleReport() *Report {
 				Writes:         Writes{"POST sandboxclaims.extensions.agents.x-k8s.io": 2, "PATCH sandboxes.agents.x-k8s.io": 4},
 				WritesPerClaim: 3,
 				ObjectsBefore:  map[string]int{"nodes": 0, "sandboxes": 8},
+				LoadAverage:    "1.20 0.60 0.40",
 				Samples: []Sample{
 					{Name: "claim-0000", StartSeconds: 0, LatencySeconds: 0.012, Ready: true},
 					{Name: "claim-0001", StartSeconds: 0.2, LatencySeconds: 0.034, Ready: true},
 				},
 			},
 			{Name: "cold <none>", Kind: KindCold, Count: 1, Failed: 1, Samples: []Sample{{Name: "sb-0000", Error: "forbidden"}}},
+			{
+				Name: "hold 3", Kind: KindHold, Count: 3, Ready: 3,
+				Latency: Summary{N: 3, P50: 1, P90: 2, P99: 2, Max: 2}, AllReadySeconds: 2.5,
+				Hold: &Hold{
+					ControllerPod: "ctl-1", Settled: ControllerMetrics{RSSBytes: 100 << 20, CPUSeconds: 12},
+					CPUCoresCreating: 0.8, CPUCoresIdle: 0.01, ProcessStartedSeconds: 1.5, PodReadySeconds: 4.5, ProbeReadySeconds: 6,
+					ResyncSeconds: 7.25, ResyncComplete: true, AfterResync: ControllerMetrics{RSSBytes: 150 << 20},
+					Problems: []string{"metrics slow"},
+				},
+				Samples: []Sample{{Name: "sb-00000", LatencySeconds: 1, Ready: true}},
+			},
 		},
 	}
 }
 
 func TestMarkdown(t *testing.T) {
-	want := `Measured 2026-11-29T23:00:00Z; commit abc123; go1.26.8; API server v1.37.2; 0 nodes; objects present: 2 pods, 3 sandboxes.
+	want := `Measured 2026-11-29T23:00:00Z; commit abc123; go1.26.8; API server v1.37.2; 0 nodes; objects present: 2 pods, 3 sandboxes; harness load average: 0.50 0.40 0.30.
 Conditions: envtest, fsync off
 
 | scenario | created | Ready | p50 | p90 | p99 | max | all Ready | API writes per object |
 |---|---|---|---|---|---|---|---|---|
 | warm 5/s | 2 | 2 | 12 ms | 34 ms | 34 ms | 34 ms | 234 ms | 3.0 |
 | cold <none> | 1 | 0 | – | – | – | – | – | 0.0 |
+| hold 3 | 3 | 3 | 1000 ms | 2000 ms | 2000 ms | 2000 ms | 2500 ms | 0.0 |
 
-warm 5/s: objects present before: 0 nodes, 8 sandboxes; API writes (total 6):
+| hold scenario | RSS settled | RSS after resync | CPU while creating | CPU idle | new process started | new Pod Ready | probe Ready | full resync |
+|---|---|---|---|---|---|---|---|---|
+| hold 3 | 100 MiB | 150 MiB | 0.80 cores | 0.01 cores | 1500 ms | 4500 ms | 6000 ms | 7250 ms |
+
+hold 3 could not measure everything: metrics slow.
+
+Times after the restart run from the delete of the controller's Pod (the process start is on the controller's clock); a new Pod's readiness includes its readiness probe's period; a full resync is when the new process has queued at least as many items as Sandboxes are held and has nothing queued or in flight (workqueue metrics).
+
+warm 5/s: objects present before: 0 nodes, 8 sandboxes; load average after: 1.20 0.60 0.40; API writes (total 6):
 
 - PATCH sandboxes.agents.x-k8s.io: 4
 - POST sandboxclaims.extensions.agents.x-k8s.io: 2
@@ -84,83 +103,6 @@ func TestWriteJSONRoundTrips(t *testing.T) {
 	}
 }
 
-// svgShape is what the SVG test checks: the root element and every circle.
-type svgShape struct {
-	Root    string
-	Circles int
-	Titles  []string
-}
-
-func parseSVG(t *testing.T, doc string) svgShape {
-	t.Helper()
-	dec := xml.NewDecoder(strings.NewReader(doc))
-	var shape svgShape
-	inCircle := false
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return shape
-		}
-		if err != nil {
-			t.Fatalf("SVG is not well-formed XML: %v\n%s", err, doc)
-		}
-		switch el := tok.(type) {
-		case xml.StartElement:
-			if shape.Root == "" {
-				shape.Root = el.Name.Space + " " + el.Name.Local
-			}
-			if el.Name.Local == "circle" {
-				shape.Circles++
-				inCircle = true
-			}
-		case xml.EndElement:
-			if el.Name.Local == "circle" {
-				inCircle = false
-			}
-		case xml.CharData:
-			if inCircle && strings.TrimSpace(string(el)) != "" {
-				shape.Titles = append(shape.Titles, string(el))
-			}
-		}
-	}
-}
-
-func TestSVG(t *testing.T) {
-	tests := []struct {
-		name    string
-		title   string
-		samples []Sample
-		want    svgShape
-	}{
-		{name: "no samples", title: "empty", want: svgShape{Root: "http://www.w3.org/2000/svg svg"}},
-		{
-			name: "one point per Ready sample", title: "warm <20/s> & more",
-			samples: []Sample{
-				{Name: "a", StartSeconds: 0, LatencySeconds: 0.01, Ready: true},
-				{Name: "b", StartSeconds: 0.05, LatencySeconds: 0.3, Ready: true},
-				{Name: "c", StartSeconds: 0.1, Ready: false},
-				{Name: "d<&>", StartSeconds: 2.5, LatencySeconds: 12, Ready: true},
-			},
-			want: svgShape{Root: "http://www.w3.org/2000/svg svg", Circles: 3, Titles: []string{"a 10 ms", "b 300 ms", "d<&> 12.0 s"}},
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, parseSVG(t, SVG(tc.title, tc.samples))); diff != "" {
-				t.Errorf("SVG shape (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestNiceCeil(t *testing.T) {
-	for in, want := range map[float64]float64{0: 1, -1: 1, 0.03: 0.05, 0.1: 0.1, 0.11: 0.2, 3: 5, 7: 10, 12: 20} {
-		if got := niceCeil(in); got != want {
-			t.Errorf("niceCeil(%v) = %v, want %v", in, got, want)
-		}
-	}
-}
-
 func TestWriteFiles(t *testing.T) {
 	dir := t.TempDir() + "/out"
 	paths, err := WriteFiles(dir, sampleReport())
@@ -168,7 +110,7 @@ func TestWriteFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	sort.Strings(paths)
-	want := []string{dir + "/report.json", dir + "/report.md", dir + "/scenario-1.svg", dir + "/scenario-2.svg"}
+	want := []string{dir + "/percentiles.svg", dir + "/report.json", dir + "/report.md", dir + "/scenario-1.svg", dir + "/scenario-2.svg"}
 	if diff := cmp.Diff(want, paths); diff != "" {
 		t.Errorf("written files (-want +got):\n%s", diff)
 	}
@@ -183,7 +125,7 @@ func TestWriteFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := parseSVG(t, string(svg)).Circles; got != 2 {
+	if got := len(parseSVG(t, string(svg)).Points); got != 2 {
 		t.Errorf("scenario-1.svg has %d points, want 2", got)
 	}
 }

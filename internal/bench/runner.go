@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +40,8 @@ type Runner struct {
 	image string
 	// onKWOK places the sandboxes on KWOK nodes; see PlaceOnKWOK.
 	onKWOK bool
+	// controller is where the hold scenario finds the controller; see MeasureController.
+	controller Controller
 }
 
 // NewRunner builds the clients. It lifts the client-side rate limit: the harness must not be the
@@ -75,7 +80,7 @@ func (r *Runner) Writes(ctx context.Context) (Writes, error) {
 
 // Conditions records what the run is measured on.
 func (r *Runner) Conditions(ctx context.Context) (Conditions, error) {
-	c := Conditions{Time: time.Now().UTC(), GoVersion: runtime.Version()}
+	c := Conditions{Time: time.Now().UTC(), GoVersion: runtime.Version(), LoadAverage: loadAverage()}
 	if v, err := r.disc.ServerVersion(); err == nil {
 		c.ServerVersion = v.GitVersion
 	}
@@ -116,29 +121,27 @@ func (r *Runner) countObjects(ctx context.Context) (map[string]int, error) {
 
 // namespace creates the scenario's namespace; the returned function deletes it and everything
 // the scenario made in it (explicitly, since a bare API server runs no garbage collector).
-func (r *Runner) namespace(ctx context.Context) (string, func(), error) {
+func (r *Runner) namespace(ctx context.Context, cleanupTimeout time.Duration) (string, func(), error) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "paddock-bench-"}}
 	if err := r.c.Create(ctx, ns); err != nil {
 		return "", nil, fmt.Errorf("creating the scenario namespace: %w", err)
 	}
 	cleanup := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
-		for _, obj := range []client.Object{
-			&extensionsv1beta1.SandboxClaim{}, &extensionsv1beta1.SandboxWarmPool{},
-			&agentsv1beta1.Sandbox{}, &extensionsv1beta1.SandboxTemplate{},
-		} {
-			if err := r.c.DeleteAllOf(ctx, obj, client.InNamespace(ns.Name)); err != nil {
-				klog.FromContext(ctx).Error(err, "Cleaning up the scenario namespace", "namespace", ns.Name)
+		for _, kind := range []string{"SandboxClaim", "SandboxWarmPool", "Sandbox", "SandboxTemplate"} {
+			if err := r.deleteAll(ctx, kind, ns.Name); err != nil {
+				klog.FromContext(ctx).Error(err, "Cleaning up the scenario namespace", "namespace", ns.Name, "kind", kind)
 			}
 		}
-		// Wait for the deletions to be processed, so that their writes and reconciles do not
-		// land in the next scenario's numbers. Pods are left to the garbage collector.
-		if err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
-			return r.namespaceEmpty(ctx, ns.Name)
-		}); err != nil {
-			klog.FromContext(ctx).Error(err, "Scenario objects still present after cleanup", "namespace", ns.Name)
+		// Wait for the deletions to be processed, then delete what is left of the Pods and wait
+		// for them too, so that neither these writes (the garbage collector's Pod deletes
+		// included) nor their reconciles land in the next scenario's numbers.
+		r.waitGone(ctx, ns.Name, "SandboxClaim", "Sandbox")
+		if err := r.deleteAll(ctx, "Pod", ns.Name); err != nil {
+			klog.FromContext(ctx).Error(err, "Cleaning up the scenario namespace", "namespace", ns.Name, "kind", "Pod")
 		}
+		r.waitGone(ctx, ns.Name, "Pod")
 		if err := r.c.Delete(ctx, ns); err != nil {
 			klog.FromContext(ctx).Error(err, "Deleting the scenario namespace", "namespace", ns.Name)
 		}
@@ -146,13 +149,69 @@ func (r *Runner) namespace(ctx context.Context) (string, func(), error) {
 	return ns.Name, cleanup, nil
 }
 
-// namespaceEmpty reports whether no claim or Sandbox is left in ns.
-func (r *Runner) namespaceEmpty(ctx context.Context, ns string) (bool, error) {
-	for _, list := range []client.ObjectList{&extensionsv1beta1.SandboxClaimList{}, &agentsv1beta1.SandboxList{}} {
-		if err := r.c.List(ctx, list, client.InNamespace(ns)); err != nil {
+// benchKinds are the kinds a scenario creates, with their API group versions.
+var benchKinds = map[string]schema.GroupVersion{
+	"SandboxClaim": extensionsv1beta1.GroupVersion, "SandboxWarmPool": extensionsv1beta1.GroupVersion,
+	"SandboxTemplate": extensionsv1beta1.GroupVersion, "Sandbox": agentsv1beta1.GroupVersion,
+	"Pod": corev1.SchemeGroupVersion,
+}
+
+// deleteAll deletes every object of kind in ns: one collection delete, or, when the API server
+// gives up on that (thousands of objects outlast its request timeout), one delete per object.
+func (r *Runner) deleteAll(ctx context.Context, kind, ns string) error {
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(benchKinds[kind].WithKind(kind))
+	if err := r.c.DeleteAllOf(ctx, obj, client.InNamespace(ns)); err == nil {
+		return nil
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(benchKinds[kind].WithKind(kind + "List"))
+	if err := r.c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	items := make(chan *metav1.PartialObjectMetadata)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for range holdCreators {
+		wg.Go(func() {
+			for item := range items {
+				if err := r.c.Delete(ctx, item); client.IgnoreNotFound(err) != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range list.Items {
+		item := &list.Items[i]
+		item.SetGroupVersionKind(obj.GroupVersionKind())
+		items <- item
+	}
+	close(items)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// waitGone polls until ns holds no object of kinds, logging when ctx ends first.
+func (r *Runner) waitGone(ctx context.Context, ns string, kinds ...string) {
+	if err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
+		return r.namespaceEmpty(ctx, ns, kinds...)
+	}); err != nil {
+		klog.FromContext(ctx).Error(err, "Scenario objects still present after cleanup", "namespace", ns, "kinds", kinds)
+	}
+}
+
+// namespaceEmpty reports whether no object of kinds is left in ns.
+func (r *Runner) namespaceEmpty(ctx context.Context, ns string, kinds ...string) (bool, error) {
+	for _, kind := range kinds {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(benchKinds[kind].WithKind(kind + "List"))
+		if err := r.c.List(ctx, list, client.InNamespace(ns), client.Limit(1)); err != nil {
 			return false, err
 		}
-		if meta.LenList(list) > 0 {
+		if len(list.Items) > 0 {
 			return false, nil
 		}
 	}
@@ -200,5 +259,21 @@ func (r *Runner) waitPoolFull(ctx context.Context, ns string, replicas int, time
 	return err
 }
 
+// MeasureController tells the hold scenario where the controller under test runs.
+func (r *Runner) MeasureController(c Controller) { r.controller = c }
+
 // PlaceOnKWOK makes every Sandbox of the run select and tolerate KWOK's fake nodes.
 func (r *Runner) PlaceOnKWOK() { r.onKWOK = true }
+
+// loadAverage is the harness machine's load average (Linux), or "" where it cannot be read.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) < 3 {
+		return ""
+	}
+	return strings.Join(fields[:3], " ")
+}

@@ -35,6 +35,8 @@ func (s Scenario) Name() string {
 	switch {
 	case s.Kind == KindCold:
 		return fmt.Sprintf("cold, %d Sandboxes at once", s.Count)
+	case s.Kind == KindHold:
+		return fmt.Sprintf("hold %d Sandboxes, restart the controller", s.Count)
 	case s.Rate == 0:
 		return fmt.Sprintf("warm burst, %d claims, pool %d", s.Count, s.PoolSize)
 	default:
@@ -45,8 +47,8 @@ func (s Scenario) Name() string {
 // Validate names the first field that makes the scenario impossible to run.
 func (s Scenario) Validate() error {
 	switch {
-	case s.Kind != KindWarm && s.Kind != KindCold:
-		return fmt.Errorf("scenario kind %q: use %q or %q", s.Kind, KindWarm, KindCold)
+	case s.Kind != KindWarm && s.Kind != KindCold && s.Kind != KindHold:
+		return fmt.Errorf("scenario kind %q: use %q, %q or %q", s.Kind, KindWarm, KindCold, KindHold)
 	case s.Count < 1:
 		return fmt.Errorf("count %d: create at least one object", s.Count)
 	case s.Kind == KindWarm && s.PoolSize < 1:
@@ -61,14 +63,29 @@ func (s Scenario) Validate() error {
 
 // Run runs one scenario in a namespace of its own and deletes the namespace afterwards.
 func (r *Runner) Run(ctx context.Context, s Scenario) (Result, error) {
+	return r.RunThen(ctx, s, nil)
+}
+
+// RunThen is Run with a hook: done gets the result after the measurement and before the cleanup,
+// which for thousands of objects takes minutes, so a caller can save the numbers first.
+func (r *Runner) RunThen(ctx context.Context, s Scenario, done func(Result)) (Result, error) {
 	if err := s.Validate(); err != nil {
 		return Result{}, err
 	}
-	ns, cleanup, err := r.namespace(ctx)
+	ns, cleanup, err := r.namespace(ctx, max(time.Minute, s.Timeout))
 	if err != nil {
 		return Result{}, err
 	}
 	defer cleanup()
+	res, err := r.runIn(ctx, ns, s)
+	if err == nil && done != nil {
+		done(res)
+	}
+	return res, err
+}
+
+// runIn runs the scenario in the namespace ns.
+func (r *Runner) runIn(ctx context.Context, ns string, s Scenario) (Result, error) {
 	log := klog.FromContext(ctx).WithValues("scenario", s.Name(), "namespace", ns)
 	if s.Kind == KindWarm {
 		if err := r.fillPool(ctx, ns, s); err != nil {
@@ -80,11 +97,15 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := r.measure(ctx, ns, s)
+	measure := r.measure
+	if s.Kind == KindHold {
+		measure = r.hold
+	}
+	res, err := measure(ctx, ns, s)
 	if err != nil {
 		return Result{}, err
 	}
-	res.ObjectsBefore = objects
+	res.ObjectsBefore, res.LoadAverage = objects, loadAverage()
 	log.Info("Scenario done", "ready", res.Ready, "p50", res.Latency.P50, "p99", res.Latency.P99, "writesPerObject", res.WritesPerClaim)
 	return res, nil
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -42,6 +43,13 @@ func TestCommand(t *testing.T) {
 	o.Kubeconfig = writeKubeconfig(t, env.Config)
 	o.PoolSize, o.Count, o.Rates, o.Cold = 3, 4, "burst", 3
 	o.Out = t.TempDir()
+	// A document with a generated section, as docs/performance.md has for `make bench`.
+	docDir := t.TempDir()
+	o.Doc = filepath.Join(docDir, "performance.md")
+	handWritten := "# Performance\n\nBy hand.\n\n"
+	if err := os.WriteFile(o.Doc, []byte(handWritten+bench.DocMarkers()), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ctx := framework.Context(t, framework.DefaultTimeout*5)
 	report, err := bench.Execute(ctx, o)
 	if err != nil {
@@ -54,9 +62,21 @@ func TestCommand(t *testing.T) {
 	for i, s := range scenarios {
 		checkResult(t, s, report.Scenarios[i])
 	}
-	for _, name := range []string{"report.json", "report.md", "scenario-1.svg", "scenario-2.svg"} {
+	for _, name := range []string{"report.json", "report.md", "scenario-1.svg", "scenario-2.svg", "percentiles.svg"} {
 		if _, err := os.Stat(filepath.Join(o.Out, name)); err != nil {
 			t.Errorf("output %s: %v", name, err)
+		}
+		if _, err := os.Stat(filepath.Join(docDir, "bench", name)); strings.HasSuffix(name, ".svg") && err != nil {
+			t.Errorf("plot for the document %s: %v", name, err)
+		}
+	}
+	doc, err := os.ReadFile(o.Doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{handWritten, "| warm burst, 4 claims, pool 3 | 4 | 4 |", "![latency percentiles by claim rate](bench/percentiles.svg)"} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("the document lacks %q:\n%s", want, doc)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paddock-dev/paddock/internal/controller/indexes"
 	"github.com/paddock-dev/paddock/internal/controller/sandbox"
@@ -34,14 +35,20 @@ func SetupControllers(ctx context.Context, mgr ctrl.Manager, o *Options, tp trac
 	return setupExtensions(mgr, o)
 }
 
-// RegisterMetrics registers Paddock's own metrics next to controller-runtime's. Call it once per
+// RegisterMetrics registers Paddock's own metrics next to controller-runtime's; reader (the
+// manager's cached client) serves the gauges computed at scrape time. The warm pool gauges need
+// the extensions: without them the cache must not watch SandboxWarmPools. Call it once per
 // process.
-func RegisterMetrics(reg prometheus.Registerer, mgr ctrl.Manager) error {
-	return errors.Join(
+func RegisterMetrics(reg prometheus.Registerer, reader client.Reader, o *Options) error {
+	errs := []error{
 		reg.Register(version.NewCollector()),
-		sandbox.RegisterMetrics(reg, mgr.GetClient()),
+		sandbox.RegisterMetrics(reg, reader),
 		sandboxclaim.RegisterMetrics(reg),
-	)
+	}
+	if o.Extensions {
+		errs = append(errs, sandboxwarmpool.RegisterMetrics(reg, reader))
+	}
+	return errors.Join(errs...)
 }
 
 func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {

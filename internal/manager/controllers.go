@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,7 +33,7 @@ func SetupControllers(ctx context.Context, mgr ctrl.Manager, o *Options, tp trac
 	if !o.Extensions {
 		return nil
 	}
-	return setupExtensions(mgr, o)
+	return setupExtensions(mgr, o, tp)
 }
 
 // RegisterMetrics registers Paddock's own metrics next to controller-runtime's; reader (the
@@ -51,6 +52,15 @@ func RegisterMetrics(reg prometheus.Registerer, reader client.Reader, o *Options
 	return errors.Join(errs...)
 }
 
+// tracerOrNil returns nil for a no-op provider, so that controllers skip tracing entirely when
+// it is off.
+func tracerOrNil(tp trace.TracerProvider) trace.TracerProvider {
+	if _, off := tp.(noop.TracerProvider); off || tp == nil {
+		return nil
+	}
+	return tp
+}
+
 func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
 	r, err := sandbox.New(mgr.GetClient(), mgr.GetScheme(), mgr.GetEventRecorder(sandbox.ControllerName),
 		sandbox.WithClusterDomain(o.ClusterDomain), sandbox.WithWorkers(o.SandboxWorkers), sandbox.WithTracerProvider(tp),
@@ -64,7 +74,7 @@ func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
 	return nil
 }
 
-func setupExtensions(mgr ctrl.Manager, o *Options) error {
+func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
 	template := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxtemplate.ControllerName), sandboxtemplate.Options{
 		Workers:         o.SandboxTemplateWorkers,
 		RouterNamespace: o.RouterNamespace,
@@ -91,6 +101,7 @@ func setupExtensions(mgr ctrl.Manager, o *Options) error {
 	claim := sandboxclaim.New(mgr.GetClient(), mgr.GetAPIReader(), claimEvents, warmqueue.New(), sandboxclaim.Options{
 		Workers:             o.SandboxClaimWorkers,
 		AllowedLabelDomains: domains,
+		TracerProvider:      tracerOrNil(tp),
 	})
 	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
 		"SandboxTemplate": template, "SandboxWarmPool": pool, "SandboxClaim": claim,

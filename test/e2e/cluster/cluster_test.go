@@ -39,6 +39,7 @@ func TestCluster(t *testing.T) {
 	t.Run("a pod on a KWOK node goes Ready", testKWOKPod)
 	t.Run("paddock: a Sandbox keeps its volume across suspend and resume, resolves by name, expires", testSandboxLifecycle)
 	t.Run("paddock: a warm claim runs echo in sandboxd on the real node through the SDK", testPaddockClaim)
+	t.Run("helm: the chart replaces the bundle, runs two replicas with leader election, uninstalls cleanly", testHelm)
 	t.Run("dev down leaves no process, mount, interface or iptables rule", testDownIsClean)
 }
 

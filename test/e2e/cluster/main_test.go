@@ -38,10 +38,11 @@ var suite struct {
 	restConfig *rest.Config
 	client     kubernetes.Interface
 	// owned is set when the tests brought the cluster up and so must take it down.
-	owned    bool
-	paddock  string // the CLI binary
-	stateDir string
-	before   hostSnapshot
+	owned      bool
+	paddock    string // the CLI binary
+	stateDir   string
+	kubeconfig string
+	before     hostSnapshot
 }
 
 func TestMain(m *testing.M) {
@@ -100,6 +101,7 @@ func run(m *testing.M) (int, error) {
 		return 0, fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
 	}
 	suite.restConfig = cfg
+	suite.kubeconfig = kubeconfig
 	if suite.client, err = kubernetes.NewForConfig(cfg); err != nil {
 		return 0, err
 	}

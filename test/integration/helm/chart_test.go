@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -365,6 +366,11 @@ func TestServiceMonitor(t *testing.T) {
 	sm := mustFind(t, objs, "ServiceMonitor", "paddock-controller")
 	if sm.GetAPIVersion() != "monitoring.coreos.com/v1" {
 		t.Errorf("ServiceMonitor apiVersion = %q, want monitoring.coreos.com/v1", sm.GetAPIVersion())
+	}
+	// The Prometheus Operator's own Go types reject a misspelt or misplaced field.
+	typed := convert[monitoringv1.ServiceMonitor](t, sm)
+	if typed.Spec.NamespaceSelector.MatchNames[0] != namespace {
+		t.Errorf("ServiceMonitor looks in namespaces %v, want [%s]", typed.Spec.NamespaceSelector.MatchNames, namespace)
 	}
 	svc := mustFind(t, objs, "Service", "paddock-controller-metrics")
 	selector, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")

@@ -117,7 +117,13 @@ func writeValues(t *testing.T, values map[string]any) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "values.yaml")
+	// Not under t.TempDir(): helm splits --values at commas, and the subtest's name has some.
+	dir, err := os.MkdirTemp("", "paddock-e2e-values-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "values.yaml")
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}

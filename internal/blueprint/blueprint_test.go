@@ -152,6 +152,22 @@ func TestPoolMember(t *testing.T) {
 	}
 }
 
+func TestNameMember(t *testing.T) {
+	pool := &extensionsv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "pool-uid"}}
+	sb := PoolMember(pool, template(), PoolOptions{})
+	NameMember(sb, sb.GenerateName, "x7k2p")
+	want := map[string]string{
+		agentsv1beta1.SandboxTemplateRefAnnotation: "tpl",
+		agentsv1beta1.PodNameAnnotation:            "pool-x7k2p",
+	}
+	if sb.Name != "pool-x7k2p" || sb.GenerateName != "" {
+		t.Errorf("name %q, generateName %q; want pool-x7k2p and none", sb.Name, sb.GenerateName)
+	}
+	if diff := cmp.Diff(want, sb.Annotations); diff != "" {
+		t.Errorf("annotations (-want +got):\n%s", diff)
+	}
+}
+
 func claim() *extensionsv1beta1.SandboxClaim {
 	return &extensionsv1beta1.SandboxClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "claim-uid", Labels: map[string]string{agentsv1beta1.CreatedByLabel: "go-client"}},
@@ -209,7 +225,8 @@ func TestColdSandbox(t *testing.T) {
 	if sb.Name != "c" || sb.Labels[agentsv1beta1.LaunchTypeLabel] != agentsv1beta1.LaunchTypeCold || sb.Labels[agentsv1beta1.ClaimUIDLabel] != "claim-uid" {
 		t.Errorf("cold Sandbox %s labels %v", sb.Name, sb.Labels)
 	}
-	if sb.Annotations[agentsv1beta1.TraceContextAnnotation] == "" || sb.Annotations[agentsv1beta1.SandboxTemplateRefAnnotation] != "tpl" {
+	if sb.Annotations[agentsv1beta1.TraceContextAnnotation] == "" || sb.Annotations[agentsv1beta1.SandboxTemplateRefAnnotation] != "tpl" ||
+		sb.Annotations[agentsv1beta1.PodNameAnnotation] != "c" {
 		t.Errorf("annotations %v", sb.Annotations)
 	}
 	if diff := cmp.Diff([]corev1.EnvVar{{Name: "A", Value: "1"}}, sb.Spec.PodTemplate.Spec.Containers[0].Env); diff != "" {

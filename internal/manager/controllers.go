@@ -63,7 +63,7 @@ func tracerOrNil(tp trace.TracerProvider) trace.TracerProvider {
 
 func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
 	r, err := sandbox.New(mgr.GetClient(), mgr.GetScheme(), mgr.GetEventRecorder(sandbox.ControllerName),
-		sandbox.WithClusterDomain(o.ClusterDomain), sandbox.WithWorkers(o.SandboxWorkers), sandbox.WithTracerProvider(tp),
+		sandbox.WithClusterDomain(o.ClusterDomain), sandbox.WithWorkers(o.SandboxWorkers), sandbox.WithStatusCoalesceWindow(o.SandboxStatusCoalesceWindow), sandbox.WithTracerProvider(tp),
 		sandbox.WithAPIReader(mgr.GetAPIReader()))
 	if err != nil {
 		return err

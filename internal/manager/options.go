@@ -9,6 +9,8 @@ import (
 	"math"
 	"net"
 	"time"
+
+	"github.com/paddock-dev/paddock/internal/controller/sandbox"
 )
 
 // Options is the controller manager's configuration. Flag names follow the reference controller
@@ -31,10 +33,13 @@ type Options struct {
 	KubeAPIQPS   float64
 	KubeAPIBurst int
 
-	SandboxWorkers         int
-	SandboxClaimWorkers    int
-	SandboxWarmPoolWorkers int
-	SandboxTemplateWorkers int
+	SandboxWorkers int
+	// SandboxStatusCoalesceWindow is how long a Sandbox status change that only reports start-up
+	// progress may wait to be written together with the next change.
+	SandboxStatusCoalesceWindow time.Duration
+	SandboxClaimWorkers         int
+	SandboxWarmPoolWorkers      int
+	SandboxTemplateWorkers      int
 
 	WarmPoolMaxBatchSize                 int
 	WarmPoolReplenishDelay               time.Duration
@@ -74,6 +79,7 @@ func NewOptions() *Options {
 		KubeAPIQPS:                           -1,
 		KubeAPIBurst:                         10,
 		SandboxWorkers:                       100,
+		SandboxStatusCoalesceWindow:          sandbox.DefaultStatusCoalesceWindow,
 		SandboxClaimWorkers:                  50,
 		SandboxWarmPoolWorkers:               1,
 		SandboxTemplateWorkers:               1,
@@ -103,6 +109,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side queries per second to the API server; negative disables the client-side limiter.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst to the API server; must be positive.")
 	fs.IntVar(&o.SandboxWorkers, "sandbox-concurrent-workers", o.SandboxWorkers, "Sandboxes reconciled in parallel.")
+	fs.DurationVar(&o.SandboxStatusCoalesceWindow, "sandbox-status-coalesce-window", o.SandboxStatusCoalesceWindow,
+		"How long a Sandbox status change that only reports start-up progress (Pod pending or scheduled, not Ready) may wait to be written with the next change; 0 writes every change at once.")
 	fs.IntVar(&o.SandboxClaimWorkers, "sandbox-claim-concurrent-workers", o.SandboxClaimWorkers, "SandboxClaims reconciled in parallel.")
 	fs.IntVar(&o.SandboxWarmPoolWorkers, "sandbox-warm-pool-concurrent-workers", o.SandboxWarmPoolWorkers, "SandboxWarmPools reconciled in parallel.")
 	fs.IntVar(&o.SandboxTemplateWorkers, "sandbox-template-concurrent-workers", o.SandboxTemplateWorkers, "SandboxTemplates reconciled in parallel.")
@@ -144,6 +152,9 @@ func (o *Options) Validate() error {
 	}
 	if r := o.WarmPoolMaxRefillRate; math.IsNaN(r) || math.IsInf(r, 0) || r < 0 {
 		errs = append(errs, fmt.Errorf("--sandbox-warm-pool-max-refill-rate=%v: must be a finite number, 0 or more (0 means no limit)", r))
+	}
+	if o.SandboxStatusCoalesceWindow < 0 {
+		errs = append(errs, fmt.Errorf("--sandbox-status-coalesce-window=%s: must not be negative (0 writes every status change at once)", o.SandboxStatusCoalesceWindow))
 	}
 	if o.WarmPoolReplenishDelay < 0 {
 		errs = append(errs, fmt.Errorf("--sandbox-warm-pool-replenish-delay=%s: must not be negative", o.WarmPoolReplenishDelay))

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
@@ -49,6 +52,7 @@ type Reconciler struct {
 	apiReader client.Reader
 	tracer    trace.Tracer
 	written   writtenVersions
+	hold      statusHold
 }
 
 // Option configures a Reconciler.
@@ -63,6 +67,13 @@ func WithClusterDomain(d string) Option { return func(r *Reconciler) { r.cluster
 // WithWorkers sets how many Sandboxes are reconciled concurrently (default 100).
 func WithWorkers(n int) Option { return func(r *Reconciler) { r.workers = n } }
 
+// WithStatusCoalesceWindow sets how long a status change that only reports a Sandbox still
+// starting up may wait to be written with the next one (default DefaultStatusCoalesceWindow;
+// 0 writes every change at once).
+func WithStatusCoalesceWindow(d time.Duration) Option {
+	return func(r *Reconciler) { r.hold.window = d }
+}
+
 // WithAPIReader sets the uncached reader (the manager's GetAPIReader) used to read a Pod that
 // the API server has but the cache does not show yet; without it the client is used.
 func WithAPIReader(reader client.Reader) Option { return func(r *Reconciler) { r.apiReader = reader } }
@@ -71,7 +82,8 @@ func WithAPIReader(reader client.Reader) Option { return func(r *Reconciler) { r
 // client), resolves kinds with scheme and emits events with recorder.
 func New(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder, opts ...Option) (*Reconciler, error) {
 	r := &Reconciler{client: c, scheme: scheme, recorder: recorder, clock: clock.RealClock{},
-		clusterDomain: DefaultClusterDomain, workers: DefaultWorkers, tracer: defaultTracer()}
+		clusterDomain: DefaultClusterDomain, workers: DefaultWorkers, tracer: defaultTracer(),
+		hold: statusHold{window: DefaultStatusCoalesceWindow}}
 	for _, opt := range opts {
 		opt(r)
 	}
@@ -82,6 +94,8 @@ func New(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder,
 		return nil, fmt.Errorf("sandbox reconciler workers is %d; set at least 1", r.workers)
 	case r.clusterDomain == "":
 		return nil, errors.New("sandbox reconciler cluster domain is empty; set it or leave the default cluster.local")
+	case r.hold.window < 0:
+		return nil, fmt.Errorf("sandbox reconciler status coalesce window is %v; set 0 or more", r.hold.window)
 	}
 	return r, nil
 }
@@ -92,10 +106,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.client.Get(ctx, req.NamespacedName, sb); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.written.forget(req.NamespacedName)
+			r.hold.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !sb.DeletionTimestamp.IsZero() {
+		r.hold.forget(req.NamespacedName)
 		return ctrl.Result{}, nil // garbage collection removes the children
 	}
 	if r.written.stale(req.NamespacedName, sb.ResourceVersion) {
@@ -131,9 +147,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 
 	obs.addErr(stepMetadata, annotations.patch(ctx, r.client, sb)) // expiry passes: the trace context
-	if err := r.writeStatus(ctx, sb, before); err != nil {
+	held, err := r.writeStatus(ctx, sb, before)
+	if err != nil {
 		obs.addErr(stepStatus, err)
 		return ctrl.Result{}, obs.err()
+	}
+	if held > 0 && (result.RequeueAfter == 0 || held < result.RequeueAfter) {
+		result.RequeueAfter = held
 	}
 	r.emitEvents(sb, before)
 	observePodReady(sb, before, obs.pod, r.clock.Now())
@@ -182,17 +202,28 @@ func (a *sandboxAnnotations) patch(ctx context.Context, c client.Client, sb *age
 	return nil
 }
 
-// writeStatus writes sb's status once if it differs from before.
-func (r *Reconciler) writeStatus(ctx context.Context, sb *agentsv1beta1.Sandbox, before *agentsv1beta1.SandboxStatus) error {
+// writeStatus writes sb's status once if it differs from before. A change that only reports
+// the Sandbox still starting up is held back for the coalesce window instead: writeStatus then
+// returns how long until it is due.
+func (r *Reconciler) writeStatus(ctx context.Context, sb *agentsv1beta1.Sandbox, before *agentsv1beta1.SandboxStatus) (time.Duration, error) {
 	// A new nodeName alone is not worth a write until Ready turns True: it rides along with the
 	// next write, which saves one write per scheduled Pod.
 	if onlyNodeNameChanged(&sb.Status, before) && !meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
 		sb.Status.NodeName = before.NodeName
 	}
+	key := client.ObjectKeyFromObject(sb)
+	if equality.Semantic.DeepEqual(&sb.Status, before) {
+		r.hold.forget(key)
+		return 0, nil
+	}
+	// Real time, not r.clock: the hold ends by a requeue, which the work queue counts in real time.
+	if wait := r.hold.wait(key, startingUp(before, &sb.Status), time.Now()); wait > 0 {
+		return wait, nil
+	}
 	original := sb.DeepCopy()
 	original.Status = *before
 	_, err := kube.PatchStatus(ctx, r.client, sb, original, func(s *agentsv1beta1.Sandbox) any { return s.Status })
-	return err
+	return 0, err
 }
 
 // emitEvents reports transitions that a user should see in `kubectl describe`.
@@ -223,11 +254,23 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}))
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("sandbox").
-		For(&agentsv1beta1.Sandbox{}).
+		For(&agentsv1beta1.Sandbox{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: beyondStatus})).
 		Owns(&corev1.Pod{}, tracked).
 		Owns(&corev1.Service{}, tracked).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
 		Complete(r)
+}
+
+// beyondStatus passes Sandbox updates that change more than the status. Only this controller
+// writes the status, and it has already acted on what it wrote; reacting to its own writes would
+// cost a pass per write.
+func beyondStatus(e event.UpdateEvent) bool {
+	o, n := e.ObjectOld, e.ObjectNew
+	return o.GetGeneration() != n.GetGeneration() ||
+		!maps.Equal(o.GetLabels(), n.GetLabels()) ||
+		!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
+		!equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||
+		!o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
 }
 
 // observation is what one pass saw and the errors it met, from which status is computed.

@@ -168,24 +168,30 @@ func (r *Reconciler) poolAndTemplate(ctx context.Context, claim *extensionsv1bet
 	return pool, tpl, nil
 }
 
-// refreshMetadata carries template and claim metadata edits to a bound Sandbox's pod template.
-// Without additional metadata a missing pool or template is only logged: the binding stands.
+// refreshMetadata carries template and claim metadata edits to a bound Sandbox's pod template,
+// and back-fills a missing launch type, in one patch. Without additional metadata a missing pool
+// or template is only logged: the binding stands.
 func (r *Reconciler) refreshMetadata(ctx context.Context, claim *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) error {
-	_, tpl, err := r.poolAndTemplate(ctx, claim)
-	if err != nil {
-		if len(claim.Spec.AdditionalPodMetadata.Labels) == 0 && len(claim.Spec.AdditionalPodMetadata.Annotations) == 0 {
-			ctrl.LoggerFrom(ctx).V(2).Info("Cannot refresh bound Sandbox metadata", "claim", klog.KObj(claim), "sandbox", sb.Name, "err", err)
-			return nil
-		}
-		return err
-	}
 	orig := sb.DeepCopy()
-	changed, err := blueprint.RefreshClaimMetadata(sb, claim, tpl)
-	if err != nil || !changed {
+	changed := backfillLaunchType(sb, claim)
+	_, tpl, err := r.poolAndTemplate(ctx, claim)
+	switch {
+	case err != nil && (len(claim.Spec.AdditionalPodMetadata.Labels) > 0 || len(claim.Spec.AdditionalPodMetadata.Annotations) > 0):
 		return err
+	case err != nil:
+		ctrl.LoggerFrom(ctx).V(2).Info("Cannot refresh bound Sandbox metadata", "claim", klog.KObj(claim), "sandbox", sb.Name, "err", err)
+	default:
+		refreshed, err := blueprint.RefreshClaimMetadata(sb, claim, tpl)
+		if err != nil {
+			return err
+		}
+		changed = changed || refreshed
+	}
+	if !changed {
+		return nil
 	}
 	if err := r.client.Patch(ctx, sb, client.MergeFrom(orig)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("updating pod-template metadata of Sandbox %q: %w", sb.Name, err)
+		return fmt.Errorf("updating metadata of Sandbox %q: %w", sb.Name, err)
 	}
 	return nil
 }

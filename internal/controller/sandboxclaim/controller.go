@@ -85,6 +85,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, claim); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	r.deleteLegacyPolicy(ctx, claim)
 	if !claim.DeletionTimestamp.IsZero() {
 		r.forget(claim.UID)
 		return ctrl.Result{}, nil

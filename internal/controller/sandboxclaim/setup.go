@@ -4,9 +4,9 @@ import (
 	"context"
 	"slices"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,6 +33,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			DeleteFunc: func(e event.DeleteEvent) bool { r.forget(e.Object.GetUID()); return true },
 		})).
 		Owns(&agentsv1beta1.Sandbox{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: boundSandboxChanged})).
+		// A legacy per-claim policy that appears is deleted (deleteLegacyPolicy); the informer
+		// is the template controller's.
+		Owns(&networkingv1.NetworkPolicy{}, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(event.UpdateEvent) bool { return false },
+			DeleteFunc: func(event.DeleteEvent) bool { return false },
+		})).
 		Watches(&agentsv1beta1.Sandbox{}, r.warmQueueEvents()).
 		Watches(&extensionsv1beta1.SandboxWarmPool{}, r.poolEvents()).
 		Watches(&extensionsv1beta1.SandboxTemplate{}, handler.Funcs{
@@ -51,14 +57,22 @@ func boundSandboxChanged(e event.UpdateEvent) bool {
 	if !okO || !okN {
 		return true
 	}
-	cond := func(sb *agentsv1beta1.Sandbox, t string) *metav1.Condition {
-		return meta.FindStatusCondition(sb.Status.Conditions, t)
-	}
 	return o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
 		!slices.Equal(o.Status.PodIPs, n.Status.PodIPs) ||
-		!equality.Semantic.DeepEqual(cond(o, agentsv1beta1.SandboxConditionReady), cond(n, agentsv1beta1.SandboxConditionReady)) ||
-		!equality.Semantic.DeepEqual(cond(o, agentsv1beta1.SandboxConditionFinished), cond(n, agentsv1beta1.SandboxConditionFinished)) ||
+		conditionMoved(o, n, agentsv1beta1.SandboxConditionReady) ||
+		conditionMoved(o, n, agentsv1beta1.SandboxConditionFinished) ||
 		!equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences)
+}
+
+// conditionMoved reports whether a condition appeared, went, or changed what a claim mirrors:
+// status, reason or message. A new observedGeneration alone, which every adoption brings, is not
+// the claim's business.
+func conditionMoved(o, n *agentsv1beta1.Sandbox, condType string) bool {
+	a, b := meta.FindStatusCondition(o.Status.Conditions, condType), meta.FindStatusCondition(n.Status.Conditions, condType)
+	if a == nil || b == nil {
+		return a != b
+	}
+	return a.Status != b.Status || a.Reason != b.Reason || a.Message != b.Message
 }
 
 // warmQueueEvents keeps the in-memory queue of adoptable members in step with the cache. It

@@ -47,6 +47,10 @@ func DefaultOptions() Options {
 		UnschedulableRecheckInterval: time.Minute, SafeToEvict: true, Now: time.Now}
 }
 
+// statusCountsInterval is the least time between two status writes of a pool that only move its
+// replica counts (see warmpool.StatusPacer).
+const statusCountsInterval = time.Second
+
 // expectationsRecheck is how soon a pool blocked on unobserved writes looks again, in case the
 // watch event that would wake it was lost.
 const expectationsRecheck = 30 * time.Second
@@ -58,6 +62,7 @@ type Reconciler struct {
 	opts         Options
 	expectations *warmpool.Expectations
 	shaping      *warmpool.Shaping
+	statusPacer  *warmpool.StatusPacer
 
 	mu             sync.Mutex
 	notProgressing map[string]bool // pools currently holding unschedulable members
@@ -83,7 +88,8 @@ func New(c client.Client, recorder events.EventRecorder, opts Options) *Reconcil
 	}
 	return &Reconciler{client: c, recorder: recorder, opts: opts,
 		expectations: warmpool.NewExpectations(opts.Now), notProgressing: map[string]bool{},
-		shaping: &warmpool.Shaping{ReplenishDelay: opts.ReplenishDelay, MaxRefillRate: opts.MaxRefillRate}}
+		shaping:     &warmpool.Shaping{ReplenishDelay: opts.ReplenishDelay, MaxRefillRate: opts.MaxRefillRate},
+		statusPacer: &warmpool.StatusPacer{Interval: statusCountsInterval}}
 }
 
 // Reconcile brings one pool to its desired number of fresh members and reports its status.
@@ -129,13 +135,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.createMembers(ctx, pool, tpl, create),
 	)
 
+	statusWait, err := r.writeStatus(ctx, key, pool, plan, now)
+	actErr = errors.Join(actErr, err)
+	r.reportProgress(pool, plan)
+	return r.requeue(key, plan, sooner(paced, statusWait), now), errors.Join(actErr, tplErr)
+}
+
+// writeStatus writes the pool's status from plan, unless it only moves the replica counts and
+// the last write was too recent: then it returns how long to wait before writing.
+func (r *Reconciler) writeStatus(ctx context.Context, key string, pool *extensionsv1beta1.SandboxWarmPool, plan warmpool.Plan, now time.Time) (time.Duration, error) {
 	original := pool.DeepCopy()
 	setStatus(pool, plan)
-	if _, err := kube.PatchStatus(ctx, r.client, pool, original, poolStatus); err != nil {
-		actErr = errors.Join(actErr, err)
+	if wait := r.statusPacer.Wait(key, countsOnly(original.Status, pool.Status), now); wait > 0 {
+		return wait, nil
 	}
-	r.reportProgress(pool, plan)
-	return r.requeue(key, plan, paced, now), errors.Join(actErr, tplErr)
+	written, err := kube.PatchStatus(ctx, r.client, pool, original, poolStatus)
+	if written {
+		r.statusPacer.Wrote(key, now)
+	}
+	return 0, err
+}
+
+// sooner returns the earlier of two requeue delays, where 0 means none.
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // requeue is when the pool must look again without an event: when a young member's grace
@@ -162,6 +188,7 @@ func (r *Reconciler) requeue(key string, plan warmpool.Plan, paced time.Duration
 func (r *Reconciler) forget(key string) {
 	r.expectations.Forget(key)
 	r.shaping.Forget(key)
+	r.statusPacer.Forget(key)
 	r.mu.Lock()
 	delete(r.notProgressing, key)
 	r.mu.Unlock()

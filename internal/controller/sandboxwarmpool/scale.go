@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,10 +35,13 @@ func (r *Reconciler) getTemplate(ctx context.Context, pool *extensionsv1beta1.Sa
 	}
 }
 
-// listMembers lists the Sandboxes carrying the pool's label, from the cache.
+// listMembers lists the Sandboxes carrying the pool's label, from the cache. The items are the
+// cache's own objects, not copies: a pool pass runs on every member event and reads hundreds of
+// members, so copying them all would cost more than the rest of the pass. Callers must not
+// modify them; pick copies the ones a pass writes.
 func (r *Reconciler) listMembers(ctx context.Context, pool *extensionsv1beta1.SandboxWarmPool) ([]agentsv1beta1.Sandbox, error) {
 	var list agentsv1beta1.SandboxList
-	if err := r.client.List(ctx, &list, client.InNamespace(pool.Namespace),
+	if err := r.client.List(ctx, &list, client.InNamespace(pool.Namespace), client.UnsafeDisableDeepCopy,
 		client.MatchingFields{agentsv1beta1.SandboxWarmPoolIndex: blueprint.PoolHash(pool.Name)}); err != nil {
 		return nil, fmt.Errorf("listing members of warm pool %q: %w", pool.Name, err)
 	}
@@ -129,7 +133,7 @@ func (r *Reconciler) createMembers(ctx context.Context, pool *extensionsv1beta1.
 		for range size {
 			wg.Go(func() {
 				sb := blueprint.PoolMember(pool, tpl, blueprint.PoolOptions{SafeToEvict: r.opts.SafeToEvict})
-				if err := r.client.Create(ctx, sb); err != nil {
+				if err := r.createNamed(ctx, sb); err != nil {
 					r.expectations.CreationObserved(key)
 					mu.Lock()
 					errs = append(errs, err)
@@ -148,4 +152,22 @@ func (r *Reconciler) createMembers(ctx context.Context, pool *extensionsv1beta1.
 	}
 	ctrl.LoggerFrom(ctx).V(2).Info("Created warm pool members", "pool", klog.KObj(pool), "count", n)
 	return nil
+}
+
+// memberNameAttempts bounds the names tried for one member: a clash among 5 random characters
+// is rare, two in a row rarer still.
+const memberNameAttempts = 3
+
+// createNamed creates a member under a name chosen here, in the API server's generateName
+// format, so that its pod-name annotation is part of the create rather than a later patch.
+func (r *Reconciler) createNamed(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
+	prefix := sb.GenerateName
+	var err error
+	for range memberNameAttempts {
+		blueprint.NameMember(sb, prefix, utilrand.String(5))
+		if err = r.client.Create(ctx, sb); !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("no free name for a member with prefix %q after %d attempts: %w", prefix, memberNameAttempts, err)
 }

@@ -15,3 +15,12 @@ func setStatus(pool *extensionsv1beta1.SandboxWarmPool, plan warmpool.Plan) {
 }
 
 func poolStatus(p *extensionsv1beta1.SandboxWarmPool) any { return p.Status }
+
+// countsOnly reports whether before and after differ, and only in the replica counts.
+func countsOnly(before, after extensionsv1beta1.SandboxWarmPoolStatus) bool {
+	if before == after {
+		return false
+	}
+	before.Replicas, before.ReadyReplicas = after.Replicas, after.ReadyReplicas
+	return before == after
+}

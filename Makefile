@@ -10,6 +10,8 @@ GO ?= go
 TOOLBIN := $(CURDIR)/bin/tools
 CONTROLLER_GEN := $(TOOLBIN)/controller-gen
 GOLANGCI_LINT := $(TOOLBIN)/golangci-lint-kube-api-linter
+HELM := $(TOOLBIN)/helm
+CHART := charts/paddock
 # Kubernetes and etcd binaries, built from their official Go modules into a per-machine cache.
 K8S_BIN = $(shell hack/build-k8s.sh kube-apiserver etcd)
 GO_TEST_FLAGS ?=
@@ -38,11 +40,20 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs, RBAC, protobuf co
 	$(MAKE) --no-print-directory dist
 
 .PHONY: dist
-dist: ## Render the single-file install bundles under dist/ from config/.
+dist: chart-files ## Render the single-file install bundles under dist/ from config/.
 	@mkdir -p dist
 	kubectl kustomize config/default > dist/paddock.yaml
 	kubectl kustomize config/core > dist/paddock-core.yaml
 	kubectl kustomize config/router > dist/paddock-router.yaml
+
+# The chart's CRDs and ClusterRole rules are copies of the generated ones, never edited by hand;
+# `make verify` fails when a copy is stale.
+.PHONY: chart-files
+chart-files: ## Copy the generated CRDs and RBAC rules into the Helm chart.
+	@rm -rf $(CHART)/crds $(CHART)/files/rbac && mkdir -p $(CHART)/crds $(CHART)/files/rbac
+	cp config/crd/core/*_*.yaml config/crd/extensions/*_*.yaml $(CHART)/crds/
+	cp config/rbac/core/role.yaml $(CHART)/files/rbac/core-role.yaml
+	cp config/rbac/extensions/role.yaml $(CHART)/files/rbac/extensions-role.yaml
 
 .PHONY: verify
 verify: generate ## Regenerate, then fail on any difference or new untracked file.
@@ -53,8 +64,13 @@ fmt: ## Format the Go code.
 	$(GO) fmt ./...
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint, with the Kubernetes API linter, on the tree.
+lint: $(GOLANGCI_LINT) helm-lint ## Run golangci-lint, with the Kubernetes API linter, and helm lint.
 	$(GOLANGCI_LINT) run ./...
+
+.PHONY: helm-lint
+helm-lint: $(HELM) ## Lint the Helm chart with its default values and with every optional part on.
+	$(HELM) lint --strict $(CHART)
+	$(HELM) lint --strict $(CHART) --set router.enabled=true,metrics.serviceMonitor.enabled=true,tracing.enabled=true
 
 ##@ Test
 
@@ -66,12 +82,12 @@ test-unit: ## Run unit tests (no API server).
 	$(GO) test $(GO_TEST_FLAGS) -race $$($(GO) list ./... | grep -v /test/)
 
 .PHONY: test-integration
-test-integration: k8s-binaries ## Run integration tests against a real kube-apiserver and etcd.
-	KUBEBUILDER_ASSETS=$(K8S_BIN) $(GO) test $(GO_TEST_FLAGS) ./test/integration/...
+test-integration: k8s-binaries $(HELM) ## Run integration tests against a real kube-apiserver and etcd.
+	PADDOCK_HELM=$(HELM) KUBEBUILDER_ASSETS=$(K8S_BIN) $(GO) test $(GO_TEST_FLAGS) ./test/integration/...
 
 .PHONY: test-e2e
-test-e2e: e2e-deps ## Run end-to-end tests: bring a local dev cluster up (as root), test it, take it down.
-	$(GO) test $(GO_TEST_FLAGS) -count=1 -timeout 30m ./test/e2e/...
+test-e2e: e2e-deps $(HELM) ## Run end-to-end tests: bring a local dev cluster up (as root), test it, take it down.
+	PADDOCK_HELM=$(HELM) $(GO) test $(GO_TEST_FLAGS) -count=1 -timeout 30m ./test/e2e/...
 
 .PHONY: e2e-deps
 e2e-deps: ## Install the dev cluster's Debian packages and build its binaries (once per machine).

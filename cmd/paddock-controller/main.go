@@ -60,7 +60,7 @@ func run(opts *manager.Options) error {
 	if err := manager.SetupControllers(ctx, mgr, opts, tp); err != nil {
 		return err
 	}
-	if err := manager.RegisterMetrics(metrics.Registry, mgr); err != nil {
+	if err := manager.RegisterMetrics(metrics.Registry, mgr.GetClient(), opts); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	ctrl.Log.Info("starting", "version", version.Get().GitVersion, "extensions", opts.Extensions)

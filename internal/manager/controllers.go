@@ -7,8 +7,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paddock-dev/paddock/internal/controller/indexes"
 	"github.com/paddock-dev/paddock/internal/controller/sandbox"
@@ -31,17 +33,32 @@ func SetupControllers(ctx context.Context, mgr ctrl.Manager, o *Options, tp trac
 	if !o.Extensions {
 		return nil
 	}
-	return setupExtensions(mgr, o)
+	return setupExtensions(mgr, o, tp)
 }
 
-// RegisterMetrics registers Paddock's own metrics next to controller-runtime's. Call it once per
+// RegisterMetrics registers Paddock's own metrics next to controller-runtime's; reader (the
+// manager's cached client) serves the gauges computed at scrape time. The warm pool gauges need
+// the extensions: without them the cache must not watch SandboxWarmPools. Call it once per
 // process.
-func RegisterMetrics(reg prometheus.Registerer, mgr ctrl.Manager) error {
-	return errors.Join(
+func RegisterMetrics(reg prometheus.Registerer, reader client.Reader, o *Options) error {
+	errs := []error{
 		reg.Register(version.NewCollector()),
-		sandbox.RegisterMetrics(reg, mgr.GetClient()),
+		sandbox.RegisterMetrics(reg, reader),
 		sandboxclaim.RegisterMetrics(reg),
-	)
+	}
+	if o.Extensions {
+		errs = append(errs, sandboxwarmpool.RegisterMetrics(reg, reader))
+	}
+	return errors.Join(errs...)
+}
+
+// tracerOrNil returns nil for a no-op provider, so that controllers skip tracing entirely when
+// it is off.
+func tracerOrNil(tp trace.TracerProvider) trace.TracerProvider {
+	if _, off := tp.(noop.TracerProvider); off || tp == nil {
+		return nil
+	}
+	return tp
 }
 
 func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
@@ -57,7 +74,7 @@ func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
 	return nil
 }
 
-func setupExtensions(mgr ctrl.Manager, o *Options) error {
+func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
 	template := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxtemplate.ControllerName), sandboxtemplate.Options{
 		Workers:         o.SandboxTemplateWorkers,
 		RouterNamespace: o.RouterNamespace,
@@ -84,6 +101,7 @@ func setupExtensions(mgr ctrl.Manager, o *Options) error {
 	claim := sandboxclaim.New(mgr.GetClient(), mgr.GetAPIReader(), claimEvents, warmqueue.New(), sandboxclaim.Options{
 		Workers:             o.SandboxClaimWorkers,
 		AllowedLabelDomains: domains,
+		TracerProvider:      tracerOrNil(tp),
 	})
 	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
 		"SandboxTemplate": template, "SandboxWarmPool": pool, "SandboxClaim": claim,

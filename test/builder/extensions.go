@@ -137,6 +137,12 @@ func (w *ClaimWrapper) Label(k, v string) *ClaimWrapper {
 	return w
 }
 
+// Annotation sets an annotation on the claim itself.
+func (w *ClaimWrapper) Annotation(k, v string) *ClaimWrapper {
+	w.c.Annotations = setKey(w.c.Annotations, k, v)
+	return w
+}
+
 // Env adds an environment variable for the first container.
 func (w *ClaimWrapper) Env(name, value string) *ClaimWrapper {
 	w.c.Spec.Env = append(w.c.Spec.Env, extensionsv1beta1.EnvVar{Name: name, Value: value})

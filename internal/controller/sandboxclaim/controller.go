@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,9 @@ type Options struct {
 	Now func() time.Time
 	// ClaimSettings configure serving claims with env from warm sandboxd Sandboxes (claimsettings.go).
 	ClaimSettings ClaimSettingsOptions
+	// TracerProvider traces each pass and carries the trace to the claim's Sandbox (tracing.go);
+	// nil, the default, traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Requeue intervals.
@@ -92,6 +96,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	r.observe(claim)
+	ctx, span := r.startSpan(ctx, claim)
+	defer span.End()
 
 	now := r.opts.Now()
 	if at, ok := expiresAt(claim); ok && !now.Before(at) {

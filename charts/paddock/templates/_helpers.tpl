@@ -1,0 +1,63 @@
+{{/*
+Labels every object of the release carries. app.kubernetes.io/name is also the selector, and
+stays the same as in dist/paddock.yaml so that Services and the router's NetworkPolicy find the
+same Pods whichever way Paddock was installed.
+*/}}
+{{- define "paddock.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: paddock
+{{- end }}
+
+{{- define "paddock.controller.labels" -}}
+app.kubernetes.io/name: paddock-controller
+{{ include "paddock.labels" . }}
+{{- end }}
+
+{{- define "paddock.router.labels" -}}
+app.kubernetes.io/name: paddock-router
+{{ include "paddock.labels" . }}
+{{- end }}
+
+{{/* The controller's image reference; the tag defaults to the chart's appVersion. */}}
+{{- define "paddock.controller.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{- define "paddock.router.image" -}}
+{{ .Values.router.image.repository }}:{{ .Values.router.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/*
+The controller's command line: the flags the values set, then extraArgs. A flag whose value is
+null or empty is left out, so the controller's own default applies.
+*/}}
+{{- define "paddock.controller.args" -}}
+- --leader-elect={{ .Values.leaderElect }}
+{{- if .Values.extensions }}
+- --extensions
+{{- end }}
+{{- if ne (int .Values.metrics.port) 8080 }}
+- --metrics-bind-address=:{{ .Values.metrics.port }}
+{{- end }}
+{{- if not (kindIs "invalid" .Values.kubeAPIQPS) }}
+- --kube-api-qps={{ .Values.kubeAPIQPS }}
+{{- end }}
+{{- if not (kindIs "invalid" .Values.kubeAPIBurst) }}
+- --kube-api-burst={{ .Values.kubeAPIBurst }}
+{{- end }}
+{{- with .Values.clusterDomain }}
+- --cluster-domain={{ . }}
+{{- end }}
+{{- if .Values.tracing.enabled }}
+- --enable-tracing
+{{- end }}
+{{- /* The controller's default router namespace is paddock-system; elsewhere say where it is. */ -}}
+{{- if ne .Release.Namespace "paddock-system" }}
+- --router-namespace={{ .Release.Namespace }}
+{{- end }}
+{{- range .Values.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}

@@ -100,7 +100,9 @@ func (d *Daemon) writeProcessStdin(w http.ResponseWriter, r *http.Request) {
 	}
 	if eof {
 		req := &processv1.WriteStdinRequest{ProcessId: id, Payload: &processv1.WriteStdinRequest_Eof{Eof: &emptypb.Empty{}}}
-		if _, err := svc.WriteStdin(r.Context(), req); err != nil {
+		// The process existed at the lookup above; if it has exited since, for instance on the
+		// data just written, there is no input left to close and the call has done its job.
+		if _, err := svc.WriteStdin(r.Context(), req); err != nil && status.Code(err) != codes.NotFound {
 			writeStatusError(w, err)
 			return
 		}

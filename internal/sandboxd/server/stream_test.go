@@ -121,3 +121,20 @@ func TestHTTPProcessBadInput(t *testing.T) {
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+// TestHTTPProcessExitOnLastInput covers a process that exits on the data of the call that also
+// closes its stdin: the close finds it gone, and the call still succeeds. The exit races the
+// close, so the test repeats it.
+func TestHTTPProcessExitOnLastInput(t *testing.T) {
+	td := startDaemon(t)
+	for i := range 20 {
+		ev := startHTTPProcess(t, td.rest, `{"config":{"command":["sh","-c","read line"]}}`)
+		id := ev.next().GetInit().GetProcessId()
+		url := td.rest + "/v1/processes/" + itoa(id) + "/stdin?eof=true"
+		if status, body := do(t, http.MethodPost, url, strings.NewReader("last\n")); status != http.StatusNoContent {
+			t.Fatalf("run %d: POST stdin = %d %s, want 204", i, status, body)
+		}
+		for ev.next().GetExit() == nil {
+		}
+	}
+}

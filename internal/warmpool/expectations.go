@@ -22,8 +22,12 @@ type Expectations struct {
 
 type pending struct {
 	creates int
-	deletes map[types.UID]bool
-	since   time.Time
+	// unlisted holds members whose create succeeded but that the pool's member list has not
+	// shown yet. The count above follows watch events; this follows the list the plan is made
+	// from, so that a plan never counts fewer members than were created.
+	unlisted map[types.UID]bool
+	deletes  map[types.UID]bool
+	since    time.Time
 }
 
 // NewExpectations returns empty expectations reading time from now.
@@ -34,7 +38,7 @@ func NewExpectations(now func() time.Time) *Expectations {
 func (e *Expectations) get(pool string) *pending {
 	p := e.pools[pool]
 	if p == nil {
-		p = &pending{deletes: map[types.UID]bool{}}
+		p = &pending{deletes: map[types.UID]bool{}, unlisted: map[types.UID]bool{}}
 		e.pools[pool] = p
 	}
 	p.since = e.now()
@@ -55,6 +59,36 @@ func (e *Expectations) CreationObserved(pool string) {
 	defer e.mu.Unlock()
 	if p := e.pools[pool]; p != nil && p.creates > 0 {
 		p.creates--
+	}
+}
+
+// Created records a member whose create succeeded; it counts as unobserved until Listed or
+// Left sees it.
+func (e *Expectations) Created(pool string, uid types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.get(pool).unlisted[uid] = true
+}
+
+// Listed marks the members of a pool's member list as observed.
+func (e *Expectations) Listed(pool string, uids []types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.pools[pool]
+	if p == nil || len(p.unlisted) == 0 {
+		return
+	}
+	for _, uid := range uids {
+		delete(p.unlisted, uid)
+	}
+}
+
+// Left marks a member that left the pool (adopted or deleted) as observed: no list will show it.
+func (e *Expectations) Left(pool string, uid types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p := e.pools[pool]; p != nil {
+		delete(p.unlisted, uid)
 	}
 }
 
@@ -88,7 +122,7 @@ func (e *Expectations) Satisfied(pool string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p := e.pools[pool]
-	if p == nil || (p.creates == 0 && len(p.deletes) == 0) {
+	if p == nil || (p.creates == 0 && len(p.unlisted) == 0 && len(p.deletes) == 0) {
 		return true
 	}
 	if e.now().Sub(p.since) > ExpectationsTimeout {

@@ -172,3 +172,24 @@ func TestExpectations(t *testing.T) {
 		t.Error("Forget kept expectations")
 	}
 }
+
+func TestExpectationsWaitForTheList(t *testing.T) {
+	e := NewExpectations(time.Now)
+	const pool = "ns/pool"
+	e.ExpectCreates(pool, 2)
+	e.Created(pool, "a")
+	e.Created(pool, "b")
+	e.CreationObserved(pool)
+	e.CreationObserved(pool)
+	if e.Satisfied(pool) {
+		t.Fatal("satisfied on watch events alone, while the list shows neither member")
+	}
+	e.Listed(pool, []types.UID{"a", "x"})
+	if e.Satisfied(pool) {
+		t.Fatal("satisfied while member b is still unlisted")
+	}
+	e.Left(pool, "b") // adopted by a claim before any list showed it
+	if !e.Satisfied(pool) {
+		t.Fatal("not satisfied once every created member was listed or left")
+	}
+}

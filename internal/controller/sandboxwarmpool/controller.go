@@ -114,6 +114,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	r.expectations.Listed(key, memberUIDs(members))
 	now := r.opts.Now()
 	plan := warmpool.Make(observeMembers(pool, tpl, members, r.expectations.DeletePending), warmpool.Input{
 		Desired:               desiredReplicas(pool),

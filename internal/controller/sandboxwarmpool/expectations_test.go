@@ -64,11 +64,17 @@ func TestLaggingCacheNeverOverCreates(t *testing.T) {
 	if len(all.Items) != 5 {
 		t.Errorf("four passes on a lagging cache made %d members, want the 5 replicas", len(all.Items))
 	}
-	// The watch reports the members: the pool may act again, and finds nothing to do.
+	// The watch reports the members, but the pool's list does not show them yet: the pool must
+	// still wait, or it would count too few members and create again.
 	for range 5 {
 		r.expectations.CreationObserved("ns/pool")
 	}
+	if r.expectations.Satisfied("ns/pool") {
+		t.Error("expectations satisfied while the member list shows none of the created members")
+	}
+	// The list catches up: the pool may act again, and finds nothing to do.
+	r.expectations.Listed("ns/pool", memberUIDs(all.Items))
 	if !r.expectations.Satisfied("ns/pool") {
-		t.Error("expectations not satisfied after every create was observed")
+		t.Error("expectations not satisfied after every create was observed and listed")
 	}
 }

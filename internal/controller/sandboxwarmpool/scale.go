@@ -100,6 +100,14 @@ func (r *Reconciler) relabel(ctx context.Context, members []agentsv1beta1.Sandbo
 	return errors.Join(errs...)
 }
 
+func memberUIDs(members []agentsv1beta1.Sandbox) []types.UID {
+	uids := make([]types.UID, len(members))
+	for i := range members {
+		uids[i] = members[i].UID
+	}
+	return uids
+}
+
 func pick(members []agentsv1beta1.Sandbox, names []string) []*agentsv1beta1.Sandbox {
 	want := map[string]bool{}
 	for _, n := range names {
@@ -133,7 +141,10 @@ func (r *Reconciler) createMembers(ctx context.Context, pool *extensionsv1beta1.
 		for range size {
 			wg.Go(func() {
 				sb := blueprint.PoolMember(pool, tpl, blueprint.PoolOptions{SafeToEvict: r.opts.SafeToEvict})
-				if err := r.createNamed(ctx, sb); err != nil {
+				err := r.createNamed(ctx, sb)
+				if err == nil {
+					r.expectations.Created(key, sb.UID)
+				} else {
 					r.expectations.CreationObserved(key)
 					mu.Lock()
 					errs = append(errs, err)

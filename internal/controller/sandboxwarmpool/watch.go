@@ -35,10 +35,16 @@ func (r *Reconciler) memberEvents() handler.EventHandler {
 					q.Add(reconcile.Request{NamespacedName: pool})
 				}
 			}
+			if pool, ok := PoolOf(e.ObjectOld); ok {
+				if now, still := PoolOf(e.ObjectNew); !still || now != pool {
+					r.expectations.Left(pool.String(), e.ObjectOld.GetUID())
+				}
+			}
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) {
 			if pool, ok := PoolOf(e.Object); ok {
 				r.expectations.DeletionObserved(pool.String(), e.Object.GetUID())
+				r.expectations.Left(pool.String(), e.Object.GetUID())
 				q.Add(reconcile.Request{NamespacedName: pool})
 			}
 		},

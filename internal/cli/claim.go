@@ -154,6 +154,21 @@ func (s *session) attach(ctx context.Context, name string) (*sdk.Sandbox, error)
 	return s.sdk.Attach(ctx, s.namespace, name)
 }
 
+// claimSession connects, bounds what follows by timeout and checks that the claim exists, for
+// the verbs that act on one claim and wait for it.
+func (g *Globals) claimSession(ctx context.Context, claim string, timeout time.Duration) (context.Context, context.CancelFunc, *session, error) {
+	s, err := g.connect()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	if _, err := s.getClaim(ctx, claim); err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, cancel, s, nil
+}
+
 func newSuspendCommand(g *Globals) *cobra.Command {
 	timeout := defaultTimeout
 	cmd := &cobra.Command{
@@ -163,15 +178,11 @@ func newSuspendCommand(g *Globals) *cobra.Command {
 		Example:           `  paddock suspend my-agent`,
 		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.connect()
+			ctx, cancel, s, err := g.claimSession(cmd.Context(), args[0], timeout)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			if _, err := s.getClaim(ctx, args[0]); err != nil {
-				return err
-			}
 			// Lookup, not Attach: a claim need not be Ready to be suspended.
 			sb, err := s.sdk.Lookup(ctx, s.namespace, args[0])
 			if err != nil {
@@ -198,15 +209,11 @@ func newResumeCommand(g *Globals) *cobra.Command {
 		Example:           `  paddock resume my-agent`,
 		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.connect()
+			ctx, cancel, s, err := g.claimSession(cmd.Context(), args[0], timeout)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			if _, err := s.getClaim(ctx, args[0]); err != nil {
-				return err
-			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "waiting for claim %s to be Ready...\n", args[0])
 			sb, err := s.sdk.Resume(ctx, s.namespace, args[0])
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -52,10 +53,12 @@ type Reconciler struct {
 	apiReader client.Reader
 	tracer    trace.Tracer
 	written   writtenVersions
-	hold      statusHold
 	// podPatches holds back metadata patches of owned Pods (--sandbox-write-behind-window).
-	podPatches        *writeBehind
+	podPatches        *holdClock
 	writeBehindWindow time.Duration
+	// statusHold holds back start-up-only status changes (--sandbox-status-coalesce-window).
+	statusHold   *holdClock
+	statusWindow time.Duration
 }
 
 // Option configures a Reconciler.
@@ -74,7 +77,7 @@ func WithWorkers(n int) Option { return func(r *Reconciler) { r.workers = n } }
 // starting up may wait to be written with the next one (default DefaultStatusCoalesceWindow;
 // 0 writes every change at once).
 func WithStatusCoalesceWindow(d time.Duration) Option {
-	return func(r *Reconciler) { r.hold.window = d }
+	return func(r *Reconciler) { r.statusWindow = d }
 }
 
 // WithAPIReader sets the uncached reader (the manager's GetAPIReader) used to read a Pod that
@@ -93,7 +96,7 @@ func WithWriteBehindWindow(d time.Duration) Option {
 func New(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder, opts ...Option) (*Reconciler, error) {
 	r := &Reconciler{client: c, scheme: scheme, recorder: recorder, clock: clock.RealClock{},
 		clusterDomain: DefaultClusterDomain, workers: DefaultWorkers, tracer: defaultTracer(),
-		hold: statusHold{window: DefaultStatusCoalesceWindow}}
+		statusWindow: DefaultStatusCoalesceWindow}
 	for _, opt := range opts {
 		opt(r)
 	}
@@ -104,12 +107,13 @@ func New(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder,
 		return nil, fmt.Errorf("sandbox reconciler workers is %d; set at least 1", r.workers)
 	case r.clusterDomain == "":
 		return nil, errors.New("sandbox reconciler cluster domain is empty; set it or leave the default cluster.local")
-	case r.hold.window < 0:
-		return nil, fmt.Errorf("sandbox reconciler status coalesce window is %v; set 0 or more", r.hold.window)
+	case r.statusWindow < 0:
+		return nil, fmt.Errorf("sandbox reconciler status coalesce window is %v; set 0 or more", r.statusWindow)
 	case r.writeBehindWindow < 0:
 		return nil, fmt.Errorf("sandbox reconciler write-behind window is %s; set 0 (off) or a positive duration", r.writeBehindWindow)
 	}
 	r.podPatches = newWriteBehind(r.writeBehindWindow)
+	r.statusHold = newHoldClock(r.statusWindow)
 	return r, nil
 }
 
@@ -119,14 +123,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.client.Get(ctx, req.NamespacedName, sb); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.written.forget(req.NamespacedName)
-			r.hold.forget(req.NamespacedName)
-			r.podPatches.done(req.NamespacedName)
+			r.dropHolds(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !sb.DeletionTimestamp.IsZero() {
-		r.hold.forget(req.NamespacedName)
-		r.podPatches.done(req.NamespacedName)
+		r.dropHolds(req.NamespacedName)
 		return ctrl.Result{}, nil // garbage collection removes the children
 	}
 	if r.written.stale(req.NamespacedName, sb.ResourceVersion) {
@@ -229,11 +231,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, sb *agentsv1beta1.Sandbox,
 	}
 	key := client.ObjectKeyFromObject(sb)
 	if equality.Semantic.DeepEqual(&sb.Status, before) {
-		r.hold.forget(key)
+		r.statusHold.done(key)
 		return 0, nil
 	}
 	// Real time, not r.clock: the hold ends by a requeue, which the work queue counts in real time.
-	if wait := r.hold.wait(key, startingUp(before, &sb.Status), time.Now()); wait > 0 {
+	if wait := holdStatus(r.statusHold, key, startingUp(before, &sb.Status), time.Now()); wait > 0 {
 		return wait, nil
 	}
 	original := sb.DeepCopy()
@@ -318,6 +320,12 @@ const (
 )
 
 // soonest adds a requeue after d (when d > 0) to res, keeping the earlier of the two.
+// dropHolds forgets the held writes of a Sandbox that is gone or being deleted.
+func (r *Reconciler) dropHolds(key types.NamespacedName) {
+	r.podPatches.done(key)
+	r.statusHold.done(key)
+}
+
 func soonest(res ctrl.Result, d time.Duration) ctrl.Result {
 	if d > 0 && (res.RequeueAfter == 0 || d < res.RequeueAfter) {
 		res.RequeueAfter = d

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -38,27 +37,17 @@ func dependenciesNotReady(c *metav1.Condition) bool {
 	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == agentsv1beta1.SandboxReasonDependenciesNotReady
 }
 
-// statusHold holds back start-up-only status writes for at most a window per Sandbox, counted
-// from the first change held, so that they ride along with the write that follows (usually
-// Ready) instead of costing one write each.
-type statusHold struct {
-	window time.Duration
-	since  sync.Map // types.NamespacedName → time.Time
-}
-
-// wait returns how much longer the write of a change may be held: 0 to write it now.
-func (h *statusHold) wait(key types.NamespacedName, holdable bool, now time.Time) time.Duration {
-	if !holdable || h.window <= 0 {
-		h.since.Delete(key)
+// holdStatus returns how much longer a status change may wait on clock: 0 to write it now. Only
+// a start-up-only change (holdable) waits, at most the clock's window from the first change
+// held, so that it rides along with the write that follows (usually Ready).
+func holdStatus(clock *holdClock, key types.NamespacedName, holdable bool, now time.Time) time.Duration {
+	if !holdable {
+		clock.done(key)
 		return 0
 	}
-	v, _ := h.since.LoadOrStore(key, now)
-	if left := h.window - now.Sub(v.(time.Time)); left > 0 {
-		return left
+	wait := clock.wait(key, now)
+	if wait == 0 {
+		clock.done(key)
 	}
-	h.since.Delete(key)
-	return 0
+	return wait
 }
-
-// forget drops the clock of a Sandbox with nothing to write or that is gone.
-func (h *statusHold) forget(key types.NamespacedName) { h.since.Delete(key) }

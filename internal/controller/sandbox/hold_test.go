@@ -54,10 +54,10 @@ func TestStartingUp(t *testing.T) {
 	}
 }
 
-func TestStatusHold(t *testing.T) {
+func TestHoldStatus(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	key := types.NamespacedName{Namespace: "ns", Name: "sb"}
-	h := &statusHold{window: time.Second}
+	clock := newHoldClock(time.Second)
 	steps := []struct {
 		at       time.Duration
 		holdable bool
@@ -71,12 +71,11 @@ func TestStatusHold(t *testing.T) {
 		{at: 1300 * time.Millisecond, holdable: true, want: time.Second},           // ...and clears the clock
 	}
 	for i, s := range steps {
-		if got := h.wait(key, s.holdable, t0.Add(s.at)); got != s.want {
+		if got := holdStatus(clock, key, s.holdable, t0.Add(s.at)); got != s.want {
 			t.Fatalf("step %d at %v: wait = %v, want %v", i, s.at, got, s.want)
 		}
 	}
-	off := &statusHold{}
-	if got := off.wait(key, true, t0); got != 0 {
+	if got := holdStatus(newHoldClock(0), key, true, t0); got != 0 {
 		t.Errorf("window 0: wait = %v, want 0 (holding disabled)", got)
 	}
 }

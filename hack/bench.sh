@@ -10,6 +10,8 @@
 #   BENCH_ARGS        paddock-bench scenario flags, replacing the standard ones below
 #   BENCH_EXTRA_ARGS  flags appended to them (e.g. --note="...")
 #   BENCH_KWOK_NODES  KWOK fake nodes (default 10)
+#   BENCH_KWOK_MAX_PODS  Pods each KWOK node holds (default 110); e.g. 1000 with the default
+#                     10 nodes to hold 10,000 Sandboxes
 #   BENCH_STATE_DIR   the cluster's state directory (default /var/lib/paddock-bench)
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
@@ -17,19 +19,20 @@ cd "$(git rev-parse --show-toplevel)"
 LOCK=/tmp/paddock-cluster.lock
 STATE_DIR=${BENCH_STATE_DIR:-/var/lib/paddock-bench}
 KWOK_NODES=${BENCH_KWOK_NODES:-10}
+KWOK_MAX_PODS=${BENCH_KWOK_MAX_PODS:-110}
 OUT=${BENCH_OUT:-bin/bench/$(date -u +%Y%m%dT%H%M%SZ)}
 DOC=${BENCH_DOC-docs/performance.md}
 # The standard scenarios: the reference table of the performance guide, on KWOK nodes.
 STANDARD_ARGS="--kwok --pool 320 --count 300 --rate 20,50,burst --cold 500 --hold 1000 --hold-timeout 10m --timeout 3m --refill-window 60s"
 ARGS=${BENCH_ARGS:-$STANDARD_ARGS}
 # The locked re-run of this script must see the same values.
-export BENCH_OUT=$OUT BENCH_DOC=$DOC BENCH_STATE_DIR=$STATE_DIR BENCH_KWOK_NODES=$KWOK_NODES BENCH_ARGS=$ARGS
+export BENCH_OUT=$OUT BENCH_DOC=$DOC BENCH_STATE_DIR=$STATE_DIR BENCH_KWOK_NODES=$KWOK_NODES BENCH_KWOK_MAX_PODS=$KWOK_MAX_PODS BENCH_ARGS=$ARGS
 
 # run_locked runs with the lock held: the cluster exists only inside it.
 run_locked() {
   trap 'echo "bench: taking the cluster down"; bin/paddock dev down --state-dir "$STATE_DIR" || echo "bench: dev down failed; run: bin/paddock dev down --state-dir $STATE_DIR" >&2' EXIT
-  bin/paddock dev up --state-dir "$STATE_DIR" --kwok-nodes "$KWOK_NODES"
-  local note="make bench: local cluster (paddock dev up), 1 real node + $KWOK_NODES KWOK nodes, etcd fsync off, controller as a pod on the real node; $(nproc) CPUs"
+  bin/paddock dev up --state-dir "$STATE_DIR" --kwok-nodes "$KWOK_NODES" --kwok-max-pods "$KWOK_MAX_PODS"
+  local note="make bench: local cluster (paddock dev up), 1 real node + $KWOK_NODES KWOK nodes of $KWOK_MAX_PODS Pods, etcd fsync off, controller as a pod on the real node; $(nproc) CPUs"
   # shellcheck disable=SC2086 # ARGS is a list of flags
   bin/paddock-bench --kubeconfig "$STATE_DIR/kubeconfig" $ARGS --out "$OUT" --note "$note" ${BENCH_EXTRA_ARGS:-}
 }

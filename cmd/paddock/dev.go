@@ -21,6 +21,7 @@ type devOptions struct {
 	StateDir        string
 	SourceDir       string
 	KWOKNodes       int
+	KWOKMaxPods     int
 	InstallPackages bool
 	InstallPaddock  bool
 }
@@ -28,6 +29,7 @@ type devOptions struct {
 func (o *devOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SourceDir, "source-dir", "", "Paddock checkout whose hack/ scripts build the binaries (default: the checkout holding the working directory)")
 	fs.IntVar(&o.KWOKNodes, "kwok-nodes", 2, "number of KWOK fake nodes")
+	fs.IntVar(&o.KWOKMaxPods, "kwok-max-pods", devcluster.DefaultKWOKMaxPods, "Pods each KWOK fake node holds; raise it to hold thousands of Sandboxes on a few fake nodes")
 	fs.BoolVar(&o.InstallPackages, "install-packages", true, "install missing Debian packages with apt-get")
 	fs.BoolVar(&o.InstallPaddock, "install-paddock", true, "build Paddock's images from the source tree and install the controller (core and extensions) into the cluster")
 }
@@ -39,7 +41,7 @@ func (o *devOptions) Config(needSource bool) (devcluster.Config, error) {
 		return devcluster.Config{}, fmt.Errorf("--state-dir %q: %w", o.StateDir, err)
 	}
 	cfg := devcluster.Defaults(stateDir)
-	cfg.KWOKNodes = o.KWOKNodes
+	cfg.KWOKNodes, cfg.KWOKMaxPods = o.KWOKNodes, o.KWOKMaxPods
 	if needSource {
 		src := o.SourceDir
 		if src == "" {

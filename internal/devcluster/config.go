@@ -3,6 +3,7 @@ package devcluster
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"path/filepath"
 	"strconv"
@@ -16,6 +17,9 @@ type Config struct {
 	SourceDir string
 	// KWOKNodes is the number of fake nodes KWOK manages.
 	KWOKNodes int
+	// KWOKMaxPods is each fake node's Pod capacity, which bounds how many Pods the fake nodes
+	// hold together (KWOKNodes × KWOKMaxPods).
+	KWOKMaxPods int
 
 	// NodeIP is the real node's address, on an interface of its own. The API server, the kubelet
 	// and CoreDNS listen there so that pods (through the bridge) and the host both reach them.
@@ -54,6 +58,14 @@ const (
 	bridgeInterface = "paddock-br"
 )
 
+// DefaultKWOKMaxPods is a fake node's Pod capacity unless --kwok-max-pods says otherwise: the
+// kubelet's own default.
+const DefaultKWOKMaxPods = 110
+
+// maxKWOKMaxPods bounds --kwok-max-pods; a fake node costs nothing, but a typo should not make
+// one node hold a whole benchmark.
+const maxKWOKMaxPods = 10000
+
 // KWOKNodeLabel selects the fake nodes KWOK manages (key=value).
 const (
 	KWOKNodeLabelKey   = "type"
@@ -65,6 +77,7 @@ func Defaults(stateDir string) Config {
 	return Config{
 		StateDir:    stateDir,
 		KWOKNodes:   2,
+		KWOKMaxPods: DefaultKWOKMaxPods,
 		NodeIP:      netip.MustParseAddr("198.18.255.1"),
 		PodCIDR:     netip.MustParsePrefix("198.18.0.0/24"),
 		ServiceCIDR: netip.MustParsePrefix("198.19.128.0/17"),
@@ -93,6 +106,11 @@ func (c Config) Validate() error {
 	if c.KWOKNodes < 0 || c.KWOKNodes > 1000 {
 		errs = append(errs, fmt.Errorf("--kwok-nodes %d is out of range; want 0 to 1000", c.KWOKNodes))
 	}
+	if c.KWOKMaxPods < 1 || c.KWOKMaxPods > maxKWOKMaxPods {
+		errs = append(errs, fmt.Errorf("--kwok-max-pods %d is out of range; want 1 to %d", c.KWOKMaxPods, maxKWOKMaxPods))
+	} else if pods, addrs := c.KWOKNodes*c.KWOKMaxPods, kwokAddresses(c.KWOKCIDR); pods > addrs {
+		errs = append(errs, fmt.Errorf("--kwok-nodes %d × --kwok-max-pods %d = %d Pods do not fit the KWOK CIDR %s; give fewer", c.KWOKNodes, c.KWOKMaxPods, pods, c.KWOKCIDR))
+	}
 	if !c.NodeIP.Is4() || !testBed.Contains(c.NodeIP) {
 		errs = append(errs, fmt.Errorf("node IP %s must be an IPv4 address in %s", c.NodeIP, testBed))
 	}
@@ -116,6 +134,15 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.Ports.validate()...)
 	return errors.Join(errs...)
+}
+
+// kwokAddresses is how many Pod IPs KWOK can hand out from the IPv4 range p; an invalid range
+// counts as unlimited, as the range check reports it.
+func kwokAddresses(p netip.Prefix) int {
+	if !p.IsValid() || !p.Addr().Is4() {
+		return math.MaxInt
+	}
+	return 1<<(32-p.Bits()) - 2
 }
 
 func (p Ports) validate() []error {

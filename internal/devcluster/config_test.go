@@ -21,6 +21,12 @@ func TestValidate(t *testing.T) {
 		{name: "root state dir", mutate: func(c *Config) { c.StateDir = "/" }, want: []string{"--state-dir must not be /"}},
 		{name: "negative kwok nodes", mutate: func(c *Config) { c.KWOKNodes = -1 }, want: []string{"--kwok-nodes -1"}},
 		{name: "hundred kwok nodes", mutate: func(c *Config) { c.KWOKNodes = 100 }},
+		{name: "thousand pods per kwok node", mutate: func(c *Config) { c.KWOKNodes, c.KWOKMaxPods = 10, 1000 }},
+		{name: "zero pods per kwok node", mutate: func(c *Config) { c.KWOKMaxPods = 0 }, want: []string{"--kwok-max-pods 0 is out of range; want 1 to 10000"}},
+		{name: "too many pods per kwok node", mutate: func(c *Config) { c.KWOKMaxPods = 10001 }, want: []string{"--kwok-max-pods 10001"}},
+		{name: "kwok pods beyond the kwok range", mutate: func(c *Config) {
+			c.KWOKNodes, c.KWOKMaxPods, c.KWOKCIDR = 3, 100, netip.MustParsePrefix("198.19.0.0/24")
+		}, want: []string{"--kwok-nodes 3 × --kwok-max-pods 100 = 300 Pods do not fit the KWOK CIDR 198.19.0.0/24"}},
 		{name: "pod range outside the test bed", mutate: func(c *Config) { c.PodCIDR = netip.MustParsePrefix("10.244.0.0/16") }, want: []string{"pod CIDR 10.244.0.0/16", "198.18.0.0/15"}},
 		{name: "service range in 172.16/12", mutate: func(c *Config) { c.ServiceCIDR = netip.MustParsePrefix("172.20.0.0/16") }, want: []string{"service CIDR 172.20.0.0/16"}},
 		{name: "overlapping ranges", mutate: func(c *Config) { c.KWOKCIDR = netip.MustParsePrefix("198.19.128.0/24") }, want: []string{"KWOK CIDR 198.19.128.0/24 overlaps service CIDR"}},

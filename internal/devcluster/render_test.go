@@ -2,6 +2,7 @@ package devcluster
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,9 +153,10 @@ func TestTokenFileRoundTrip(t *testing.T) {
 }
 
 func TestKWOKNode(t *testing.T) {
-	n := kwokNode(7)
-	got := []string{n.Name, n.Labels["type"], n.Labels[corev1.LabelHostname], n.Annotations["kwok.x-k8s.io/node"], string(n.Spec.Taints[0].Effect)}
-	if diff := cmp.Diff([]string{"paddock-kwok-7", "kwok", "paddock-kwok-7", "fake", "NoSchedule"}, got); diff != "" {
+	n := kwokNode(7, 1000)
+	got := []string{n.Name, n.Labels["type"], n.Labels[corev1.LabelHostname], n.Annotations["kwok.x-k8s.io/node"], string(n.Spec.Taints[0].Effect),
+		fmt.Sprint(n.Status.Capacity.Pods().Value()), fmt.Sprint(n.Status.Allocatable.Pods().Value())}
+	if diff := cmp.Diff([]string{"paddock-kwok-7", "kwok", "paddock-kwok-7", "fake", "NoSchedule", "1000", "1000"}, got); diff != "" {
 		t.Fatalf("fake node (-want +got):\n%s", diff)
 	}
 }

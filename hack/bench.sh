@@ -23,7 +23,7 @@ KWOK_MAX_PODS=${BENCH_KWOK_MAX_PODS:-110}
 OUT=${BENCH_OUT:-bin/bench/$(date -u +%Y%m%dT%H%M%SZ)}
 DOC=${BENCH_DOC-docs/performance.md}
 # The standard scenarios: the reference table of the performance guide, on KWOK nodes.
-STANDARD_ARGS="--kwok --pool 320 --count 300 --rate 20,50,burst --cold 500 --hold 1000 --hold-timeout 10m --timeout 3m --refill-window 60s"
+STANDARD_ARGS="--kwok --pool 320 --count 300 --rate 20,50,burst --cold 500 --runtime 2000 --runtime-load 50000 --hold 1000 --hold-timeout 10m --timeout 3m --refill-window 60s"
 ARGS=${BENCH_ARGS:-$STANDARD_ARGS}
 # The locked re-run of this script must see the same values.
 export BENCH_OUT=$OUT BENCH_DOC=$DOC BENCH_STATE_DIR=$STATE_DIR BENCH_KWOK_NODES=$KWOK_NODES BENCH_KWOK_MAX_PODS=$KWOK_MAX_PODS BENCH_ARGS=$ARGS

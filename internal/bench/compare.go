@@ -136,8 +136,18 @@ type comparedMetric struct {
 	format func(float64) string
 }
 
-func always(f func(Result) float64) func(Result) (float64, bool) {
-	return func(r Result) (float64, bool) { return f(r), true }
+// ofObjects is a metric of the scenarios that create claims or Sandboxes: all but runtime ones.
+func ofObjects(f func(Result) float64) func(Result) (float64, bool) {
+	return func(r Result) (float64, bool) { return f(r), r.Runtime == nil }
+}
+
+func ofRuntime(f func(*Runtime) float64) func(Result) (float64, bool) {
+	return func(r Result) (float64, bool) {
+		if r.Runtime == nil {
+			return 0, false
+		}
+		return f(r.Runtime), true
+	}
 }
 
 func ofHold(f func(*Hold) float64) func(Result) (float64, bool) {
@@ -152,12 +162,16 @@ func ofHold(f func(*Hold) float64) func(Result) (float64, bool) {
 func seconds(v float64) string { return latency(1, v) }
 
 var comparedMetrics = []comparedMetric{
-	{"p50", always(func(r Result) float64 { return r.Latency.P50 }), seconds},
-	{"p90", always(func(r Result) float64 { return r.Latency.P90 }), seconds},
-	{"p99", always(func(r Result) float64 { return r.Latency.P99 }), seconds},
-	{"max", always(func(r Result) float64 { return r.Latency.Max }), seconds},
-	{"all Ready", always(func(r Result) float64 { return r.AllReadySeconds }), seconds},
-	{"API writes per object", always(func(r Result) float64 { return r.WritesPerClaim }), func(v float64) string { return fmt.Sprintf("%.1f", v) }},
+	{"p50", ofObjects(func(r Result) float64 { return r.Latency.P50 }), seconds},
+	{"p90", ofObjects(func(r Result) float64 { return r.Latency.P90 }), seconds},
+	{"p99", ofObjects(func(r Result) float64 { return r.Latency.P99 }), seconds},
+	{"max", ofObjects(func(r Result) float64 { return r.Latency.Max }), seconds},
+	{"all Ready", ofObjects(func(r Result) float64 { return r.AllReadySeconds }), seconds},
+	{"API writes per object", ofObjects(func(r Result) float64 { return r.WritesPerClaim }), func(v float64) string { return fmt.Sprintf("%.1f", v) }},
+	{"exec p50, direct", ofRuntime(func(m *Runtime) float64 { return m.Exec.P50 }), microseconds},
+	{"exec p50, routed", ofRuntime(func(m *Runtime) float64 { return m.ExecRouted.P50 }), microseconds},
+	{"health p50, routed", ofRuntime(func(m *Runtime) float64 { return m.HealthRouted.P50 }), microseconds},
+	{"routed requests/s", ofRuntime(func(m *Runtime) float64 { return m.LoadRouted.PerSecond }), func(v float64) string { return fmt.Sprintf("%.0f", v) }},
 	{"RSS settled", ofHold(func(h *Hold) float64 { return h.Settled.RSSBytes }), mebibytes},
 	{"RSS after resync", ofHold(func(h *Hold) float64 { return h.AfterResync.RSSBytes }), mebibytes},
 	{"CPU while creating", ofHold(func(h *Hold) float64 { return h.CPUCoresCreating }), func(v float64) string { return fmt.Sprintf("%.2f cores", v) }},

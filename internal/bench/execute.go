@@ -59,6 +59,7 @@ func newRunner(ctx context.Context, o *Options) (*Runner, Conditions, error) {
 		runner.PlaceOnKWOK()
 	}
 	runner.MeasureController(o.Controller)
+	runner.MeasureRuntime(o.Runtime)
 	conds, err := runner.Conditions(ctx)
 	if err != nil {
 		return nil, conds, err

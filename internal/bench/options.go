@@ -27,6 +27,12 @@ type Options struct {
 	Hold        int
 	HoldTimeout time.Duration
 	Controller  Controller
+	// RuntimeRequests is the number of round trips of the runtime scenario (0 skips it);
+	// RuntimeLoad and RuntimeConcurrency shape its throughput measurement.
+	RuntimeRequests    int
+	RuntimeLoad        int
+	RuntimeConcurrency int
+	Runtime            RuntimeTarget
 	// Compare is two controller images; every scenario runs once with each.
 	Compare string
 	// From re-renders the report.json of an earlier run instead of running anything.
@@ -40,14 +46,17 @@ type Options struct {
 // NewOptions returns small defaults: a run that finishes in seconds on a shared machine.
 func NewOptions() *Options {
 	return &Options{
-		PoolSize:     20,
-		Count:        40,
-		Rates:        "5,20",
-		Timeout:      2 * time.Minute,
-		RefillWindow: 30 * time.Second,
-		Image:        DefaultImage,
-		Out:          "bench-out",
-		HoldTimeout:  15 * time.Minute,
+		PoolSize:           20,
+		Count:              40,
+		Rates:              "5,20",
+		Timeout:            2 * time.Minute,
+		RefillWindow:       30 * time.Second,
+		Image:              DefaultImage,
+		Out:                "bench-out",
+		HoldTimeout:        15 * time.Minute,
+		RuntimeLoad:        20000,
+		RuntimeConcurrency: 32,
+		Runtime:            DefaultRuntimeTarget(),
 		Controller: Controller{
 			Namespace: "paddock-system", Selector: "app.kubernetes.io/name=paddock-controller", MetricsPort: 8080,
 			Deployment: "paddock-controller",
@@ -71,6 +80,13 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Controller.MetricsPort, "controller-metrics-port", o.Controller.MetricsPort, "port of the controller's plain-HTTP Prometheus /metrics, read through the API server's pod proxy (hold scenario)")
 	fs.StringVar(&o.Controller.Deployment, "controller-deployment", o.Controller.Deployment, "the controller's Deployment in --controller-namespace, whose first container's image --compare swaps")
 	fs.StringVar(&o.Compare, "compare", o.Compare, "IMAGE_A,IMAGE_B: run every scenario with the controller Deployment on image A, then on image B, on the same cluster; write a/, b/ and compare.md (ratios B/A) into --out, then restore the original image")
+	fs.IntVar(&o.RuntimeRequests, "runtime", o.RuntimeRequests, "round trips of a runtime scenario, each way: exec `true` through the SDK and GET /v1/health, straight to one real sandbox and through the router; 0 skips it. The harness must reach Pod IPs (run it on the cluster's node)")
+	fs.IntVar(&o.RuntimeLoad, "runtime-load", o.RuntimeLoad, "requests of the runtime scenario's throughput measurement, each way (direct and routed); 0 skips it")
+	fs.IntVar(&o.RuntimeConcurrency, "runtime-concurrency", o.RuntimeConcurrency, "concurrent clients of the runtime scenario's throughput measurement")
+	fs.StringVar(&o.Runtime.Image, "runtime-image", o.Runtime.Image, "image of the runtime scenario's sandbox; it must run sandboxd (REST on 8080, legacy runtime API on 8888) and be pullable by a real node")
+	fs.StringVar(&o.Runtime.Router.Namespace, "router-namespace", o.Runtime.Router.Namespace, "namespace of paddock-router's Pods (runtime scenario)")
+	fs.StringVar(&o.Runtime.Router.Selector, "router-selector", o.Runtime.Router.Selector, "label selector of paddock-router's Pods (runtime scenario); empty measures no router")
+	fs.IntVar(&o.Runtime.Router.Port, "router-port", o.Runtime.Router.Port, "paddock-router's plain-HTTP proxy port on its Pods (runtime scenario)")
 	fs.StringVar(&o.Image, "image", o.Image, "container image of the sandboxes")
 	fs.BoolVar(&o.KWOK, "kwok", o.KWOK, "place the sandboxes on KWOK fake nodes (node label type=kwok, taint kwok.x-k8s.io/node=fake:NoSchedule)")
 	fs.StringVar(&o.Out, "out", o.Out, "directory for report.json, report.md and the latency plots")
@@ -128,6 +144,17 @@ func (o *Options) Validate() error {
 	if o.Hold < 0 {
 		errs = append(errs, fmt.Errorf("--hold=%d: give 0 to skip the hold scenario or a positive count", o.Hold))
 	}
+	if o.RuntimeRequests < 0 {
+		errs = append(errs, fmt.Errorf("--runtime=%d: give 0 to skip the runtime scenario or a positive count", o.RuntimeRequests))
+	}
+	if o.RuntimeRequests > 0 {
+		if o.Runtime.Image == "" {
+			errs = append(errs, errors.New("--runtime-image is empty: give an image that runs sandboxd, such as "+DefaultRuntimeImage+" of paddock dev up"))
+		}
+		if o.Runtime.Router.Selector != "" && (o.Runtime.Router.Namespace == "" || o.Runtime.Router.Port <= 0) {
+			errs = append(errs, errors.New("--router-selector needs --router-namespace and a positive --router-port; an empty --router-selector measures no router"))
+		}
+	}
 	if o.Hold > 0 && (o.Controller.Namespace == "" || o.Controller.Selector == "" || o.Controller.MetricsPort <= 0) {
 		errs = append(errs, errors.New("--hold needs the controller's Pods: give --controller-namespace, --controller-selector and --controller-metrics-port"))
 	}
@@ -140,12 +167,13 @@ func (o *Options) Validate() error {
 		return err
 	}
 	if len(o.Scenarios()) == 0 {
-		return errors.New("nothing to run: give --rate for warm scenarios, --cold for a cold one or --hold for a hold one")
+		return errors.New("nothing to run: give --rate for warm scenarios, --cold for a cold one, --hold for a hold one or --runtime for a runtime one")
 	}
 	return nil
 }
 
-// Scenarios lists what the options ask for: one warm scenario per rate, the cold one, the hold one.
+// Scenarios lists what the options ask for: one warm scenario per rate, the cold one, the runtime
+// one, the hold one.
 func (o *Options) Scenarios() []Scenario {
 	rates, _ := ParseRates(o.Rates)
 	var out []Scenario
@@ -155,6 +183,10 @@ func (o *Options) Scenarios() []Scenario {
 	}
 	if o.Cold > 0 {
 		out = append(out, Scenario{Kind: KindCold, Count: o.Cold, Timeout: o.Timeout})
+	}
+	if o.RuntimeRequests > 0 {
+		out = append(out, Scenario{Kind: KindRuntime, Count: o.RuntimeRequests, LoadRequests: o.RuntimeLoad,
+			Concurrency: o.RuntimeConcurrency, Timeout: o.Timeout})
 	}
 	// Last: its thousands of objects would otherwise be in the cluster during the others.
 	if o.Hold > 0 {

@@ -42,7 +42,8 @@ func TestOptionsFromFlags(t *testing.T) {
 	o := NewOptions()
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	o.AddFlags(fs)
-	if err := fs.Parse([]string{"--pool=5", "--count=10", "--rate=20,burst", "--cold=7", "--hold=100", "--hold-timeout=5m", "--timeout=1m", "--out=/tmp/x"}); err != nil {
+	if err := fs.Parse([]string{"--pool=5", "--count=10", "--rate=20,burst", "--cold=7", "--hold=100", "--hold-timeout=5m", "--timeout=1m", "--out=/tmp/x",
+		"--runtime=50", "--runtime-load=500", "--runtime-concurrency=4", "--runtime-image=reg/sb:1", "--router-namespace=r", "--router-selector=app=r", "--router-port=81"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Validate(); err != nil {
@@ -52,10 +53,15 @@ func TestOptionsFromFlags(t *testing.T) {
 		{Kind: KindWarm, PoolSize: 5, Count: 10, Rate: 20, Timeout: time.Minute, RefillWindow: 30 * time.Second},
 		{Kind: KindWarm, PoolSize: 5, Count: 10, Rate: 0, Timeout: time.Minute, RefillWindow: 30 * time.Second},
 		{Kind: KindCold, Count: 7, Timeout: time.Minute},
+		{Kind: KindRuntime, Count: 50, LoadRequests: 500, Concurrency: 4, Timeout: time.Minute},
 		{Kind: KindHold, Count: 100, Timeout: 5 * time.Minute},
 	}
 	if diff := cmp.Diff(want, o.Scenarios()); diff != "" {
 		t.Errorf("Scenarios (-want +got):\n%s", diff)
+	}
+	wantTarget := RuntimeTarget{Image: "reg/sb:1", RESTPort: 8080, LegacyPort: 8888, Router: RouterTarget{Namespace: "r", Selector: "app=r", Port: 81}}
+	if diff := cmp.Diff(wantTarget, o.Runtime); diff != "" {
+		t.Errorf("runtime target (-want +got):\n%s", diff)
 	}
 }
 
@@ -72,6 +78,10 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "nothing to run", mutate: func(o *Options) { o.Rates = "" }, wantErr: "nothing to run"},
 		{name: "negative hold", mutate: func(o *Options) { o.Hold = -1 }, wantErr: "--hold=-1"},
 		{name: "hold without controller", mutate: func(o *Options) { o.Hold, o.Controller.Selector = 10, "" }, wantErr: "--controller-selector"},
+		{name: "negative runtime", mutate: func(o *Options) { o.RuntimeRequests = -2 }, wantErr: "--runtime=-2"},
+		{name: "runtime without image", mutate: func(o *Options) { o.RuntimeRequests, o.Runtime.Image = 10, "" }, wantErr: "--runtime-image is empty"},
+		{name: "router without port", mutate: func(o *Options) { o.RuntimeRequests, o.Runtime.Router.Port = 10, 0 }, wantErr: "--router-port"},
+		{name: "runtime load without clients", mutate: func(o *Options) { o.RuntimeRequests, o.RuntimeConcurrency = 10, 0 }, wantErr: "concurrency 0"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,8 +15,9 @@ const percentilesFile = "percentiles.svg"
 func scenarioPlot(i int) string { return fmt.Sprintf("scenario-%d.svg", i+1) }
 
 // plotted says whether a scenario gets a latency-over-time plot: a hold scenario's thousands of
-// creations make a large file that shows nothing the cold scenario does not.
-func plotted(s Result) bool { return s.Kind != KindHold }
+// creations make a large file that shows nothing the cold scenario does not, and a runtime
+// scenario creates one object.
+func plotted(s Result) bool { return s.Kind != KindHold && s.Kind != KindRuntime }
 
 // WriteFiles writes report.json, report.md, one latency plot per scenario (scenario-1.svg, ...)
 // and, when there are warm scenarios, percentiles.svg into dir, creating it if needed, and

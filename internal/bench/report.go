@@ -40,6 +40,8 @@ const (
 	KindWarm = "warm"
 	KindCold = "cold"
 	KindHold = "hold"
+	// KindRuntime measures sandboxd and the router in front of one real sandbox.
+	KindRuntime = "runtime"
 )
 
 // Result is one scenario's outcome.
@@ -71,7 +73,10 @@ type Result struct {
 	// LoadAverage is the harness machine's load average when the scenario ended.
 	LoadAverage string `json:"loadAverage,omitempty"`
 	// Hold is set for hold scenarios.
-	Hold    *Hold    `json:"hold,omitempty"`
+	Hold *Hold `json:"hold,omitempty"`
+	// Runtime is set for runtime scenarios, which create no claims and leave the fields above
+	// about objects empty.
+	Runtime *Runtime `json:"runtime,omitempty"`
 	Samples []Sample `json:"samples"`
 }
 
@@ -107,13 +112,17 @@ func Markdown(r *Report) string {
 	b.WriteString("\n| scenario | created | Ready | p50 | p90 | p99 | max | all Ready | API writes per object |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Scenarios {
+		if s.Runtime != nil {
+			continue
+		}
 		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %s | %s | %s | %.1f |\n", s.Name, s.Count, s.Ready,
 			latency(s.Latency.N, s.Latency.P50), latency(s.Latency.N, s.Latency.P90), latency(s.Latency.N, s.Latency.P99),
 			latency(s.Latency.N, s.Latency.Max), latency(s.Ready, s.AllReadySeconds), s.WritesPerClaim)
 	}
 	b.WriteString(holdTable(r.Scenarios))
+	b.WriteString(runtimeTable(r.Scenarios))
 	for _, s := range r.Scenarios {
-		if len(s.Writes) == 0 && len(s.ObjectsBefore) == 0 {
+		if s.Runtime != nil || (len(s.Writes) == 0 && len(s.ObjectsBefore) == 0) {
 			continue
 		}
 		fmt.Fprintf(&b, "\n%s: objects present before: %s; load average after: %s; API writes (total %.0f):\n\n",

@@ -50,6 +50,20 @@ func sampleReport() *Report {
 				},
 				Samples: []Sample{{Name: "sb-00000", LatencySeconds: 1, Ready: true}},
 			},
+			{
+				Name: "runtime 100", Kind: KindRuntime, Count: 100, Writes: Writes{},
+				ObjectsBefore: map[string]int{"sandboxes": 1},
+				Runtime: &Runtime{
+					Sandbox: "runtime", PodIP: "198.18.0.9", RouterPod: "router-1",
+					Exec:         Summary{N: 100, P50: 0.0009, P90: 0.0012, P99: 0.0016, Max: 0.003},
+					ExecRouted:   Summary{N: 100, P50: 0.0011, P90: 0.0014, P99: 0.0019, Max: 0.004},
+					Health:       Summary{N: 100, P50: 0.00005, P90: 0.00006, P99: 0.00009, Max: 0.0002},
+					HealthRouted: Summary{N: 100, P50: 0.00015, P90: 0.0002, P99: 0.0003, Max: 0.012},
+					Load:         Load{Concurrency: 8, Requests: 1000, Seconds: 0.05, PerSecond: 20000, Latency: Summary{N: 1000, P50: 0.0003, P99: 0.0011}},
+					LoadRouted:   Load{Concurrency: 8, Requests: 1000, Errors: 2, Seconds: 0.1, PerSecond: 9980, Latency: Summary{N: 998, P50: 0.0008, P99: 0.0025}},
+					Problems:     []string{"timeout ran out"},
+				},
+			},
 		},
 	}
 }
@@ -71,6 +85,17 @@ Conditions: envtest, fsync off
 hold 3 could not measure everything: metrics slow.
 
 Times after the restart run from the delete of the controller's Pod (the process start is on the controller's clock); a new Pod's readiness includes its readiness probe's period; a full resync is when the new process has queued at least as many items as Sandboxes are held and has nothing queued or in flight (workqueue metrics).
+
+| runtime scenario | path | one at a time p50 | p99 | router adds (p50) | requests/s under load | p50 under load | p99 under load | errors |
+|---|---|---|---|---|---|---|---|---|
+| runtime 100 | exec true (SDK), direct | 900 µs | 1.60 ms | – | – | – | – | – |
+| runtime 100 | exec true (SDK), routed | 1.10 ms | 1.90 ms | 200 µs | – | – | – | – |
+| runtime 100 | GET /v1/health, direct | 50 µs | 90 µs | – | 20000 | 300 µs | 1.10 ms | 0 |
+| runtime 100 | GET /v1/health, routed | 150 µs | 300 µs | 100 µs | 9980 | 800 µs | 2.50 ms | 2 |
+
+runtime 100 could not measure everything: timeout ran out.
+
+The harness sends the runtime requests from the machine it runs on to the sandbox's Pod IP and to the router Pod's IP, with keep-alive connections; each routed round trip follows a direct one. "Router adds" is the routed p50 minus the direct p50. Under load, the clients send the next request as soon as the last one answered.
 
 warm 5/s: objects present before: 0 nodes, 8 sandboxes; load average after: 1.20 0.60 0.40; API writes (total 6):
 

@@ -42,6 +42,8 @@ type Runner struct {
 	onKWOK bool
 	// controller is where the hold scenario finds the controller; see MeasureController.
 	controller Controller
+	// runtimeTarget is what the runtime scenario measures; see MeasureRuntime.
+	runtimeTarget RuntimeTarget
 }
 
 // NewRunner builds the clients. It lifts the client-side rate limit: the harness must not be the
@@ -66,7 +68,7 @@ func NewRunner(cfg *rest.Config, image string) (*Runner, error) {
 	if image == "" {
 		image = DefaultImage
 	}
-	return &Runner{c: c, raw: d.RESTClient(), disc: d, image: image}, nil
+	return &Runner{c: c, raw: d.RESTClient(), disc: d, image: image, runtimeTarget: DefaultRuntimeTarget()}, nil
 }
 
 // Writes reads the API server's write counters from GET /metrics.
@@ -261,6 +263,10 @@ func (r *Runner) waitPoolFull(ctx context.Context, ns string, replicas int, time
 
 // MeasureController tells the hold scenario where the controller under test runs.
 func (r *Runner) MeasureController(c Controller) { r.controller = c }
+
+// MeasureRuntime sets the sandbox image and router of the runtime scenario (default:
+// DefaultRuntimeTarget).
+func (r *Runner) MeasureRuntime(t RuntimeTarget) { r.runtimeTarget = t }
 
 // PlaceOnKWOK makes every Sandbox of the run select and tolerate KWOK's fake nodes.
 func (r *Runner) PlaceOnKWOK() { r.onKWOK = true }

@@ -28,6 +28,11 @@ type Scenario struct {
 	// RefillWindow bounds the wait for the pool to be full again after the last claim, during
 	// which writes are still counted.
 	RefillWindow time.Duration
+	// Concurrency and LoadRequests shape a runtime scenario's throughput measurement:
+	// LoadRequests requests from Concurrency clients at once, each way (0 requests skips it).
+	// Count is then the number of round trips measured one at a time.
+	Concurrency  int
+	LoadRequests int
 }
 
 // Name describes the scenario in tables and file names.
@@ -37,6 +42,8 @@ func (s Scenario) Name() string {
 		return fmt.Sprintf("cold, %d Sandboxes at once", s.Count)
 	case s.Kind == KindHold:
 		return fmt.Sprintf("hold %d Sandboxes, restart the controller", s.Count)
+	case s.Kind == KindRuntime:
+		return fmt.Sprintf("runtime, %d round trips, %d requests from %d clients", s.Count, s.LoadRequests, s.Concurrency)
 	case s.Rate == 0:
 		return fmt.Sprintf("warm burst, %d claims, pool %d", s.Count, s.PoolSize)
 	default:
@@ -47,8 +54,8 @@ func (s Scenario) Name() string {
 // Validate names the first field that makes the scenario impossible to run.
 func (s Scenario) Validate() error {
 	switch {
-	case s.Kind != KindWarm && s.Kind != KindCold && s.Kind != KindHold:
-		return fmt.Errorf("scenario kind %q: use %q, %q or %q", s.Kind, KindWarm, KindCold, KindHold)
+	case s.Kind != KindWarm && s.Kind != KindCold && s.Kind != KindHold && s.Kind != KindRuntime:
+		return fmt.Errorf("scenario kind %q: use %q, %q, %q or %q", s.Kind, KindWarm, KindCold, KindHold, KindRuntime)
 	case s.Count < 1:
 		return fmt.Errorf("count %d: create at least one object", s.Count)
 	case s.Kind == KindWarm && s.PoolSize < 1:
@@ -57,6 +64,10 @@ func (s Scenario) Validate() error {
 		return fmt.Errorf("rate %g: use a positive rate per second, or 0 for all at once", s.Rate)
 	case s.Timeout <= 0:
 		return fmt.Errorf("timeout %s: every scenario needs a positive bound", s.Timeout)
+	case s.Kind == KindRuntime && s.LoadRequests < 0:
+		return fmt.Errorf("load requests %d: give 0 to skip the throughput measurement or a positive count", s.LoadRequests)
+	case s.Kind == KindRuntime && s.LoadRequests > 0 && s.Concurrency < 1:
+		return fmt.Errorf("concurrency %d: the throughput measurement needs at least one client", s.Concurrency)
 	}
 	return nil
 }
@@ -98,15 +109,22 @@ func (r *Runner) runIn(ctx context.Context, ns string, s Scenario) (Result, erro
 		return Result{}, err
 	}
 	measure := r.measure
-	if s.Kind == KindHold {
+	switch s.Kind {
+	case KindHold:
 		measure = r.hold
+	case KindRuntime:
+		measure = r.runtime
 	}
 	res, err := measure(ctx, ns, s)
 	if err != nil {
 		return Result{}, err
 	}
 	res.ObjectsBefore, res.LoadAverage = objects, loadAverage()
-	log.Info("Scenario done", "ready", res.Ready, "p50", res.Latency.P50, "p99", res.Latency.P99, "writesPerObject", res.WritesPerClaim)
+	if m := res.Runtime; m != nil {
+		log.Info("Scenario done", "execP50", m.Exec.P50, "execRoutedP50", m.ExecRouted.P50, "routedPerSecond", m.LoadRouted.PerSecond, "problems", m.Problems)
+	} else {
+		log.Info("Scenario done", "ready", res.Ready, "p50", res.Latency.P50, "p99", res.Latency.P99, "writesPerObject", res.WritesPerClaim)
+	}
 	return res, nil
 }
 

@@ -23,6 +23,10 @@ func TestScenarioValidate(t *testing.T) {
 		{name: "cold needs no pool", mutate: func(s *Scenario) { s.Kind, s.PoolSize = KindCold, 0 }},
 		{name: "rate", mutate: func(s *Scenario) { s.Rate = -1 }, want: "rate -1"},
 		{name: "timeout", mutate: func(s *Scenario) { s.Timeout = 0 }, want: "timeout 0s"},
+		{name: "runtime", mutate: func(s *Scenario) { s.Kind, s.PoolSize, s.LoadRequests, s.Concurrency = KindRuntime, 0, 100, 4 }},
+		{name: "runtime without load", mutate: func(s *Scenario) { s.Kind, s.LoadRequests, s.Concurrency = KindRuntime, 0, 0 }},
+		{name: "runtime load", mutate: func(s *Scenario) { s.Kind, s.LoadRequests = KindRuntime, -1 }, want: "load requests -1"},
+		{name: "runtime clients", mutate: func(s *Scenario) { s.Kind, s.LoadRequests, s.Concurrency = KindRuntime, 10, 0 }, want: "concurrency 0"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -99,7 +99,7 @@ func gitCommit() string {
 
 func TestScenarios(t *testing.T) {
 	startControllers(t)
-	kubelet, err := startKubeletStandIn(env.Config, env.Client, *workers)
+	kubelet, err := startKubeletStandIn(env.Config, env.Client, *workers, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

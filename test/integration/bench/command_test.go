@@ -33,7 +33,7 @@ func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
 // with one small scenario of each kind.
 func TestCommand(t *testing.T) {
 	startControllers(t)
-	kubelet, err := startKubeletStandIn(env.Config, env.Client, *workers)
+	kubelet, err := startKubeletStandIn(env.Config, env.Client, *workers, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

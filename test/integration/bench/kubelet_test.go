@@ -20,18 +20,21 @@ import (
 // its fake nodes. envtest runs no scheduler or kubelet, so without it no Sandbox would ever be
 // Ready. It talks to the API server like any other client; the controllers cannot tell.
 type kubeletStandIn struct {
+	// podIP gives a Pod its address; framework.PodIP when it returns "".
+	podIP  func(client.ObjectKey) string
 	queue  workqueue.TypedRateLimitingInterface[client.ObjectKey]
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func startKubeletStandIn(cfg *rest.Config, c client.Client, workers int) (*kubeletStandIn, error) {
+func startKubeletStandIn(cfg *rest.Config, c client.Client, workers int, podIP func(client.ObjectKey) string) (*kubeletStandIn, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &kubeletStandIn{
+		podIP:  podIP,
 		queue:  workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[client.ObjectKey]()),
 		cancel: cancel,
 		done:   make(chan struct{}),
@@ -79,7 +82,7 @@ func (k *kubeletStandIn) work(ctx context.Context, c client.Client) bool {
 		return false
 	}
 	defer k.queue.Done(key)
-	if _, err := framework.MarkPodReady(ctx, c, key); err != nil {
+	if _, err := k.markReady(ctx, c, key); err != nil {
 		if apierrors.IsNotFound(err) {
 			k.queue.Forget(key)
 			return true
@@ -90,6 +93,23 @@ func (k *kubeletStandIn) work(ctx context.Context, c client.Client) bool {
 	}
 	k.queue.Forget(key)
 	return true
+}
+
+// markReady makes the Pod Running and Ready with its address.
+func (k *kubeletStandIn) markReady(ctx context.Context, c client.Client, key client.ObjectKey) (*corev1.Pod, error) {
+	ip := ""
+	if k.podIP != nil {
+		ip = k.podIP(key)
+	}
+	if ip == "" {
+		return framework.MarkPodReady(ctx, c, key)
+	}
+	return framework.UpdatePodStatus(ctx, c, key, func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodRunning
+		framework.SetPodCondition(p, corev1.PodScheduled, corev1.ConditionTrue, "")
+		framework.SetPodCondition(p, corev1.PodReady, corev1.ConditionTrue, "")
+		p.Status.PodIP, p.Status.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+	})
 }
 
 func (k *kubeletStandIn) stop() {

@@ -154,3 +154,13 @@ func TestWriteFiles(t *testing.T) {
 		t.Errorf("scenario-1.svg has %d points, want 2", got)
 	}
 }
+
+// TestMarkdownRuntimeOnly leaves out the table of claims and Sandboxes when no scenario made any.
+func TestMarkdownRuntimeOnly(t *testing.T) {
+	r := sampleReport()
+	r.Scenarios = r.Scenarios[len(r.Scenarios)-1:]
+	md := Markdown(r)
+	if strings.Contains(md, "| scenario | created |") || !strings.Contains(md, "| runtime scenario | path |") {
+		t.Errorf("Markdown of a runtime-only run:\n%s", md)
+	}
+}

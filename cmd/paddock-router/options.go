@@ -30,6 +30,7 @@ type Options struct {
 	MaxRequestBodyBytes                          int64
 	MaxHeaderBytes                               int
 	Retries                                      int
+	UpstreamIdleConnsPerHost                     int
 	RetryInitialDelay, RetryMaxDelay             time.Duration
 	AuthzMode                                    string
 	TokenReviewTTL                               time.Duration
@@ -54,7 +55,7 @@ func defaultOptions() *Options {
 		HTTPAddr: ":8080", MetricsAddr: ":9090", HealthAddr: ":8081", MTLSMode: "off",
 		ClusterDomain: "cluster.local", ProxyTimeout: 180 * time.Second, ResponseHeaderTimeout: 30 * time.Second,
 		DialTimeout: 30 * time.Second, ShutdownTimeout: 30 * time.Second, ShutdownDelay: 5 * time.Second,
-		MaxHeaderBytes: 64 << 10, Retries: 3, RetryInitialDelay: 200 * time.Millisecond, RetryMaxDelay: 800 * time.Millisecond,
+		MaxHeaderBytes: 64 << 10, Retries: 3, UpstreamIdleConnsPerHost: proxy.DefaultIdleConnsPerHost, RetryInitialDelay: 200 * time.Millisecond, RetryMaxDelay: 800 * time.Millisecond,
 		AuthzMode: router.AuthzAllowAll, TokenReviewTTL: 30 * time.Second, TokenReviewCacheSize: 2048,
 		SandboxCache: true, AccessLog: true,
 	}
@@ -90,6 +91,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&o.MaxRequestBodyBytes, "max-request-body-bytes", o.MaxRequestBodyBytes, "Refuse larger request bodies with 413; 0 means no limit.")
 	fs.IntVar(&o.MaxHeaderBytes, "max-header-bytes", o.MaxHeaderBytes, "Refuse requests whose headers are larger with 431 (paddock).")
 	fs.IntVar(&o.Retries, "upstream-max-retries", o.Retries, "Retries of an idempotent, bodiless request whose connection attempt failed.")
+	fs.IntVar(&o.UpstreamIdleConnsPerHost, "upstream-max-idle-conns-per-host", o.UpstreamIdleConnsPerHost,
+		"Idle keep-alive connections kept to each sandbox; more concurrent requests to one sandbox than this open and close a connection each (paddock).")
 	fs.DurationVar(&o.RetryInitialDelay, "upstream-retry-initial-delay", o.RetryInitialDelay, "First retry delay; doubles each retry.")
 	fs.DurationVar(&o.RetryMaxDelay, "upstream-retry-max-delay", o.RetryMaxDelay, "Longest retry delay.")
 	fs.StringVar(&o.AuthzMode, "authz-mode", o.AuthzMode, "allow-all (development), tokenreview or scoped-token.")
@@ -152,6 +155,9 @@ func (o *Options) Validate() error {
 	if o.MaxHeaderBytes < 4096 {
 		bad("--max-header-bytes=%d is below 4096; clients' ordinary headers would be refused", o.MaxHeaderBytes)
 	}
+	if o.UpstreamIdleConnsPerHost < 1 {
+		bad("--upstream-max-idle-conns-per-host=%d must be at least 1", o.UpstreamIdleConnsPerHost)
+	}
 	if o.Retries < 0 {
 		bad("--upstream-max-retries=%d must not be negative", o.Retries)
 	}
@@ -192,7 +198,7 @@ func (o *Options) Config() router.Config {
 		TokenReview: authz.TokenReviewOptions{Audiences: splitCSV(o.TokenReviewAudiences), RequireToken: o.TokenReviewRequireToken,
 			CheckAccess: o.TokenReviewCheckAccess, TTL: o.TokenReviewTTL, CacheSize: o.TokenReviewCacheSize},
 		ScopedTokenKeys: o.ScopedTokenSecretFile, ProxyTimeout: o.ProxyTimeout, DialTimeout: o.DialTimeout,
-		ResponseTimeout: o.ResponseHeaderTimeout, MaxRequestBody: o.MaxRequestBodyBytes,
+		ResponseTimeout: o.ResponseHeaderTimeout, MaxRequestBody: o.MaxRequestBodyBytes, UpstreamIdleConnsPerHost: o.UpstreamIdleConnsPerHost,
 		Retry:     proxy.RetryPolicy{Max: o.Retries, InitialDelay: retryInitial, MaxDelay: retryMax},
 		AccessLog: o.AccessLog,
 	}

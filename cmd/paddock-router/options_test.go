@@ -10,6 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/paddock-dev/paddock/internal/router/proxy"
 )
 
 func TestParseValidation(t *testing.T) {
@@ -30,6 +32,7 @@ func TestParseValidation(t *testing.T) {
 		{name: "unknown mode", args: []string{"--authz-mode=open"}, wantErr: `--authz-mode="open"`},
 		{name: "the loopback escape hatch is no flag", args: []string{"--allow-loopback-pod-ip"}, wantErr: "flag provided but not defined"},
 		{name: "positional", args: []string{"extra"}, wantErr: "unexpected arguments"},
+		{name: "no idle upstream connections", args: []string{"--upstream-max-idle-conns-per-host=0"}, wantErr: "--upstream-max-idle-conns-per-host=0 must be at least 1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,5 +142,22 @@ func TestTracingFollowsTheOTLPEnvironmentUnlessTheFlagIsGiven(t *testing.T) {
 	want := map[string]bool{"no endpoint": false, "endpoint": true, "endpoint, flag false": false}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("EnableTracing (-want +got):\n%s", diff)
+	}
+}
+
+func TestUpstreamIdleConnsPerHostReachesTheTransport(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{{nil, proxy.DefaultIdleConnsPerHost}, {[]string{"--upstream-max-idle-conns-per-host=200"}, 200}} {
+		o, err := parse(tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := o.Config()
+		tr := proxy.NewTransport(cfg.Policy, cfg.DialTimeout, cfg.ResponseTimeout, cfg.UpstreamIdleConnsPerHost)
+		if tr.MaxIdleConnsPerHost != tc.want || tr.MaxIdleConns < tc.want {
+			t.Errorf("%v: transport keeps %d idle connections per sandbox (%d in all), want %d", tc.args, tr.MaxIdleConnsPerHost, tr.MaxIdleConns, tc.want)
+		}
 	}
 }

@@ -58,11 +58,14 @@ type Config struct {
 	ScopedTokenKeys string // path of the key file
 	ProxyTimeout    time.Duration
 	DialTimeout     time.Duration
-	ResponseTimeout time.Duration
-	MaxRequestBody  int64
-	Retry           proxy.RetryPolicy
-	AccessLog       bool
-	Log             logr.Logger
+	// UpstreamIdleConnsPerHost is the keep-alive connections kept to each sandbox; 0 means
+	// proxy.DefaultIdleConnsPerHost.
+	UpstreamIdleConnsPerHost int
+	ResponseTimeout          time.Duration
+	MaxRequestBody           int64
+	Retry                    proxy.RetryPolicy
+	AccessLog                bool
+	Log                      logr.Logger
 	// Tracer records a span per request and propagates W3C trace context upstream; optional.
 	Tracer trace.Tracer
 
@@ -113,7 +116,7 @@ func New(cfg Config) (*Router, error) {
 		Resolver: resolver, Authorizer: authorizer, Metrics: m, Log: cfg.Log.WithName("proxy"),
 		AccessLog: cfg.AccessLog, ProxyTimeout: cfg.ProxyTimeout, MaxRequestBodyBytes: cfg.MaxRequestBody,
 		Retry: cfg.Retry, Tracer: cfg.Tracer,
-		Transport: proxy.NewTransport(cfg.Policy, cfg.DialTimeout, cfg.ResponseTimeout),
+		Transport: proxy.NewTransport(cfg.Policy, cfg.DialTimeout, cfg.ResponseTimeout, cfg.UpstreamIdleConnsPerHost),
 	})
 	opts := cfg.Server
 	opts.Gatherer = r.Registry

@@ -34,7 +34,7 @@ func benchSetup(b *testing.B) (direct, routed func() *http.Request, client *http
 		Resolver:   &resolve.Resolver{Lookup: staticLookup{sb}, Policy: loopback},
 		Authorizer: authz.AllowAll{}, Metrics: metrics.New(prometheus.NewRegistry()), Log: logr.Discard(),
 		ProxyTimeout: time.Minute, Retry: RetryPolicy{Max: 3, InitialDelay: time.Millisecond, MaxDelay: time.Millisecond},
-		Transport: NewTransport(loopback, 5*time.Second, 30*time.Second),
+		Transport: NewTransport(loopback, 5*time.Second, 30*time.Second, 0),
 	})
 	rt := httptest.NewServer(h)
 	b.Cleanup(rt.Close)

@@ -57,7 +57,7 @@ func New(cfg Config) *Handler {
 	h := &Handler{cfg: cfg}
 	base := cfg.Transport
 	if base == nil {
-		base = NewTransport(cfg.Resolver.Policy, 30*time.Second, 30*time.Second)
+		base = NewTransport(cfg.Resolver.Policy, 30*time.Second, 30*time.Second, 0)
 	}
 	rt := base
 	if cfg.Retry.Max > 0 {

@@ -42,7 +42,7 @@ func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 		Metrics:      m,
 		Log:          logr.Discard(),
 		ProxyTimeout: time.Minute,
-		Transport:    NewTransport(loopback, 5*time.Second, 30*time.Second),
+		Transport:    NewTransport(loopback, 5*time.Second, 30*time.Second, 0),
 	}
 	if mutate != nil {
 		mutate(&cfg)
@@ -185,7 +185,7 @@ func TestRetryReachesAnUpstreamThatComesUp(t *testing.T) {
 	h := New(Config{
 		Resolver: &resolve.Resolver{Policy: loopback}, Authorizer: authz.AllowAll{}, Metrics: f.metrics, Log: logr.Discard(),
 		ProxyTimeout: time.Minute, Retry: RetryPolicy{Max: 3, InitialDelay: time.Millisecond, MaxDelay: time.Millisecond},
-		Transport: &hookTransport{base: NewTransport(loopback, 5*time.Second, 5*time.Second), after: func() {
+		Transport: &hookTransport{base: NewTransport(loopback, 5*time.Second, 5*time.Second, 0), after: func() {
 			if retries.Add(1) == 1 {
 				l, err := net.Listen("tcp", addr)
 				if err != nil {
@@ -225,7 +225,7 @@ func (h *hookTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func TestTransportRefusesLoopbackWithoutTestPolicy(t *testing.T) {
 	port := upstream(t, func(_ http.ResponseWriter, _ *http.Request) {})
-	client := &http.Client{Transport: NewTransport(headers.Policy{}, time.Second, time.Second)}
+	client := &http.Client{Transport: NewTransport(headers.Policy{}, time.Second, time.Second, 0)}
 	// "localhost" stands for any DNS name that resolves to a refused address.
 	_, err := client.Get("http://localhost:" + port + "/")
 	if !errors.Is(err, errPolicy) {

@@ -57,7 +57,7 @@ func startSandboxdBehindRouter(t testing.TB) *sandboxdBehindRouter {
 	h := New(Config{
 		Resolver:   &resolve.Resolver{Lookup: staticLookup{sandbox("127.0.0.1")}, Policy: loopback},
 		Authorizer: authz.AllowAll{}, Metrics: metrics.New(prometheus.NewRegistry()), Log: logr.Discard(),
-		ProxyTimeout: time.Minute, Transport: NewTransport(loopback, 5*time.Second, 30*time.Second),
+		ProxyTimeout: time.Minute, Transport: NewTransport(loopback, 5*time.Second, 30*time.Second, 0),
 	})
 	rt := httptest.NewServer(h)
 	t.Cleanup(rt.Close)

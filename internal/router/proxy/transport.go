@@ -20,9 +20,19 @@ import (
 // (loopback, link-local, multicast, unspecified), whatever name resolved to it.
 var errPolicy = errors.New("address refused by router policy (loopback, link-local, multicast or unspecified)")
 
+// DefaultIdleConnsPerHost is how many keep-alive connections the router keeps to one sandbox
+// unless told otherwise. With more requests than this in flight to one sandbox, each extra
+// request opens a connection and closes it afterwards, which costs a TCP handshake and leaves a
+// socket in TIME_WAIT; 64 covers the concurrency of a busy agent or evaluation worker.
+const DefaultIdleConnsPerHost = 64
+
 // NewTransport returns the upstream transport: HTTP/1.1, no environment proxy, and a dialer
 // that checks every address it connects to, so a DNS name cannot lead to the metadata service.
-func NewTransport(p headers.Policy, dialTimeout, responseHeaderTimeout time.Duration) *http.Transport {
+// It keeps up to idlePerHost idle connections to each sandbox (DefaultIdleConnsPerHost when 0).
+func NewTransport(p headers.Policy, dialTimeout, responseHeaderTimeout time.Duration, idlePerHost int) *http.Transport {
+	if idlePerHost <= 0 {
+		idlePerHost = DefaultIdleConnsPerHost
+	}
 	d := &net.Dialer{
 		Timeout:   dialTimeout,
 		KeepAlive: 30 * time.Second,
@@ -38,8 +48,8 @@ func NewTransport(p headers.Policy, dialTimeout, responseHeaderTimeout time.Dura
 		Proxy:                 nil,
 		DialContext:           d.DialContext,
 		ForceAttemptHTTP2:     false,
-		MaxIdleConns:          200,
-		MaxIdleConnsPerHost:   16,
+		MaxIdleConns:          max(1024, 4*idlePerHost),
+		MaxIdleConnsPerHost:   idlePerHost,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,

@@ -10,8 +10,8 @@
 #   BENCH_ARGS        paddock-bench scenario flags, replacing the standard ones below
 #   BENCH_EXTRA_ARGS  flags appended to them (e.g. --note="...")
 #   BENCH_KWOK_NODES  KWOK fake nodes (default 10)
-#   BENCH_KWOK_MAX_PODS  Pods each KWOK node holds (default 110); e.g. 1000 with the default
-#                     10 nodes to hold 10,000 Sandboxes
+#   BENCH_KWOK_MAX_PODS  Pods each KWOK node holds (default 110); e.g. 1100 with the default
+#                     10 nodes to hold 10,000 Sandboxes and the hold scenario's probe
 #   BENCH_STATE_DIR   the cluster's state directory (default /var/lib/paddock-bench)
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"

@@ -304,7 +304,7 @@ func (r *Runner) waitKWOKRoom(ctx context.Context, count int, timeout time.Durat
 		return err == nil && room >= count, nil
 	})
 	if err != nil {
-		return fmt.Errorf("the KWOK nodes have room for %d more Pods, the hold scenario needs %d (its Sandboxes and a probe); add KWOK nodes (paddock dev up --kwok-nodes: 110 Pods each) or lower --hold", room, count)
+		return fmt.Errorf("the KWOK nodes have room for %d more Pods, the hold scenario needs %d (its Sandboxes and a probe); add KWOK nodes or room on them (paddock dev up --kwok-nodes, --kwok-max-pods; 110 Pods per node by default) or lower --hold", room, count)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,13 +33,7 @@ const (
 // both in-process on loopback, found through real Sandbox and Pod objects: the Sandbox's Pod gets
 // sandboxd's address from the kubelet stand-in, the router's Pod is made here.
 func TestRuntimeScenario(t *testing.T) {
-	startControllers(t)
-	kubelet, err := startKubeletStandIn(env.Config, env.Client, 2, loopbackPodIPs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kubelet.stop)
-	startSandboxd(t)
+	startRuntimeEnv(t)
 	routerPort := startRouter(t)
 	ctx := framework.Context(t, 5*time.Minute)
 	routerNS := env.Namespace(t)
@@ -85,13 +78,7 @@ func TestRuntimeScenario(t *testing.T) {
 // TestRuntimeScenarioWithoutRouter records the missing router as a problem and still measures
 // the sandbox.
 func TestRuntimeScenarioWithoutRouter(t *testing.T) {
-	startControllers(t)
-	kubelet, err := startKubeletStandIn(env.Config, env.Client, 2, loopbackPodIPs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kubelet.stop)
-	startSandboxd(t)
+	startRuntimeEnv(t)
 	ctx := framework.Context(t, 5*time.Minute)
 	runner, err := bench.NewRunner(env.Config, "")
 	if err != nil {
@@ -124,13 +111,17 @@ func loopbackPodIPs(key client.ObjectKey) string {
 	return ""
 }
 
-// startSandboxd serves sandboxd on sandboxIP at its default ports until the test ends.
-func startSandboxd(t *testing.T) {
+// startRuntimeEnv starts what both runtime tests need: the controllers, a kubelet stand-in that
+// gives the scenario's Pods their loopback addresses, and sandboxd on sandboxIP at its default
+// ports.
+func startRuntimeEnv(t *testing.T) {
 	t.Helper()
-	d, err := server.New(server.Config{RootDir: t.TempDir(), Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
+	startControllers(t)
+	kubelet, err := startKubeletStandIn(env.Config, env.Client, 2, loopbackPodIPs)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(kubelet.stop)
 	target := bench.DefaultRuntimeTarget()
 	var ls server.Listeners
 	for l, port := range map[*net.Listener]int{&ls.GRPC: 0, &ls.REST: target.RESTPort, &ls.Legacy: target.LegacyPort} {
@@ -138,15 +129,7 @@ func startSandboxd(t *testing.T) {
 			t.Fatalf("sandboxd listening on %s: %v", sandboxIP, err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- d.Serve(ctx, ls) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("sandboxd: %v", err)
-		}
-	})
+	framework.ServeSandboxd(t, ls)
 }
 
 // startRouter serves paddock-router in allow-all mode on routerIP, resolving Sandboxes from the

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/creack/pty"
 	"github.com/google/go-cmp/cmp"
@@ -36,26 +34,15 @@ func loopbackSandboxd(t *testing.T) (port int, root string) {
 
 func loopbackSandboxdGRPC(t *testing.T) (restPort, grpcPort int, root string) {
 	t.Helper()
-	d, err := server.New(server.Config{RootDir: t.TempDir(), Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ls server.Listeners
+	var err error
 	for _, l := range []*net.Listener{&ls.REST, &ls.GRPC} {
 		if *l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- d.Serve(ctx, ls) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("sandboxd: %v", err)
-		}
-	})
-	return ls.REST.Addr().(*net.TCPAddr).Port, ls.GRPC.Addr().(*net.TCPAddr).Port, d.Root()
+	root = framework.ServeSandboxd(t, ls)
+	return ls.REST.Addr().(*net.TCPAddr).Port, ls.GRPC.Addr().(*net.TCPAddr).Port, root
 }
 
 // fileState is what a round trip must keep of one file: its bytes and permission bits.

@@ -1,0 +1,30 @@
+package framework
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/paddock-dev/paddock/internal/sandboxd/server"
+)
+
+// ServeSandboxd runs a real sandboxd in the test process on the listeners in ls (nil ones are
+// not served), rooted in a temporary directory, until the test ends, and returns its root.
+func ServeSandboxd(t testing.TB, ls server.Listeners) string {
+	t.Helper()
+	d, err := server.New(server.Config{RootDir: t.TempDir(), Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- d.Serve(ctx, ls) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("sandboxd: %v", err)
+		}
+	})
+	return d.Root()
+}

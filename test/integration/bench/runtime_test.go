@@ -20,6 +20,7 @@ import (
 	routerserver "github.com/paddock-dev/paddock/internal/router/server"
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 	"github.com/paddock-dev/paddock/test/framework"
+	"github.com/paddock-dev/paddock/test/sandboxdtest"
 )
 
 // The runtime scenario's sandbox and router "Pods" live on loopback addresses of their own, so
@@ -129,7 +130,7 @@ func startRuntimeEnv(t *testing.T) {
 			t.Fatalf("sandboxd listening on %s: %v", sandboxIP, err)
 		}
 	}
-	framework.ServeSandboxd(t, ls)
+	sandboxdtest.Serve(t, ls)
 }
 
 // startRouter serves paddock-router in allow-all mode on routerIP, resolving Sandboxes from the

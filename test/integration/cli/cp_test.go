@@ -22,6 +22,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 	"github.com/paddock-dev/paddock/sdk"
 	"github.com/paddock-dev/paddock/test/framework"
+	"github.com/paddock-dev/paddock/test/sandboxdtest"
 )
 
 // loopbackSandboxd serves the real sandboxd's REST file API and gRPC ProcessService on
@@ -41,7 +42,7 @@ func loopbackSandboxdGRPC(t *testing.T) (restPort, grpcPort int, root string) {
 			t.Fatal(err)
 		}
 	}
-	root = framework.ServeSandboxd(t, ls)
+	root = sandboxdtest.Serve(t, ls)
 	return ls.REST.Addr().(*net.TCPAddr).Port, ls.GRPC.Addr().(*net.TCPAddr).Port, root
 }
 

@@ -1,4 +1,6 @@
-package framework
+// Package sandboxdtest runs a real sandboxd inside a test process. It is apart from
+// test/framework because sandboxd's own tests use the framework.
+package sandboxdtest
 
 import (
 	"context"
@@ -9,9 +11,9 @@ import (
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 )
 
-// ServeSandboxd runs a real sandboxd in the test process on the listeners in ls (nil ones are
+// Serve runs a real sandboxd in the test process on the listeners in ls (nil ones are
 // not served), rooted in a temporary directory, until the test ends, and returns its root.
-func ServeSandboxd(t testing.TB, ls server.Listeners) string {
+func Serve(t testing.TB, ls server.Listeners) string {
 	t.Helper()
 	d, err := server.New(server.Config{RootDir: t.TempDir(), Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
 	if err != nil {

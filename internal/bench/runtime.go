@@ -131,7 +131,7 @@ func (r *Runner) runtime(ctx context.Context, ns string, s Scenario) (Result, er
 	log.Info("Measuring sandboxd round trips", "sandbox", ip, "router", m.RouterPod, "requests", s.Count)
 	deadline, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
-	m.Exec, m.ExecRouted, err = roundTrips(deadline, s.Count, direct.execOnce(hc), routed.execOnce(hc))
+	m.Exec, m.ExecRouted, err = roundTrips(deadline, s.Count, direct.execOnce(), routed.execOnce())
 	if err != nil {
 		return Result{}, fmt.Errorf("exec round trips: %w", err)
 	}
@@ -171,7 +171,7 @@ func (r *Runner) startRuntimeSandbox(ctx context.Context, ns string, timeout tim
 		return true, nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("Sandbox %s/%s with image %s was not Ready with a Pod IP within %s (is --runtime-image a sandboxd image the node can pull?): %w",
+		return "", fmt.Errorf("sandbox %s/%s with image %s was not Ready with a Pod IP within %s (is --runtime-image a sandboxd image the node can pull?): %w",
 			ns, runtimeSandbox, r.runtimeTarget.Image, timeout, err)
 	}
 	return ip, nil
@@ -242,7 +242,7 @@ func (e *runtimeEndpoints) healthOnce(hc *http.Client) request {
 	return func(ctx context.Context) error { return getOK(ctx, hc, e.health, e.headers) }
 }
 
-func (e *runtimeEndpoints) execOnce(hc *http.Client) request {
+func (e *runtimeEndpoints) execOnce() request {
 	if e == nil {
 		return nil
 	}

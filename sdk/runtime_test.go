@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
+	"github.com/paddock-dev/paddock/test/sandboxdtest"
 )
 
 // runtimeUnderTest is the sandboxd at PADDOCK_SANDBOXD_URL (its legacy API port, e.g.
@@ -51,28 +52,16 @@ type sandboxdAddrs struct {
 // URLs of its legacy and REST APIs, its gRPC address and its root directory.
 func startSandboxd(t testing.TB) sandboxdAddrs {
 	t.Helper()
-	root := t.TempDir()
-	d, err := server.New(server.Config{RootDir: root, Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ls server.Listeners
+	var err error
 	for _, l := range []*net.Listener{&ls.GRPC, &ls.REST, &ls.Legacy} {
 		if *l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- d.Serve(ctx, ls) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("sandboxd: %v", err)
-		}
-	})
+	root := sandboxdtest.Serve(t, ls)
 	return sandboxdAddrs{legacyURL: "http://" + ls.Legacy.Addr().String(), restURL: "http://" + ls.REST.Addr().String(),
-		grpcAddr: ls.GRPC.Addr().String(), root: d.Root()}
+		grpcAddr: ls.GRPC.Addr().String(), root: root}
 }
 
 func TestRuntimeStream(t *testing.T) {

@@ -2,12 +2,10 @@ package proxy
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/router/metrics"
 	"github.com/paddock-dev/paddock/internal/router/resolve"
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
+	"github.com/paddock-dev/paddock/test/sandboxdtest"
 )
 
 // sandboxdBehindRouter serves a real sandboxd (REST and legacy APIs) and a router in front of
@@ -33,10 +32,6 @@ type sandboxdBehindRouter struct {
 
 func startSandboxdBehindRouter(t testing.TB) *sandboxdBehindRouter {
 	t.Helper()
-	d, err := server.New(server.Config{RootDir: t.TempDir(), Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
 	listen := func() net.Listener {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -45,15 +40,7 @@ func startSandboxdBehindRouter(t testing.TB) *sandboxdBehindRouter {
 		return l
 	}
 	ls := server.Listeners{REST: listen(), Legacy: listen()}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- d.Serve(ctx, ls) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("sandboxd Serve: %v", err)
-		}
-	})
+	sandboxdtest.Serve(t, ls)
 	h := New(Config{
 		Resolver:   &resolve.Resolver{Lookup: staticLookup{sandbox("127.0.0.1")}, Policy: loopback},
 		Authorizer: authz.AllowAll{}, Metrics: metrics.New(prometheus.NewRegistry()), Log: logr.Discard(),

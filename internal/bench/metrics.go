@@ -20,11 +20,16 @@ var writeVerbs = map[string]bool{
 	"POST": true, "PUT": true, "PATCH": true, "DELETE": true, "APPLY": true, "DELETECOLLECTION": true,
 }
 
+// readVerbs are the request verbs that read state once; WATCH is left out, as a watch is one
+// long request whatever it delivers.
+var readVerbs = map[string]bool{"GET": true, "LIST": true}
+
 // ignoredResources are written by every component all the time (leader election, events) and
 // say nothing about the work a claim costs.
 var ignoredResources = map[string]bool{"leases": true, "events": true}
 
-// Writes counts write requests by "VERB resource[.group][/subresource]".
+// Writes counts requests by "VERB resource[.group][/subresource]": write requests, or for
+// ParseReads read requests.
 type Writes map[string]float64
 
 // Total is the sum over all keys.
@@ -64,7 +69,12 @@ func (w Writes) Keys() []string {
 
 // ParseWrites reads the API server's /metrics text and sums apiserver_request_total over response
 // codes and other labels for each write verb and resource, leaving out leases and events.
-func ParseWrites(r io.Reader) (Writes, error) {
+func ParseWrites(r io.Reader) (Writes, error) { return parseRequests(r, writeVerbs) }
+
+// ParseReads is ParseWrites for the GET and LIST requests.
+func ParseReads(r io.Reader) (Writes, error) { return parseRequests(r, readVerbs) }
+
+func parseRequests(r io.Reader, verbs map[string]bool) (Writes, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(r)
 	if err != nil {
@@ -80,7 +90,7 @@ func ParseWrites(r io.Reader) (Writes, error) {
 		for _, l := range m.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
 		}
-		if !writeVerbs[labels["verb"]] || ignoredResources[labels["resource"]] {
+		if !verbs[labels["verb"]] || ignoredResources[labels["resource"]] {
 			continue
 		}
 		out[writeKey(labels)] += m.GetCounter().GetValue()

@@ -46,6 +46,17 @@ func TestParseWrites(t *testing.T) {
 	}
 }
 
+func TestParseReads(t *testing.T) {
+	got, err := ParseReads(strings.NewReader(sampleMetrics))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// WATCH is no read; writes are not either.
+	if diff := cmp.Diff(Writes{"LIST pods": 9, "GET pods": 99}, got); diff != "" {
+		t.Errorf("ParseReads (-want +got):\n%s", diff)
+	}
+}
+
 func TestParseWritesErrors(t *testing.T) {
 	tests := []struct {
 		name, text, wantSubstring string

@@ -66,6 +66,9 @@ type Result struct {
 	RefillComplete bool    `json:"refillComplete,omitempty"`
 	// Writes are the API writes during the phase (and refill), by verb and resource.
 	Writes Writes `json:"writes"`
+	// Reads are the GET and LIST requests from the first create to the last Ready, by verb and
+	// resource (warm and cold scenarios): whatever the controllers read past their caches.
+	Reads Writes `json:"reads,omitempty"`
 	// ObjectsBefore counts objects present in the cluster (nodes included) when the phase began,
 	// the scenario's own pool included.
 	ObjectsBefore  map[string]int `json:"objectsBefore,omitempty"`
@@ -133,6 +136,12 @@ func Markdown(r *Report) string {
 			s.Name, objectsLine(s.ObjectsBefore), orDash(s.LoadAverage), s.Writes.Total())
 		for _, k := range s.Writes.Keys() {
 			fmt.Fprintf(&b, "- %s: %.0f\n", k, s.Writes[k])
+		}
+		if len(s.Reads) > 0 {
+			fmt.Fprintf(&b, "\nAPI reads (GET, LIST) from the first create to the last Ready (total %.0f):\n\n", s.Reads.Total())
+			for _, k := range s.Reads.Keys() {
+				fmt.Fprintf(&b, "- %s: %.0f\n", k, s.Reads[k])
+			}
 		}
 	}
 	return b.String()

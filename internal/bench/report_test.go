@@ -31,6 +31,7 @@ func sampleReport() *Report {
 				AllReadySeconds: 0.234, RefillSeconds: 0.5, RefillComplete: true,
 				Writes:         Writes{"POST sandboxclaims.extensions.agents.x-k8s.io": 2, "PATCH sandboxes.agents.x-k8s.io": 4},
 				WritesPerClaim: 3,
+				Reads:          Writes{"GET sandboxes.agents.x-k8s.io": 2},
 				ObjectsBefore:  map[string]int{"nodes": 0, "sandboxes": 8},
 				LoadAverage:    "1.20 0.60 0.40",
 				Samples: []Sample{
@@ -101,6 +102,10 @@ warm 5/s: objects present before: 0 nodes, 8 sandboxes; load average after: 1.20
 
 - PATCH sandboxes.agents.x-k8s.io: 4
 - POST sandboxclaims.extensions.agents.x-k8s.io: 2
+
+API reads (GET, LIST) from the first create to the last Ready (total 2):
+
+- GET sandboxes.agents.x-k8s.io: 2
 `
 	if diff := cmp.Diff(want, Markdown(sampleReport())); diff != "" {
 		t.Errorf("Markdown (-want +got):\n%s", diff)

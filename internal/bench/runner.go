@@ -73,11 +73,21 @@ func NewRunner(cfg *rest.Config, image string) (*Runner, error) {
 
 // Writes reads the API server's write counters from GET /metrics.
 func (r *Runner) Writes(ctx context.Context) (Writes, error) {
+	writes, _, err := r.requests(ctx)
+	return writes, err
+}
+
+// requests reads the API server's write and read counters from one GET /metrics.
+func (r *Runner) requests(ctx context.Context) (writes, reads Writes, err error) {
 	body, err := r.raw.Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading the API server's /metrics (the kubeconfig's user needs get on the nonResourceURL /metrics): %w", err)
+		return nil, nil, fmt.Errorf("reading the API server's /metrics (the kubeconfig's user needs get on the nonResourceURL /metrics): %w", err)
 	}
-	return ParseWrites(bytes.NewReader(body))
+	if writes, err = ParseWrites(bytes.NewReader(body)); err != nil {
+		return nil, nil, err
+	}
+	reads, err = ParseReads(bytes.NewReader(body))
+	return writes, reads, err
 }
 
 // Conditions records what the run is measured on.

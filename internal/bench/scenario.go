@@ -151,7 +151,7 @@ func (r *Runner) measure(ctx context.Context, ns string, s Scenario) (Result, er
 	if err := watchReady(watchCtx, r.c, list, ns, tr); err != nil {
 		return Result{}, err
 	}
-	before, err := r.Writes(ctx)
+	before, readsBefore, err := r.requests(ctx)
 	if err != nil {
 		return Result{}, err
 	}
@@ -161,6 +161,11 @@ func (r *Runner) measure(ctx context.Context, ns string, s Scenario) (Result, er
 	tr.wait(waitCtx)
 	cancel()
 	res := result(s, t0, tr)
+	// Reads are counted up to the last Ready only: the harness then only creates and watches,
+	// while its refill wait below polls.
+	if _, readsAfter, err := r.requests(ctx); err == nil {
+		res.Reads = readsAfter.Sub(readsBefore)
+	}
 	if s.Kind == KindWarm {
 		refillStart := time.Now()
 		res.RefillComplete = r.waitPoolFull(ctx, ns, s.PoolSize, s.RefillWindow) == nil

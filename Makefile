@@ -5,6 +5,9 @@ SHELL := /usr/bin/env bash -o pipefail
 .DEFAULT_GOAL := help
 
 GO ?= go
+# CLUSTER_LOCK serializes everything that runs a local cluster on this machine (one at a time:
+# the cluster uses fixed interfaces and ports): the end-to-end tests and make bench.
+CLUSTER_LOCK ?= /tmp/paddock-cluster.lock
 # Tools are pinned in tools/go.mod and built from it into bin/tools, so that what they load (the
 # API packages for controller-gen, the tree for the linters) resolves against this module's go.mod.
 TOOLBIN := $(CURDIR)/bin/tools
@@ -87,7 +90,8 @@ test-integration: k8s-binaries $(HELM) ## Run integration tests against a real k
 
 .PHONY: test-e2e
 test-e2e: e2e-deps $(HELM) ## Run end-to-end tests: bring a local dev cluster up (as root), test it, take it down.
-	PADDOCK_HELM=$(HELM) $(GO) test $(GO_TEST_FLAGS) -count=1 -timeout 30m ./test/e2e/...
+	@echo "test-e2e: waiting for the machine's cluster lock $(CLUSTER_LOCK) (make bench holds it too)"
+	PADDOCK_HELM=$(HELM) flock $(CLUSTER_LOCK) $(GO) test $(GO_TEST_FLAGS) -count=1 -timeout 30m ./test/e2e/...
 
 .PHONY: e2e-deps
 e2e-deps: ## Install the dev cluster's Debian packages and build its binaries (once per machine).

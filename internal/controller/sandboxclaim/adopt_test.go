@@ -219,3 +219,90 @@ func TestLaggingCacheNeverBindsTwice(t *testing.T) {
 		t.Errorf("claim controls %d Sandboxes, want exactly 1", bound)
 	}
 }
+
+// TestAdoptionAnswerServesALaggingCache: right after an adoption the cache still shows the
+// member exactly as the adoption found it. The next pass takes the adopted Sandbox from the
+// adoption's answer instead of asking the API server, binds nothing else and writes nothing. When
+// the cache shows a version the adoption did not make, the pass asks the API server.
+func TestAdoptionAnswerServesALaggingCache(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// cachedVersion is the resourceVersion the lagging cache shows for the adopted member,
+		// given the one the adoption found.
+		cachedVersion func(before string) string
+		wantReads     int
+	}{
+		{"the cache shows the member as adopted", func(before string) string { return before }, 0},
+		{"the cache shows another version", func(string) string { return "1" }, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, objs := fixtures()
+			raw := newFake(t, objs, interceptor.Funcs{})
+			snapshot := map[string]client.Object{}
+			for _, o := range objs {
+				if err := raw.Get(context.Background(), client.ObjectKeyFromObject(o), o); err != nil {
+					t.Fatal(err)
+				}
+				snapshot[o.GetName()] = o.DeepCopyObject().(client.Object)
+			}
+			lagging := false
+			// The cache: after the first pass it serves the claim as the API server has it (so
+			// the pass knows the binding's name) and the Sandboxes as they were before it.
+			cached := interceptor.NewClient(raw, interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if _, isSandbox := obj.(*agentsv1beta1.Sandbox); !lagging || !isSandbox {
+						return c.Get(ctx, key, obj, opts...)
+					}
+					old := snapshot[key.Name].DeepCopyObject().(client.Object)
+					old.SetResourceVersion(tc.cachedVersion(old.GetResourceVersion()))
+					return scheme(t).Convert(old, obj, nil)
+				},
+				List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+					if err := c.List(ctx, list, opts...); err != nil {
+						return err
+					}
+					if sbs, ok := list.(*agentsv1beta1.SandboxList); ok && lagging {
+						sbs.Items = nil
+					}
+					return nil
+				},
+			})
+			reads := 0
+			apiReader := interceptor.NewClient(raw, interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					reads++
+					return c.Get(ctx, key, obj, opts...)
+				},
+			})
+			writes := 0
+			counted := interceptor.NewClient(cached, interceptor.Funcs{
+				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					writes++
+					return c.Patch(ctx, obj, patch, opts...)
+				},
+				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+					writes++
+					return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+				},
+			})
+			r := New(counted, apiReader, nil, queueOf("m1", "m2"), Options{})
+			if err := reconcileClaim(t, r); err != nil {
+				t.Fatal(err)
+			}
+			firstPass := writes
+			lagging, reads = true, 0
+			if err := reconcileClaim(t, r); err != nil {
+				t.Fatal(err)
+			}
+			if reads != tc.wantReads {
+				t.Errorf("second pass read the API server %d times, want %d", reads, tc.wantReads)
+			}
+			if writes != firstPass {
+				t.Errorf("second pass wrote %d times, want none", writes-firstPass)
+			}
+			if got := []string{controllerOf(t, raw, "m1"), controllerOf(t, raw, "m2")}; got[0] != "SandboxClaim/c" || got[1] != "SandboxWarmPool/pool" {
+				t.Errorf("controllers of m1, m2 = %q, want the claim and the pool", got)
+			}
+		})
+	}
+}

@@ -108,14 +108,30 @@ func (r *Reconciler) legacyAssignment(ctx context.Context, claim *extensionsv1be
 	return sb, nil
 }
 
-// recentBinding resolves a binding this process made that the cache may not show yet, asking the
-// API server. An adoption whose outcome was lost is resolved by listing the claim's label there.
+// binding is what this process knows of a binding it made, until the cache shows it.
+type binding struct {
+	// name is the bound Sandbox; bindingUnknown marks an adoption whose outcome was lost.
+	name string
+	// adopted is the API server's answer to the adoption patch, and before the resourceVersion of
+	// the member the patch was computed from. Both are empty for cold Sandboxes.
+	adopted *agentsv1beta1.Sandbox
+	before  string
+}
+
+// recentBinding resolves a binding this process made that the cache may not show yet: from the
+// adoption's own answer while the cache still shows the member as it was before, else by asking
+// the API server. An adoption whose outcome was lost is resolved by listing the claim's label
+// there.
 func (r *Reconciler) recentBinding(ctx context.Context, claim *extensionsv1beta1.SandboxClaim) (*agentsv1beta1.Sandbox, error) {
 	v, ok := r.bindings.Load(claim.UID)
 	if !ok {
 		return nil, nil
 	}
-	if name := v.(string); name != bindingUnknown {
+	b := v.(binding)
+	if sb := r.unseenAdoption(ctx, claim.Namespace, b); sb != nil {
+		return sb, nil
+	}
+	if name := b.name; name != bindingUnknown {
 		// The cache may still hold the member as the pool's: only the API server can tell.
 		sb := &agentsv1beta1.Sandbox{}
 		err := r.reader.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: name}, sb)
@@ -135,10 +151,26 @@ func (r *Reconciler) recentBinding(ctx context.Context, claim *extensionsv1beta1
 	}
 	r.bindings.Delete(claim.UID)
 	if sb := controlledOne(list.Items, claim); sb != nil {
-		r.bindings.Store(claim.UID, sb.Name)
+		r.bindings.Store(claim.UID, binding{name: sb.Name})
 		return sb, nil
 	}
 	return nil, nil
+}
+
+// unseenAdoption returns the adoption's answer while the cache shows the member exactly as the
+// adoption found it: the cache has not caught up, and its next events will bring whatever
+// happened since, so asking the API server would tell this pass nothing it needs. A cache that
+// shows any other version (or none) has seen something this process did not do; then it returns
+// nil and the caller asks the API server.
+func (r *Reconciler) unseenAdoption(ctx context.Context, namespace string, b binding) *agentsv1beta1.Sandbox {
+	if b.adopted == nil {
+		return nil
+	}
+	cached := &agentsv1beta1.Sandbox{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: b.name}, cached); err != nil || cached.ResourceVersion != b.before {
+		return nil
+	}
+	return b.adopted.DeepCopy()
 }
 
 func controlledOne(items []agentsv1beta1.Sandbox, claim *extensionsv1beta1.SandboxClaim) *agentsv1beta1.Sandbox {

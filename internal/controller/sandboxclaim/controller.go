@@ -58,8 +58,8 @@ type Reconciler struct {
 
 	// firstSeen is when this process first saw each claim (by UID), for the latency metrics.
 	firstSeen sync.Map
-	// bindings remembers, by claim UID, the Sandbox this process bound the claim to until the
-	// cache shows the binding; bindingUnknown marks an adoption whose outcome was lost.
+	// bindings remembers, by claim UID, the binding (a binding) this process made until the
+	// cache shows it.
 	bindings sync.Map
 	// lastWrite remembers, by claim UID, the last status this process wrote, so that a pass on a
 	// cache that has not caught up with it does not write the same status again.

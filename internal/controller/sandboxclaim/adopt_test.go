@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -134,15 +135,7 @@ func TestLostAdoptionAnswerNeverBindsTwice(t *testing.T) {
 			return err
 		},
 		// A lagging cache: it does not show Sandboxes bound to claims yet.
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if err := c.List(ctx, list, opts...); err != nil {
-				return err
-			}
-			if sbs, ok := list.(*agentsv1beta1.SandboxList); ok {
-				sbs.Items = nil
-			}
-			return nil
-		},
+		List: listsNoSandboxesWhile(ptr.To(true)),
 	})
 	r := New(cached, raw, nil, queueOf("m1", "m2"), Options{Now: func() time.Time { return time.Now().Add(time.Minute) }})
 	if err := reconcileClaim(t, r); err == nil {
@@ -190,15 +183,7 @@ func TestLaggingCacheNeverBindsTwice(t *testing.T) {
 			old.SetResourceVersion(obj.GetResourceVersion())
 			return scheme(t).Convert(old, obj, nil)
 		},
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if err := c.List(ctx, list, opts...); err != nil {
-				return err
-			}
-			if sbs, ok := list.(*agentsv1beta1.SandboxList); ok && lagging {
-				sbs.Items = nil
-			}
-			return nil
-		},
+		List: listsNoSandboxesWhile(&lagging),
 	})
 	r := New(cached, raw, nil, queueOf("m1", "m2"), Options{})
 	if err := reconcileClaim(t, r); err != nil {
@@ -257,15 +242,7 @@ func TestAdoptionAnswerServesALaggingCache(t *testing.T) {
 					old.SetResourceVersion(tc.cachedVersion(old.GetResourceVersion()))
 					return scheme(t).Convert(old, obj, nil)
 				},
-				List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-					if err := c.List(ctx, list, opts...); err != nil {
-						return err
-					}
-					if sbs, ok := list.(*agentsv1beta1.SandboxList); ok && lagging {
-						sbs.Items = nil
-					}
-					return nil
-				},
+				List: listsNoSandboxesWhile(&lagging),
 			})
 			reads := 0
 			apiReader := interceptor.NewClient(raw, interceptor.Funcs{
@@ -304,5 +281,19 @@ func TestAdoptionAnswerServesALaggingCache(t *testing.T) {
 				t.Errorf("controllers of m1, m2 = %q, want the claim and the pool", got)
 			}
 		})
+	}
+}
+
+// listsNoSandboxesWhile is a lagging cache's List: while *lagging, it shows no Sandbox, as a cache
+// that has not seen a binding shows none of the claim's.
+func listsNoSandboxesWhile(lagging *bool) func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+	return func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if err := c.List(ctx, list, opts...); err != nil {
+			return err
+		}
+		if sbs, ok := list.(*agentsv1beta1.SandboxList); ok && *lagging {
+			sbs.Items = nil
+		}
+		return nil
 	}
 }

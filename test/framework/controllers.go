@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/paddock-dev/paddock/internal/manager"
@@ -13,11 +14,20 @@ import (
 // way main builds it, without leader election or listeners. Use it as a RunMain setup:
 // `framework.RunMain(m, &env, framework.StartControllers)`.
 func StartControllers(e *Env) (func(), error) {
+	return StartControllersWith(e, nil, noop.NewTracerProvider())
+}
+
+// StartControllersWith is StartControllers with the options changed by mutate (when not nil)
+// and the controllers' spans sent to tp.
+func StartControllersWith(e *Env, mutate func(*manager.Options), tp trace.TracerProvider) (func(), error) {
 	o := manager.NewOptions()
 	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
 	o.LeaderElect = false
 	o.Extensions = true
 	o.AllowDuplicateControllers = true
+	if mutate != nil {
+		mutate(o)
+	}
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -26,7 +36,7 @@ func StartControllers(e *Env) (func(), error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := manager.SetupControllers(ctx, mgr, o, noop.NewTracerProvider()); err != nil {
+	if err := manager.SetupControllers(ctx, mgr, o, tp); err != nil {
 		cancel()
 		return nil, err
 	}

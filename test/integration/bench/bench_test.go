@@ -10,7 +10,6 @@
 package bench
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os/exec"
@@ -18,12 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/trace/noop"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/paddock-dev/paddock/internal/bench"
-	"github.com/paddock-dev/paddock/internal/manager"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
@@ -40,36 +37,17 @@ var env *framework.Env
 
 func TestMain(m *testing.M) { framework.RunMain(m, &env) }
 
-// startControllers runs every controller as paddock-controller --extensions would, in-process.
+// startControllers runs every controller as paddock-controller --extensions would, in-process,
+// until the test ends.
 func startControllers(t *testing.T) {
 	t.Helper()
 	// Controller logs at V(1) and above stay quiet; errors still show.
 	ctrl.SetLogger(klog.NewKlogr().V(1))
-	o := manager.NewOptions()
-	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
-	o.LeaderElect = false
-	o.Extensions = true
-	o.AllowDuplicateControllers = true // each test starts its own manager in this process
-	if err := o.Validate(); err != nil {
-		t.Fatalf("manager options: %v", err)
-	}
-	mgr, err := manager.NewManager(env.Config, env.Scheme, o)
+	stop, err := framework.StartControllers(env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := manager.SetupControllers(ctx, mgr, o, noop.NewTracerProvider()); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager stopped with error: %v", err)
-		}
-	})
+	t.Cleanup(stop)
 }
 
 func scenarios(t *testing.T) []bench.Scenario {

@@ -32,28 +32,12 @@ func TestMain(m *testing.M) { framework.RunMain(m, &env, startTracedControllers)
 // --enable-tracing, but exporting spans synchronously to memory instead of over OTLP.
 func startTracedControllers(e *framework.Env) (func(), error) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
-	o := manager.NewOptions()
-	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
-	o.LeaderElect = false
-	o.Extensions = true
-	o.EnableTracing = true
-	o.AllowDuplicateControllers = true
-	mgr, err := manager.NewManager(e.Config, e.Scheme, o)
+	stop, err := framework.StartControllersWith(e, func(o *manager.Options) { o.EnableTracing = true }, tp)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := manager.SetupControllers(ctx, mgr, o, tp); err != nil {
-		cancel()
-		return nil, err
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
 	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Printf("manager stopped with error: %v\n", err)
-		}
+		stop()
 		_ = tp.Shutdown(context.Background())
 	}, nil
 }

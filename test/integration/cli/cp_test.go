@@ -96,13 +96,7 @@ func writeFile(t *testing.T, p string, data []byte, mode fs.FileMode) {
 // TestCopyRoundTrips copies a binary file, stdin and a directory tree into a sandbox and back,
 // through the real sandboxd, and proves every byte and permission bit came back.
 func TestCopyRoundTrips(t *testing.T) {
-	ns := env.Namespace(t)
-	kc := kubeconfig(t, ns)
-	port, root := loopbackSandboxd(t)
-	playLoopbackKubelet(t, ns)
-	makePool(t, ns, 1)
-	mustPaddock(t, kc, "claim", "--pool", "pool", "--name", "agent")
-	rp := strconv.Itoa(port)
+	_, kc, rp, root := claimedAgent(t)
 	local := t.TempDir()
 
 	blob := make([]byte, 5<<20+3) // larger than one read buffer, every byte value
@@ -156,16 +150,24 @@ func TestCopyRoundTrips(t *testing.T) {
 	}
 }
 
-// TestCopyErrorsNameTheProblem: each failure says what was wrong, and none leaves a partial
-// file behind or changes one that was there.
-func TestCopyErrorsNameTheProblem(t *testing.T) {
-	ns := env.Namespace(t)
-	kc := kubeconfig(t, ns)
+// claimedAgent claims the sandbox "agent" in a fresh namespace from a pool of one, whose Pod
+// answers on a loopback sandboxd, and returns the namespace, a kubeconfig for it, sandboxd's REST
+// port and its root directory.
+func claimedAgent(t *testing.T) (ns, kc, restPort, root string) {
+	t.Helper()
+	ns = env.Namespace(t)
+	kc = kubeconfig(t, ns)
 	port, root := loopbackSandboxd(t)
 	playLoopbackKubelet(t, ns)
 	makePool(t, ns, 1)
 	mustPaddock(t, kc, "claim", "--pool", "pool", "--name", "agent")
-	rp := strconv.Itoa(port)
+	return ns, kc, strconv.Itoa(port), root
+}
+
+// TestCopyErrorsNameTheProblem: each failure says what was wrong, and none leaves a partial
+// file behind or changes one that was there.
+func TestCopyErrorsNameTheProblem(t *testing.T) {
+	ns, kc, rp, root := claimedAgent(t)
 	local := t.TempDir()
 	writeFile(t, filepath.Join(local, "keep.txt"), []byte("mine"), 0o644)
 	writeFile(t, filepath.Join(root, "dir", "f.txt"), []byte("theirs"), 0o644)
@@ -221,12 +223,7 @@ func TestCopyErrorsNameTheProblem(t *testing.T) {
 // TestCopyShowsProgressOnATerminal: with stderr on a terminal a large copy draws a progress
 // line that ends at 100%; with stderr on a pipe (every other test) it prints nothing.
 func TestCopyShowsProgressOnATerminal(t *testing.T) {
-	ns := env.Namespace(t)
-	kc := kubeconfig(t, ns)
-	port, root := loopbackSandboxd(t)
-	playLoopbackKubelet(t, ns)
-	makePool(t, ns, 1)
-	mustPaddock(t, kc, "claim", "--pool", "pool", "--name", "agent")
+	_, kc, rp, root := claimedAgent(t)
 	big := filepath.Join(t.TempDir(), "big.bin")
 	writeFile(t, big, make([]byte, 8<<20), 0o644)
 
@@ -246,7 +243,7 @@ func TestCopyShowsProgressOnATerminal(t *testing.T) {
 	var stdout bytes.Buffer
 	cmd.SetOut(&stdout)
 	cmd.SetErr(tty)
-	cmd.SetArgs([]string{"--kubeconfig", kc, "cp", "--rest-port", strconv.Itoa(port), big, "agent:big.bin"})
+	cmd.SetArgs([]string{"--kubeconfig", kc, "cp", "--rest-port", rp, big, "agent:big.bin"})
 	err = cmd.ExecuteContext(framework.Context(t, framework.DefaultTimeout))
 	tty.Close()
 	if err != nil {

@@ -1,0 +1,20 @@
+// Package sandboxd holds the names through which the control plane configures sandboxd: the
+// environment variables the Sandbox controller sets on a sandbox's containers, and the REST port
+// the controller and the router call. sandboxd's own flags read the same names, so no name is
+// spelled twice in the tree.
+package sandboxd
+
+// Environment variables set by the control plane and read by sandboxd (cmd/sandboxd).
+const (
+	// TokenEnv carries the sandbox's own bearer token: every API call but health needs it.
+	TokenEnv = "SANDBOXD_TOKEN"
+	// ControlTokenEnv carries the token that only the controller knows besides sandboxd: it
+	// authorizes claim settings and calls to an unclaimed warm member.
+	ControlTokenEnv = "SANDBOXD_CONTROL_TOKEN"
+	// RequireClaimEnv ("true") starts sandboxd locked: until claim settings arrive with the
+	// control token, it answers only health and control-token calls. Set on warm-pool members.
+	RequireClaimEnv = "SANDBOXD_REQUIRE_CLAIM"
+)
+
+// RESTPort is sandboxd's REST API port (claim settings, /v1/...).
+const RESTPort = 8080

@@ -60,6 +60,7 @@ chart-files: ## Copy the generated CRDs and RBAC rules into the Helm chart.
 
 .PHONY: verify
 verify: generate ## Regenerate, then fail on any difference or new untracked file.
+	@hack/verify-tracked.sh
 	@hack/verify-clean.sh
 
 .PHONY: fmt

@@ -27,8 +27,9 @@ func observeMembers(pool *extensionsv1beta1.SandboxWarmPool, tpl *extensionsv1be
 		}
 		scheduled := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionPodScheduled)
 		out = append(out, warmpool.Member{
-			Name:           sb.Name,
-			UID:            sb.UID,
+			Name:            sb.Name,
+			UID:             sb.UID,
+			ResourceVersion: sb.ResourceVersion,
 			Owned:          ownership == kube.OwnedByUs,
 			Deleting:       !sb.DeletionTimestamp.IsZero(),
 			DeletePending:  deletePending(key, sb.UID),

@@ -55,6 +55,10 @@ const statusCountsInterval = time.Second
 // watch event that would wake it was lost.
 const expectationsRecheck = 30 * time.Second
 
+// takenRecheck is how soon a pool whose delete was refused because the member changed looks
+// again. The member's own watch event usually wakes it first.
+const takenRecheck = time.Second
+
 // Reconciler reconciles SandboxWarmPools.
 type Reconciler struct {
 	client       client.Client
@@ -129,8 +133,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		"delete", len(plan.Delete), "adopt", len(plan.Adopt), "replicas", plan.Replicas, "ready", plan.ReadyReplicas)
 
 	create, paced := r.shaping.Allow(key, plan.Create, int(plan.Replicas), now)
+	taken, delErr := r.deleteMembers(ctx, pool, plan.Delete)
+	if taken > 0 {
+		// The plan's view of those members is out of date: look again once the cache has caught up.
+		paced = sooner(paced, takenRecheck)
+	}
 	actErr := errors.Join(
-		r.deleteMembers(ctx, pool, plan.Delete),
+		delErr,
 		r.adoptOrphans(ctx, pool, members, plan.Adopt),
 		r.relabel(ctx, members, plan.Relabel),
 		r.createMembers(ctx, pool, tpl, create),

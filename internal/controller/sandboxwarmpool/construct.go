@@ -30,14 +30,14 @@ func observeMembers(pool *extensionsv1beta1.SandboxWarmPool, tpl *extensionsv1be
 			Name:            sb.Name,
 			UID:             sb.UID,
 			ResourceVersion: sb.ResourceVersion,
-			Owned:          ownership == kube.OwnedByUs,
-			Deleting:       !sb.DeletionTimestamp.IsZero(),
-			DeletePending:  deletePending(key, sb.UID),
-			Ready:          meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady),
-			Stale:          tpl != nil && blueprint.Stale(tpl, sb),
-			Unschedulable:  scheduled != nil && scheduled.Status == metav1.ConditionFalse && scheduled.Reason == corev1.PodReasonUnschedulable,
-			LaunchTypeWarm: sb.Labels[agentsv1beta1.LaunchTypeLabel] == agentsv1beta1.LaunchTypeWarm,
-			Created:        sb.CreationTimestamp.Time,
+			Owned:           ownership == kube.OwnedByUs,
+			Deleting:        !sb.DeletionTimestamp.IsZero(),
+			DeletePending:   deletePending(key, sb.UID),
+			Ready:           meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady),
+			Stale:           tpl != nil && blueprint.Stale(tpl, sb),
+			Unschedulable:   scheduled != nil && scheduled.Status == metav1.ConditionFalse && scheduled.Reason == corev1.PodReasonUnschedulable,
+			LaunchTypeWarm:  sb.Labels[agentsv1beta1.LaunchTypeLabel] == agentsv1beta1.LaunchTypeWarm,
+			Created:         sb.CreationTimestamp.Time,
 		})
 	}
 	return out

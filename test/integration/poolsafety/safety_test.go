@@ -22,7 +22,7 @@ import (
 
 const (
 	// poolSize members race as many claims.
-	poolSize = 80
+	poolSize = 40
 	// burstTimeout bounds the burst on a loaded two-core machine; a correctness deadline, not a
 	// performance threshold.
 	burstTimeout = 5 * time.Minute

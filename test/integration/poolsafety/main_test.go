@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -45,7 +46,7 @@ func startControllers(e *framework.Env) (func(), error) {
 	readiness = r
 	stop, err := e.StartManager(func(mgr ctrl.Manager) error {
 		claims := sandboxclaim.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("sandboxclaim-controller"), warmqueue.New(), sandboxclaim.Options{})
-		pools := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder("sandboxwarmpool-controller"), sandboxwarmpool.DefaultOptions())
+		pools := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder("sandboxwarmpool-controller"), poolOptions())
 		templates := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder("sandboxtemplate-controller"), sandboxtemplate.Options{})
 		return errors.Join(claims.SetupWithManager(mgr), pools.SetupWithManager(mgr), templates.SetupWithManager(mgr))
 	})
@@ -54,4 +55,15 @@ func startControllers(e *framework.Env) (func(), error) {
 		return nil, err
 	}
 	return func() { stop(); r.Stop() }, nil
+}
+
+// readinessGrace is the pools' readiness grace period: short, so that members that never become
+// Ready are replaced within a test, and long enough that a loaded machine's members are not.
+const readinessGrace = 15 * time.Second
+
+func poolOptions() sandboxwarmpool.Options {
+	o := sandboxwarmpool.DefaultOptions()
+	o.ReadinessGracePeriod = readinessGrace
+	o.UnschedulableRecheckInterval = 2 * time.Second
+	return o
 }

@@ -79,6 +79,9 @@ func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) erro
 		Workers:         o.SandboxTemplateWorkers,
 		RouterNamespace: o.RouterNamespace,
 		RouterPodLabels: o.RouterPodLabels,
+		EgressDenyCIDRs: o.SandboxEgressDenyCIDRs,
+		EgressDiscovery: o.SandboxEgressDiscovery,
+		Reader:          mgr.GetAPIReader(),
 	})
 	poolOpts := sandboxwarmpool.DefaultOptions()
 	poolOpts.Workers = o.SandboxWarmPoolWorkers

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/paddock-dev/paddock/internal/controller/sandbox"
+	"github.com/paddock-dev/paddock/internal/egress"
 )
 
 // Options is the controller manager's configuration. Flag names follow the reference controller
@@ -60,6 +62,12 @@ type Options struct {
 	RouterNamespace string
 	RouterPodLabels map[string]string
 
+	// SandboxEgressDenyCIDRs (nil unless set) replaces discovery of the ranges the default
+	// NetworkPolicy denies besides the private and link-local defaults; SandboxEgressDiscovery
+	// turns discovery on (the default).
+	SandboxEgressDenyCIDRs []string
+	SandboxEgressDiscovery bool
+
 	// AllowedLabelDomainsFile lists the label domains a claim's additionalPodMetadata may use,
 	// one per line; a missing file means the built-in list.
 	AllowedLabelDomainsFile string
@@ -93,6 +101,7 @@ func NewOptions() *Options {
 		EnableWarmPoolEviction:               true,
 		RouterNamespace:                      "paddock-system",
 		RouterPodLabels:                      map[string]string{"app": "paddock-router"},
+		SandboxEgressDiscovery:               true,
 		AllowedLabelDomainsFile:              "/etc/sandbox-config/allowed-label-domains",
 	}
 }
@@ -130,6 +139,18 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.DisableClaimObservabilityAnnotations, "disable-claim-observability-annotations", o.DisableClaimObservabilityAnnotations, "Do not stamp first-observed and trace-context annotations on claims.")
 	fs.StringVar(&o.RouterNamespace, "router-namespace", o.RouterNamespace, "Namespace of paddock-router; a template's default NetworkPolicy admits traffic from it.")
 	fs.StringVar(&o.AllowedLabelDomainsFile, "allowed-label-domains-file", o.AllowedLabelDomainsFile, "File listing, one per line, the label domains a claim's additionalPodMetadata may use; a missing file means the built-in list.")
+	fs.Func("sandbox-egress-deny-cidrs", "Comma-separated CIDRs or addresses a template's default NetworkPolicy denies egress to, besides 10/8, 172.16/12, 192.168/16, 169.254/16, fc00::/7 and fe80::/10; set, it replaces discovery (--sandbox-egress-discovery).",
+		func(s string) error {
+			o.SandboxEgressDenyCIDRs = []string{}
+			for _, c := range strings.Split(s, ",") {
+				if c = strings.TrimSpace(c); c != "" {
+					o.SandboxEgressDenyCIDRs = append(o.SandboxEgressDenyCIDRs, c)
+				}
+			}
+			return egress.Validate(o.SandboxEgressDenyCIDRs)
+		})
+	fs.BoolVar(&o.SandboxEgressDiscovery, "sandbox-egress-discovery", o.SandboxEgressDiscovery,
+		"Deny the default NetworkPolicy's egress to the cluster's own ranges, discovered from Nodes (podCIDRs, InternalIPs), ServiceCIDRs and the kubernetes Service's EndpointSlices.")
 	fs.Var(labelsValue{&o.RouterPodLabels}, "router-pod-labels", "Labels of paddock-router Pods, as k=v[,k=v]; a template's default NetworkPolicy admits traffic from them.")
 }
 

@@ -35,3 +35,30 @@ const (
 	ClaimReasonSandboxExpired            = "SandboxExpired"
 	ClaimReasonSandboxNotReady           = "SandboxNotReady"
 )
+
+// Condition types of a SandboxWarmPool. Each names the cause when the pool is short of members.
+const (
+	// PoolConditionTemplateReady is True when the pool's SandboxTemplate exists.
+	PoolConditionTemplateReady = "TemplateReady"
+	// PoolConditionMembersCreated is True when the pool's last member creates succeeded (or it
+	// needed none); False with the cause when they failed or could not be sent.
+	PoolConditionMembersCreated = "MembersCreated"
+	// PoolConditionProgressing is False when members never become Ready: replaced after the
+	// readiness grace period (MembersNotReady) or held because no node fits them
+	// (MembersUnschedulable).
+	PoolConditionProgressing = "Progressing"
+)
+
+// Reasons of the pool conditions. TemplateNotFound is shared with the claim's Ready condition.
+const (
+	PoolReasonTemplateFound        = "TemplateFound"
+	PoolReasonTemplateNotFound     = ClaimReasonTemplateNotFound
+	PoolReasonMembersCreated       = "MembersCreated"
+	PoolReasonQuotaExceeded        = "QuotaExceeded"
+	PoolReasonNameTooLong          = "NameTooLong"
+	PoolReasonRuntimeClassNotFound = "RuntimeClassNotFound"
+	PoolReasonCreateFailed         = "CreateFailed"
+	PoolReasonMembersProgressing   = "MembersProgressing"
+	PoolReasonMembersNotReady      = "MembersNotReady"
+	PoolReasonMembersUnschedulable = "MembersUnschedulable"
+)

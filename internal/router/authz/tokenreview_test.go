@@ -78,3 +78,12 @@ func TestTokenReviewCaching(t *testing.T) {
 		t.Errorf("a cached token stopped working during an API failure: %d", got)
 	}
 }
+
+// TestTokenReviewAlwaysAuthenticates: without the access check a request still needs a token.
+func TestTokenReviewAlwaysAuthenticates(t *testing.T) {
+	a := NewTokenReview(fake.NewClientset(), TokenReviewOptions{TTL: time.Hour, CacheSize: 10})
+	r, _ := http.NewRequest(http.MethodGet, "/", nil)
+	if got := StatusFor(a.Authorize(context.Background(), r, headers.Target{Namespace: "ns", Name: "sb"})); got != http.StatusUnauthorized {
+		t.Errorf("no token answered %d, want 401", got)
+	}
+}

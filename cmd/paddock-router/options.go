@@ -248,7 +248,7 @@ func (o *Options) Config() router.Config {
 		AuthzMode:          o.AuthzMode,
 		InsecureDNSRouting: o.InsecureDNSRouting, InjectSandboxToken: o.InjectSandboxToken, CredentialsSecret: secret,
 		TokenReview: authz.TokenReviewOptions{Audiences: splitCSV(o.TokenReviewAudiences),
-			CheckAccess: o.TokenReviewCheckAccess, TTL: o.TokenReviewTTL, CacheSize: o.TokenReviewCacheSize},
+			SkipAccessCheck: !o.TokenReviewCheckAccess, TTL: o.TokenReviewTTL, CacheSize: o.TokenReviewCacheSize},
 		ScopedTokenKeys: o.ScopedTokenSecretFile, ProxyTimeout: o.ProxyTimeout, DialTimeout: o.DialTimeout,
 		ResponseTimeout: o.ResponseHeaderTimeout, MaxRequestBody: o.MaxRequestBodyBytes, UpstreamIdleConnsPerHost: o.UpstreamIdleConnsPerHost,
 		Retry:     proxy.RetryPolicy{Max: o.Retries, InitialDelay: retryInitial, MaxDelay: retryMax},

@@ -136,7 +136,7 @@ func TestDefaultsFailClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := o.Config()
-	got := []any{cfg.AuthzMode, cfg.TokenReview.CheckAccess, cfg.SandboxCache, cfg.InsecureDNSRouting, cfg.InjectSandboxToken, cfg.CredentialsSecret.String()}
+	got := []any{cfg.AuthzMode, !cfg.TokenReview.SkipAccessCheck, cfg.SandboxCache, cfg.InsecureDNSRouting, cfg.InjectSandboxToken, cfg.CredentialsSecret.String()}
 	want := []any{"tokenreview", true, true, false, true, "paddock-system/paddock-credentials-key"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)

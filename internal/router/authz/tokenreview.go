@@ -29,7 +29,7 @@ var SandboxAccess = authorizationv1.ResourceAttributes{
 const apiCallTimeout = 3 * time.Second
 
 // TokenReview authenticates Bearer tokens with the Kubernetes TokenReview API, refusing requests
-// without one, and, when CheckAccess is set (the router's default), authorizes each sandbox with a
+// without one, and, unless SkipAccessCheck is set, authorizes each sandbox with a
 // SubjectAccessReview. Results, positive and
 // negative, are cached by a hash of the token for TTL; API failures for a third of it.
 type TokenReview struct {
@@ -43,15 +43,16 @@ type TokenReview struct {
 // TokenReviewOptions configures NewTokenReview.
 type TokenReviewOptions struct {
 	Audiences []string
-	// CheckAccess adds a SubjectAccessReview for SandboxAccess on the named sandbox.
-	CheckAccess bool
+	// SkipAccessCheck drops the SubjectAccessReview for SandboxAccess on the named sandbox, so
+	// any authenticated identity reaches every sandbox. The zero value checks.
+	SkipAccessCheck bool
 	TTL         time.Duration
 	CacheSize   int
 }
 
 // NewTokenReview returns a TokenReview authorizer using client.
 func NewTokenReview(client kubernetes.Interface, o TokenReviewOptions) *TokenReview {
-	return &TokenReview{client: client, audiences: o.Audiences, checkAccess: o.CheckAccess, ttl: o.TTL, cache: cache.NewLRUExpireCache(o.CacheSize)}
+	return &TokenReview{client: client, audiences: o.Audiences, checkAccess: !o.SkipAccessCheck, ttl: o.TTL, cache: cache.NewLRUExpireCache(o.CacheSize)}
 }
 
 type decision struct {

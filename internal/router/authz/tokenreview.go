@@ -46,8 +46,8 @@ type TokenReviewOptions struct {
 	// SkipAccessCheck drops the SubjectAccessReview for SandboxAccess on the named sandbox, so
 	// any authenticated identity reaches every sandbox. The zero value checks.
 	SkipAccessCheck bool
-	TTL         time.Duration
-	CacheSize   int
+	TTL             time.Duration
+	CacheSize       int
 }
 
 // NewTokenReview returns a TokenReview authorizer using client.

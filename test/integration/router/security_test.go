@@ -53,10 +53,10 @@ func TestPodIPHeaderReachesOnlyTheNamedSandbox(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"own address": "200",
-		"a warm member's address": fmt.Sprintf(`403 X-Sandbox-Pod-IP 127.0.0.21 is not an address of Sandbox "claimed" in namespace %q; drop the header or send one of the sandbox's status.podIPs.`, ns),
+		"own address":              "200",
+		"a warm member's address":  fmt.Sprintf(`403 X-Sandbox-Pod-IP 127.0.0.21 is not an address of Sandbox "claimed" in namespace %q; drop the header or send one of the sandbox's status.podIPs.`, ns),
 		"an address of no sandbox": fmt.Sprintf(`403 X-Sandbox-Pod-IP 127.0.0.22 is not an address of Sandbox "claimed" in namespace %q; drop the header or send one of the sandbox's status.podIPs.`, ns),
-		"the warm member by name": fmt.Sprintf(`503 Sandbox "member" in namespace %q is an unclaimed warm-pool member; claim it with a SandboxClaim and route to the claimed sandbox.`, ns),
+		"the warm member by name":  fmt.Sprintf(`503 Sandbox "member" in namespace %q is an unclaimed warm-pool member; claim it with a SandboxClaim and route to the claimed sandbox.`, ns),
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("answers (-want +got):\n%s", diff)

@@ -40,10 +40,10 @@ const (
 type cluster struct {
 	cfg         Config
 	routerAuthz string
-	bin    Binaries
-	tokens tokens
-	client kubernetes.Interface
-	out    io.Writer
+	bin         Binaries
+	tokens      tokens
+	client      kubernetes.Interface
+	out         io.Writer
 }
 
 // step runs fn and prints one line with its outcome and duration. changed tells whether fn

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/paddock-dev/paddock/internal/credentials"
-
 	"github.com/paddock-dev/paddock/internal/router"
 	"github.com/paddock-dev/paddock/internal/router/authz"
 	"github.com/paddock-dev/paddock/internal/router/proxy"

@@ -9,8 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/router"
 	"github.com/paddock-dev/paddock/internal/router/authz"
 	"github.com/paddock-dev/paddock/internal/router/proxy"
@@ -40,6 +43,9 @@ type Options struct {
 	TokenReviewAudiences                         string
 	ScopedTokenSecretFile                        string
 	SandboxCache                                 bool
+	InsecureDNSRouting                           bool
+	InjectSandboxToken                           bool
+	CredentialsSecret                            string
 	SandboxNamespaces                            string
 	Kubeconfig                                   string
 	AccessLog                                    bool
@@ -56,8 +62,10 @@ func defaultOptions() *Options {
 		ClusterDomain: "cluster.local", ProxyTimeout: 180 * time.Second, ResponseHeaderTimeout: 30 * time.Second,
 		DialTimeout: 30 * time.Second, ShutdownTimeout: 30 * time.Second, ShutdownDelay: 5 * time.Second,
 		MaxHeaderBytes: 64 << 10, Retries: 3, UpstreamIdleConnsPerHost: proxy.DefaultIdleConnsPerHost, RetryInitialDelay: 200 * time.Millisecond, RetryMaxDelay: 800 * time.Millisecond,
-		AuthzMode: router.AuthzAllowAll, TokenReviewTTL: 30 * time.Second, TokenReviewCacheSize: 2048,
-		SandboxCache: true, AccessLog: true,
+		AuthzMode: router.AuthzTokenReview, TokenReviewTTL: 30 * time.Second, TokenReviewCacheSize: 2048,
+		TokenReviewRequireToken: true, TokenReviewCheckAccess: true,
+		SandboxCache: true, InjectSandboxToken: true, AccessLog: true,
+		CredentialsSecret: ownNamespace() + "/" + credentials.KeySecretName,
 	}
 	if v := os.Getenv("CLUSTER_DOMAIN"); v != "" {
 		o.ClusterDomain = v
@@ -66,6 +74,19 @@ func defaultOptions() *Options {
 		o.ProxyTimeout = time.Duration(s * float64(time.Second))
 	}
 	return o
+}
+
+// ownNamespace is the namespace the router runs in: POD_NAMESPACE, else the service account's,
+// else paddock-system (where the bundles install it). The controller keeps the credentials key
+// in its own namespace, which the bundles make the same.
+func ownNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b))
+	}
+	return "paddock-system"
 }
 
 // tracingFlag is named by parse, which turns tracing on from the environment when the flag is
@@ -95,14 +116,17 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"Idle keep-alive connections kept to each sandbox; more concurrent requests to one sandbox than this open and close a connection each (paddock).")
 	fs.DurationVar(&o.RetryInitialDelay, "upstream-retry-initial-delay", o.RetryInitialDelay, "First retry delay; doubles each retry.")
 	fs.DurationVar(&o.RetryMaxDelay, "upstream-retry-max-delay", o.RetryMaxDelay, "Longest retry delay.")
-	fs.StringVar(&o.AuthzMode, "authz-mode", o.AuthzMode, "allow-all (development), tokenreview or scoped-token.")
+	fs.StringVar(&o.AuthzMode, "authz-mode", o.AuthzMode, "tokenreview (Kubernetes tokens, checked per sandbox), scoped-token, or allow-all (no authentication at all; local development only).")
 	fs.DurationVar(&o.TokenReviewTTL, "authz-tokenreview-ttl", o.TokenReviewTTL, "How long a TokenReview or SubjectAccessReview result is cached.")
 	fs.IntVar(&o.TokenReviewCacheSize, "authz-tokenreview-cache-size", o.TokenReviewCacheSize, "Entries in the review cache.")
-	fs.BoolVar(&o.TokenReviewRequireToken, "authz-tokenreview-require-token", o.TokenReviewRequireToken, "Refuse requests without a Bearer token.")
-	fs.BoolVar(&o.TokenReviewCheckAccess, "authz-tokenreview-check-access", o.TokenReviewCheckAccess, "Also require create on sandboxes/proxy for the named sandbox via SubjectAccessReview; implies require-token (paddock).")
+	fs.BoolVar(&o.TokenReviewRequireToken, "authz-tokenreview-require-token", o.TokenReviewRequireToken, "Refuse requests without a Bearer token; always true in tokenreview mode (false is refused: use --authz-mode=allow-all for development).")
+	fs.BoolVar(&o.TokenReviewCheckAccess, "authz-tokenreview-check-access", o.TokenReviewCheckAccess, "Also require create on sandboxes/proxy for the named sandbox via SubjectAccessReview; false lets any authenticated identity reach every sandbox (paddock).")
 	fs.StringVar(&o.TokenReviewAudiences, "authz-tokenreview-audiences", o.TokenReviewAudiences, "Comma-separated audiences the token must carry.")
 	fs.StringVar(&o.ScopedTokenSecretFile, "authz-scoped-token-secret-file", o.ScopedTokenSecretFile, "Key file for scoped tokens: one key of at least 32 bytes per line, the first signs.")
-	fs.BoolVar(&o.SandboxCache, "sandbox-cache", o.SandboxCache, "Resolve sandboxes from a Sandbox informer (paddock); false dials <name>.<namespace>.svc.<cluster-domain>.")
+	fs.BoolVar(&o.SandboxCache, "sandbox-cache", o.SandboxCache, "Resolve sandboxes from a Sandbox informer, which limits the router to Ready, claimed Sandboxes and their declared ports (paddock); false dials <name>.<namespace>.svc.<cluster-domain> and needs --insecure-dns-routing.")
+	fs.BoolVar(&o.InsecureDNSRouting, "insecure-dns-routing", o.InsecureDNSRouting, "Allow --sandbox-cache=false: route by DNS name to any Service on any port, as upstream does, without checking the Sandbox (paddock).")
+	fs.BoolVar(&o.InjectSandboxToken, "inject-sandbox-token", o.InjectSandboxToken, "Replace the client's Authorization with \"Bearer <sandbox token>\" derived from --credentials-secret, so a sandboxd that requires its token answers (paddock).")
+	fs.StringVar(&o.CredentialsSecret, "credentials-secret", o.CredentialsSecret, "namespace/name of the credentials key Secret the controller creates; the router watches it (paddock).")
 	fs.BoolVar(&o.SandboxCache, "cache-enabled", o.SandboxCache, "Alias of --sandbox-cache, for upstream deployment arguments.")
 	fs.StringVar(&o.SandboxNamespaces, "sandbox-namespaces", o.SandboxNamespaces, "Comma-separated namespaces to watch; empty watches all (paddock).")
 	fs.StringVar(&o.SandboxNamespaces, "cache-namespace", o.SandboxNamespaces, "Alias of --sandbox-namespaces, for upstream deployment arguments.")
@@ -165,7 +189,11 @@ func (o *Options) Validate() error {
 		bad("--authz-tokenreview-cache-size=%d must be positive", o.TokenReviewCacheSize)
 	}
 	switch o.AuthzMode {
-	case router.AuthzAllowAll, router.AuthzTokenReview:
+	case router.AuthzAllowAll:
+	case router.AuthzTokenReview:
+		if !o.TokenReviewRequireToken {
+			bad("--authz-tokenreview-require-token=false is refused: tokenreview always authenticates; for an open router use --authz-mode=allow-all (development only)")
+		}
 	case router.AuthzScopedToken:
 		if o.ScopedTokenSecretFile == "" {
 			bad("--authz-mode=scoped-token needs --authz-scoped-token-secret-file")
@@ -173,11 +201,32 @@ func (o *Options) Validate() error {
 	default:
 		bad("--authz-mode=%q is not one of allow-all, tokenreview, scoped-token", o.AuthzMode)
 	}
+	if !o.SandboxCache && !o.InsecureDNSRouting {
+		bad("--sandbox-cache=false routes to any <name>.<namespace>.svc name on any port; keep the cache or add --insecure-dns-routing")
+	}
+	if o.InjectSandboxToken && !o.SandboxCache {
+		bad("--inject-sandbox-token needs --sandbox-cache=true (the token derives from the Sandbox's UID); set --inject-sandbox-token=false")
+	}
+	if o.InjectSandboxToken {
+		if _, err := o.credentialsSecret(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
+func (o *Options) credentialsSecret() (types.NamespacedName, error) {
+	ns, name, ok := strings.Cut(o.CredentialsSecret, "/")
+	if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return types.NamespacedName{}, fmt.Errorf("--credentials-secret=%q is not namespace/name; the usual value is paddock-system/%s", o.CredentialsSecret, credentials.KeySecretName)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
+}
+
 // NeedsKube reports whether the options need an API server connection.
-func (o *Options) NeedsKube() bool { return o.SandboxCache || o.AuthzMode == router.AuthzTokenReview }
+func (o *Options) NeedsKube() bool {
+	return o.SandboxCache || o.InjectSandboxToken || o.AuthzMode == router.AuthzTokenReview
+}
 
 // Config turns validated options into the router's configuration.
 func (o *Options) Config() router.Config {
@@ -188,15 +237,17 @@ func (o *Options) Config() router.Config {
 	if retryMax == 0 {
 		retryMax = 800 * time.Millisecond
 	}
+	secret, _ := o.credentialsSecret()
 	return router.Config{
 		Server: server.Options{HTTPAddr: o.HTTPAddr, HTTPSAddr: o.HTTPSAddr, MetricsAddr: o.MetricsAddr,
 			HealthAddr: o.HealthAddr, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 			MaxHeaderBytes: o.MaxHeaderBytes, ShutdownDelay: o.ShutdownDelay, ShutdownTimeout: o.ShutdownTimeout},
 		TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSKeyFile, TLSClientCAFile: o.TLSClientCAFile, MTLSMode: o.MTLSMode,
 		SandboxCache: o.SandboxCache, SandboxNamespaces: splitCSV(o.SandboxNamespaces), ClusterDomain: o.ClusterDomain,
-		AuthzMode: o.AuthzMode,
-		TokenReview: authz.TokenReviewOptions{Audiences: splitCSV(o.TokenReviewAudiences), RequireToken: o.TokenReviewRequireToken,
-			CheckAccess: o.TokenReviewCheckAccess, TTL: o.TokenReviewTTL, CacheSize: o.TokenReviewCacheSize},
+		AuthzMode:          o.AuthzMode,
+		InsecureDNSRouting: o.InsecureDNSRouting, InjectSandboxToken: o.InjectSandboxToken, CredentialsSecret: secret,
+		TokenReview: authz.TokenReviewOptions{Audiences: splitCSV(o.TokenReviewAudiences),
+			SkipAccessCheck: !o.TokenReviewCheckAccess, TTL: o.TokenReviewTTL, CacheSize: o.TokenReviewCacheSize},
 		ScopedTokenKeys: o.ScopedTokenSecretFile, ProxyTimeout: o.ProxyTimeout, DialTimeout: o.DialTimeout,
 		ResponseTimeout: o.ResponseHeaderTimeout, MaxRequestBody: o.MaxRequestBodyBytes, UpstreamIdleConnsPerHost: o.UpstreamIdleConnsPerHost,
 		Retry:     proxy.RetryPolicy{Max: o.Retries, InitialDelay: retryInitial, MaxDelay: retryMax},

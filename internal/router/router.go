@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/router/metrics"
 	"github.com/paddock-dev/paddock/internal/router/proxy"
 	"github.com/paddock-dev/paddock/internal/router/resolve"
+	"github.com/paddock-dev/paddock/internal/router/sandboxtoken"
 	"github.com/paddock-dev/paddock/internal/router/scopedtoken"
 	"github.com/paddock-dev/paddock/internal/router/server"
 	"github.com/paddock-dev/paddock/internal/router/tlsreload"
@@ -45,14 +47,23 @@ type Config struct {
 	// TLSClientCAFile and MTLSMode ("off", "optional", "required") verify client certificates.
 	TLSClientCAFile, MTLSMode string
 
-	// Kube is the API server connection; required for the Sandbox cache and TokenReview.
+	// Kube is the API server connection; required for the Sandbox cache, TokenReview and the
+	// credentials key.
 	Kube *rest.Config
-	// SandboxCache resolves targets from an informer of Sandboxes; without it the router
-	// dials <name>.<namespace>.svc.<ClusterDomain> like the upstream router.
-	SandboxCache      bool
-	SandboxNamespaces []string
-	ClusterDomain     string
+	// SandboxCache resolves targets from an informer of Sandboxes, which is what limits the
+	// router to Ready, claimed Sandboxes and their declared ports. Without it the router dials
+	// <name>.<namespace>.svc.<ClusterDomain> like the upstream router, which InsecureDNSRouting
+	// must acknowledge.
+	SandboxCache       bool
+	InsecureDNSRouting bool
+	SandboxNamespaces  []string
+	ClusterDomain      string
+	// InjectSandboxToken replaces the client's Authorization with the sandbox's own token,
+	// derived from the key in CredentialsSecret; it needs the Sandbox cache (for the UID).
+	InjectSandboxToken bool
+	CredentialsSecret  types.NamespacedName
 
+	// AuthzMode is AuthzTokenReview when empty.
 	AuthzMode       string
 	TokenReview     authz.TokenReviewOptions
 	ScopedTokenKeys string // path of the key file
@@ -79,6 +90,7 @@ type Router struct {
 	cfg      Config
 	srv      *server.Server
 	cache    *resolve.Cache
+	tokens   *sandboxtoken.Source
 	reloader *tlsreload.Reloader
 	// Registry holds every metric the router exports.
 	Registry *prometheus.Registry
@@ -95,11 +107,28 @@ func New(cfg Config) (*Router, error) {
 		return nil, err
 	}
 	resolver := &resolve.Resolver{ClusterDomain: cfg.ClusterDomain, Policy: cfg.Policy}
-	if cfg.SandboxCache {
+	switch {
+	case cfg.SandboxCache:
 		if r.cache, err = resolve.NewCache(cfg.Kube, cfg.SandboxNamespaces); err != nil {
 			return nil, err
 		}
 		resolver.Lookup = r.cache
+	case !cfg.InsecureDNSRouting:
+		return nil, errors.New("without the Sandbox cache the router would dial any <name>.<namespace>.svc name on any port; keep --sandbox-cache=true or acknowledge with --insecure-dns-routing")
+	default:
+		cfg.Log.Info("WARNING: --insecure-dns-routing: requests are routed by DNS name without checking that the target is a Ready, claimed Sandbox or that the port is declared")
+	}
+	var creds proxy.Credentials
+	if cfg.InjectSandboxToken {
+		if !cfg.SandboxCache {
+			return nil, errors.New("--inject-sandbox-token needs --sandbox-cache=true (the token derives from the Sandbox's UID); set --inject-sandbox-token=false with --insecure-dns-routing")
+		}
+		cs, err := kubernetes.NewForConfig(cfg.Kube)
+		if err != nil {
+			return nil, fmt.Errorf("creating the Kubernetes client for the credentials key: %w", err)
+		}
+		r.tokens = sandboxtoken.New(cs, cfg.CredentialsSecret)
+		creds = r.tokens
 	}
 	if cfg.Server.HTTPSAddr != "" {
 		if r.reloader, err = tlsreload.New(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Log.WithName("tls")); err != nil {
@@ -115,7 +144,7 @@ func New(cfg Config) (*Router, error) {
 	handler := proxy.New(proxy.Config{
 		Resolver: resolver, Authorizer: authorizer, Metrics: m, Log: cfg.Log.WithName("proxy"),
 		AccessLog: cfg.AccessLog, ProxyTimeout: cfg.ProxyTimeout, MaxRequestBodyBytes: cfg.MaxRequestBody,
-		Retry: cfg.Retry, Tracer: cfg.Tracer,
+		Retry: cfg.Retry, Tracer: cfg.Tracer, Credentials: creds,
 		Transport: proxy.NewTransport(cfg.Policy, cfg.DialTimeout, cfg.ResponseTimeout, cfg.UpstreamIdleConnsPerHost),
 	})
 	opts := cfg.Server
@@ -148,9 +177,10 @@ func serverTLS(cfg Config, reloader *tlsreload.Reloader) (*tls.Config, error) {
 
 func newAuthorizer(cfg Config) (authz.Authorizer, error) {
 	switch cfg.AuthzMode {
-	case AuthzAllowAll, "":
+	case AuthzAllowAll:
+		cfg.Log.Info("WARNING: --authz-mode=allow-all: every request is served without authentication; anyone who reaches the router reaches every claimed sandbox. For local development only")
 		return authz.AllowAll{}, nil
-	case AuthzTokenReview:
+	case AuthzTokenReview, "":
 		cs, err := kubernetes.NewForConfig(cfg.Kube)
 		if err != nil {
 			return nil, fmt.Errorf("creating the Kubernetes client for TokenReview: %w", err)
@@ -177,18 +207,30 @@ func (r *Router) Listen() error { return r.srv.Listen() }
 func (r *Router) Addr(name string) string { return r.srv.Addr(name) }
 
 // Serve runs the Sandbox cache, certificate reloads and the listeners until ctx ends, then
-// drains. /readyz reports ready once the listeners are bound and the cache has synced.
+// drains. /readyz reports ready once the listeners are bound and the Sandbox cache and the
+// credentials key watch have synced (the key need not exist yet).
 func (r *Router) Serve(ctx context.Context) error {
 	bg, stop := context.WithCancel(context.Background())
 	defer stop()
 	var cacheErr = make(chan error, 1)
+	var syncs []func(context.Context) bool
 	if r.cache != nil {
 		go func() { cacheErr <- r.cache.Start(bg) }()
+		syncs = append(syncs, r.cache.WaitForSync)
+	}
+	if r.tokens != nil {
+		go r.tokens.Run(bg)
+		syncs = append(syncs, r.tokens.WaitForSync)
+	}
+	if len(syncs) > 0 {
 		synced := make(chan struct{})
 		go func() {
-			if r.cache.WaitForSync(bg) {
-				close(synced)
+			for _, wait := range syncs {
+				if !wait(bg) {
+					return
+				}
 			}
+			close(synced)
 		}()
 		r.srv.SetReady(func() bool {
 			select {

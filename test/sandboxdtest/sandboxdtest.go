@@ -15,7 +15,14 @@ import (
 // not served), rooted in a temporary directory, until the test ends, and returns its root.
 func Serve(t testing.TB, ls server.Listeners) string {
 	t.Helper()
-	d, err := server.New(server.Config{RootDir: t.TempDir(), Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
+	return ServeWithToken(t, ls, "")
+}
+
+// ServeWithToken is Serve with a daemon that requires token as "Authorization: Bearer" on every
+// call but health; "" requires none.
+func ServeWithToken(t testing.TB, ls server.Listeners, token string) string {
+	t.Helper()
+	d, err := server.New(server.Config{RootDir: t.TempDir(), Environ: os.Environ(), ShutdownTimeout: 5 * time.Second, Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}

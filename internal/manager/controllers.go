@@ -27,7 +27,17 @@ func SetupControllers(ctx context.Context, mgr ctrl.Manager, o *Options, tp trac
 	if err := indexes.Register(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	if err := setupSandbox(mgr, o, tp); err != nil {
+	var key []byte
+	if o.SandboxCredentials {
+		secret, err := o.credentialsSecretKey()
+		if err != nil {
+			return err
+		}
+		if key, err = EnsureCredentialsKey(ctx, mgr.GetAPIReader(), mgr.GetClient(), secret); err != nil {
+			return err
+		}
+	}
+	if err := setupSandbox(mgr, o, tp, key); err != nil {
 		return err
 	}
 	if !o.Extensions {
@@ -61,10 +71,16 @@ func tracerOrNil(tp trace.TracerProvider) trace.TracerProvider {
 	return tp
 }
 
-func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
-	r, err := sandbox.New(mgr.GetClient(), mgr.GetScheme(), mgr.GetEventRecorder(sandbox.ControllerName),
+// setupSandbox registers the Sandbox controller; key (nil: credentials off) derives the tokens.
+func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider, key []byte) error {
+	opts := []sandbox.Option{
 		sandbox.WithClusterDomain(o.ClusterDomain), sandbox.WithWorkers(o.SandboxWorkers), sandbox.WithStatusCoalesceWindow(o.SandboxStatusCoalesceWindow), sandbox.WithTracerProvider(tp),
-		sandbox.WithAPIReader(mgr.GetAPIReader()), sandbox.WithWriteBehindWindow(o.SandboxWriteBehindWindow))
+		sandbox.WithAPIReader(mgr.GetAPIReader()), sandbox.WithWriteBehindWindow(o.SandboxWriteBehindWindow),
+	}
+	if key != nil {
+		opts = append(opts, sandbox.WithCredentialsKey(key))
+	}
+	r, err := sandbox.New(mgr.GetClient(), mgr.GetScheme(), mgr.GetEventRecorder(sandbox.ControllerName), opts...)
 	if err != nil {
 		return err
 	}

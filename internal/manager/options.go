@@ -64,6 +64,12 @@ type Options struct {
 	// one per line; a missing file means the built-in list.
 	AllowedLabelDomainsFile string
 
+	// SandboxCredentials gives every Sandbox its own tokens (docs/design/credentials.md), derived
+	// from the key in CredentialsSecret ("namespace/name"; empty: credentials.KeySecretName in
+	// the controller's namespace), which the controller creates when it is missing.
+	SandboxCredentials bool
+	CredentialsSecret  string
+
 	ShowVersion bool
 
 	// AllowDuplicateControllers lets one process run several managers, as tests of leader
@@ -94,6 +100,7 @@ func NewOptions() *Options {
 		RouterNamespace:                      "paddock-system",
 		RouterPodLabels:                      map[string]string{"app": "paddock-router"},
 		AllowedLabelDomainsFile:              "/etc/sandbox-config/allowed-label-domains",
+		SandboxCredentials:                   true,
 	}
 }
 
@@ -130,6 +137,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.DisableClaimObservabilityAnnotations, "disable-claim-observability-annotations", o.DisableClaimObservabilityAnnotations, "Do not stamp first-observed and trace-context annotations on claims.")
 	fs.StringVar(&o.RouterNamespace, "router-namespace", o.RouterNamespace, "Namespace of paddock-router; a template's default NetworkPolicy admits traffic from it.")
 	fs.StringVar(&o.AllowedLabelDomainsFile, "allowed-label-domains-file", o.AllowedLabelDomainsFile, "File listing, one per line, the label domains a claim's additionalPodMetadata may use; a missing file means the built-in list.")
+	fs.BoolVar(&o.SandboxCredentials, "sandbox-credentials", o.SandboxCredentials,
+		"Give every Sandbox its own sandboxd tokens: a Secret <sandbox>-credentials and SANDBOXD_TOKEN/SANDBOXD_CONTROL_TOKEN in every container. false is UNSAFE: sandboxd then needs its own token configuration (docs/security.md).")
+	fs.StringVar(&o.CredentialsSecret, "credentials-secret", o.CredentialsSecret,
+		"Secret holding the credentials key, as namespace/name; created when missing. Empty means paddock-credentials-key in the controller's namespace.")
 	fs.Var(labelsValue{&o.RouterPodLabels}, "router-pod-labels", "Labels of paddock-router Pods, as k=v[,k=v]; a template's default NetworkPolicy admits traffic from them.")
 }
 
@@ -185,6 +196,9 @@ func (o *Options) Validate() error {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("--%s=%q: want host:port or :port (%v)", flagName, addr, err))
 		}
+	}
+	if _, err := o.credentialsSecretKey(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.ClusterDomain == "" {
 		errs = append(errs, errors.New("--cluster-domain: must not be empty (the usual value is cluster.local)"))

@@ -281,7 +281,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&agentsv1beta1.Sandbox{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: beyondStatus})).
 		Owns(&corev1.Pod{}, tracked).
 		Owns(&corev1.Service{}, tracked).
-		Owns(&corev1.Secret{}, tracked). // the credentials Secret: re-created when deleted
+		// The credentials Secret: repaired when changed, re-created when deleted. Its creation
+		// is this controller's own doing and needs no pass.
+		Owns(&corev1.Secret{}, tracked, builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
 		Complete(r)
 }

@@ -109,3 +109,28 @@ func BenchmarkLegacyExecuteMemory(b *testing.B) {
 		})
 	}
 }
+
+// TestLegacyExecuteMemoryIsBoundedByTheOutputCap: output just under the cap costs the daemon
+// about its size, not the sixfold escaped JSON built in memory (228 MiB peak for 7 MiB of NULs
+// before the body was streamed, about 19 MiB after); output over the cap kills the command and
+// says so. The bound has a wide margin and depends on no timing.
+func TestLegacyExecuteMemoryIsBoundedByTheOutputCap(t *testing.T) {
+	const outputCap = 8 << 20
+	td := startDaemon(t, func(c *Config) { c.MaxExecuteOutputBytes = outputCap })
+	var status int
+	var tail string
+	grew := peakRSSGrowthMiB(t, func() {
+		status, tail = legacyExecuteDiscard(t, td, fmt.Sprintf("head -c %d /dev/zero", 7<<20))
+	})
+	t.Logf("peak RSS growth for 7 MiB of output: %.1f MiB", grew)
+	if status != http.StatusOK || !strings.HasSuffix(tail, `\u0000","stderr":"","exit_code":0}`+"\n") {
+		t.Fatalf("legacy /execute = %d ...%s, want 200 with the output and exit code 0", status, tail)
+	}
+	if grew > 96 {
+		t.Errorf("one legacy /execute of 7 MiB raised the peak RSS by %.0f MiB, want at most 96 MiB", grew)
+	}
+	status, tail = legacyExecuteDiscard(t, td, "head -c 60000000 /dev/zero")
+	if status != http.StatusOK || !strings.Contains(tail, "stdout exceeded 8388608 bytes, so the process was killed") || !strings.Contains(tail, `"exit_code":1`) {
+		t.Errorf("legacy /execute of 60 MB = %d ...%s, want exit code 1 naming the cap", status, tail)
+	}
+}

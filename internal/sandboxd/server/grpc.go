@@ -54,7 +54,9 @@ func (d *Daemon) spec(cfg *processv1.ProcessConfig) (process.Spec, error) {
 
 // processLimitError is a start refused by --max-processes: ResourceExhausted over gRPC, and
 // (through Unwrap) 429 over HTTP.
-type processLimitError struct{ err *process.TooManyProcessesError }
+type processLimitError struct {
+	err *process.TooManyProcessesError
+}
 
 func (e processLimitError) Error() string { return e.err.Error() }
 func (e processLimitError) Unwrap() error { return e.err }

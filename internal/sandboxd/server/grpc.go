@@ -52,9 +52,24 @@ func (d *Daemon) spec(cfg *processv1.ProcessConfig) (process.Spec, error) {
 	}, nil
 }
 
+// processLimitError is a start refused by --max-processes: ResourceExhausted over gRPC, and
+// (through Unwrap) 429 over HTTP.
+type processLimitError struct {
+	err *process.TooManyProcessesError
+}
+
+func (e processLimitError) Error() string { return e.err.Error() }
+func (e processLimitError) Unwrap() error { return e.err }
+func (e processLimitError) GRPCStatus() *status.Status {
+	return status.New(codes.ResourceExhausted, e.err.Error())
+}
+
 // commandError maps a failure to start a command to a gRPC status.
 func commandError(err error) error {
+	var tooMany *process.TooManyProcessesError
 	switch {
+	case errors.As(err, &tooMany):
+		return processLimitError{tooMany}
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
 		return status.Errorf(codes.NotFound, "starting command: %v", err)
 	case errors.Is(err, fs.ErrPermission):

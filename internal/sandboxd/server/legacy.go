@@ -68,14 +68,24 @@ func (d *Daemon) legacyExecute(w http.ResponseWriter, r *http.Request) {
 		legacyValidation(w, "command", `field "command" (a string) is required`)
 		return
 	}
-	writeJSON(w, http.StatusOK, d.runLegacy(r.Context(), *req.Command))
+	res, err := d.runLegacy(r.Context(), *req.Command)
+	var tooMany *process.TooManyProcessesError
+	if errors.As(err, &tooMany) {
+		writeJSON(w, http.StatusTooManyRequests, legacyMessage{Message: err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	// Streamed: the escaped body is never held in memory, only the capped raw output.
+	_ = writeLegacyExecuteResponse(w, res.Stdout, res.Stderr, res.ExitCode)
 }
 
 // runLegacy splits command like shlex.split and runs it without a shell in the root; any failure
-// becomes exit code 1 with the reason in stderr, as the Python runtime reports it.
-func (d *Daemon) runLegacy(ctx context.Context, command string) legacyExecuteResponse {
-	failed := func(err error) legacyExecuteResponse {
-		return legacyExecuteResponse{Stderr: "Failed to execute command: " + err.Error(), ExitCode: 1}
+// becomes exit code 1 with the reason in stderr, as the Python runtime reports it, except a start
+// refused by --max-processes, which is returned as the error.
+func (d *Daemon) runLegacy(ctx context.Context, command string) (process.Result, error) {
+	failed := func(err error) (process.Result, error) {
+		return process.Result{Stderr: []byte("Failed to execute command: " + err.Error()), ExitCode: 1}, nil
 	}
 	argv, err := shlex.Split(command)
 	if err != nil {
@@ -92,13 +102,16 @@ func (d *Daemon) runLegacy(ctx context.Context, command string) legacyExecuteRes
 	defer cancel()
 	spec := process.Spec{Command: argv, Env: process.MergeEnv(d.cfg.Environ, d.claims.Env()), Dir: d.root.Dir()}
 	res, err := d.procs.Run(ctx, spec, d.cfg.MaxExecuteOutputBytes)
+	var tooMany *process.TooManyProcessesError
 	switch {
+	case errors.As(err, &tooMany):
+		return process.Result{}, err
 	case err != nil:
 		return failed(err)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return failed(fmt.Errorf("command timed out after %v and its process group was killed", timeout))
 	}
-	return legacyExecuteResponse{Stdout: string(res.Stdout), Stderr: string(res.Stderr), ExitCode: res.ExitCode}
+	return res, nil
 }
 
 // legacyResolve confines p like the Python runtime: an absolute path outside the root is an

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
 	"github.com/paddock-dev/paddock/internal/sandboxd/files"
 )
@@ -26,11 +28,14 @@ func (d *Daemon) RESTHandler() http.Handler {
 	mux.HandleFunc("DELETE /v1/files/{path...}", d.deleteFile)
 	mux.HandleFunc("GET /v1/health", d.health)
 	mux.HandleFunc("GET /v1/metadata", d.getMetadata)
-	mux.HandleFunc("PUT /v1/claim-settings", d.putClaimSettings)
-	mux.HandleFunc("GET /v1/claim-settings", d.getClaimSettings)
+	mux.HandleFunc("PUT "+claimSettingsPath, d.putClaimSettings)
+	mux.HandleFunc("GET "+claimSettingsPath, d.getClaimSettings)
 	d.registerProcessRoutes(mux)
 	return d.requireToken(mux, "/v1/health")
 }
+
+// claimSettingsPath is where the controller sends claim settings, with the control token.
+const claimSettingsPath = "/v1/claim-settings"
 
 // directoryListing is the wire type DirectoryListing.
 type directoryListing struct {
@@ -202,7 +207,7 @@ func (d *Daemon) getMetadata(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (d *Daemon) putClaimSettings(w http.ResponseWriter, r *http.Request) {
-	if !d.claimAuthorized(w, r) {
+	if !d.controlAuthorized(w, r) {
 		return
 	}
 	var s claim.Settings
@@ -222,12 +227,15 @@ func (d *Daemon) putClaimSettings(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if d.locked.CompareAndSwap(true, false) {
+		klog.InfoS("claimed: sandboxd serves the sandbox token from now on", "claim", s.ClaimName, "claimUID", s.ClaimUID)
+	}
 	status, _ := d.claims.Current()
 	writeJSON(w, http.StatusOK, status)
 }
 
 func (d *Daemon) getClaimSettings(w http.ResponseWriter, r *http.Request) {
-	if !d.claimAuthorized(w, r) {
+	if !d.controlAuthorized(w, r) {
 		return
 	}
 	status, ok := d.claims.Current()

@@ -43,7 +43,7 @@ func SetupControllers(ctx context.Context, mgr ctrl.Manager, o *Options, tp trac
 	if !o.Extensions {
 		return nil
 	}
-	return setupExtensions(mgr, o, tp)
+	return setupExtensions(mgr, o, tp, key)
 }
 
 // RegisterMetrics registers Paddock's own metrics next to controller-runtime's; reader (the
@@ -90,7 +90,7 @@ func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider, key []b
 	return nil
 }
 
-func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
+func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider, key []byte) error {
 	template := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxtemplate.ControllerName), sandboxtemplate.Options{
 		Workers:         o.SandboxTemplateWorkers,
 		RouterNamespace: o.RouterNamespace,
@@ -118,6 +118,7 @@ func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) erro
 		Workers:             o.SandboxClaimWorkers,
 		AllowedLabelDomains: domains,
 		TracerProvider:      tracerOrNil(tp),
+		CredentialsKey:      key,
 	})
 	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
 		"SandboxTemplate": template, "SandboxWarmPool": pool, "SandboxClaim": claim,

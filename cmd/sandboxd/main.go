@@ -63,9 +63,8 @@ func run(args []string) int {
 			klog.InfoS("WARNING: --token on the command line is readable by every process of the sandbox in /proc/<pid>/cmdline; pass the token in env " + sandboxd.TokenEnv)
 		}
 	})
-	if opts.Token == "" {
-		klog.InfoS("WARNING: --allow-unauthenticated: sandboxd requires no token, so anyone who reaches its ports can run commands here; development only")
-	} else if opts.AllowUnauthenticated {
+	// Serving without a token is warned about by the daemon itself when it starts serving.
+	if opts.Token != "" && opts.AllowUnauthenticated {
 		klog.InfoS("--allow-unauthenticated is ignored: a sandbox token is configured, so every call must carry it")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

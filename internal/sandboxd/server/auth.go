@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/paddock-dev/paddock/api/sandboxd"
 )
 
 // AccessTokenHeader is the header E2B clients carry the sandbox token in; sandboxd accepts it on
@@ -40,7 +42,7 @@ var (
 	errNotClaimed = &AuthError{Status: http.StatusForbidden,
 		Message: "the sandbox is not claimed yet: this warm-pool member answers only the controller until a SandboxClaim adopts it"}
 	errNoControlToken = &AuthError{Status: http.StatusForbidden,
-		Message: "claim settings are disabled: sandboxd has no control token; set " + "SANDBOXD_CONTROL_TOKEN (the controller does for every Sandbox)"}
+		Message: "claim settings are disabled: sandboxd has no control token; set " + sandboxd.ControlTokenEnv + " (the controller does for every Sandbox)"}
 	errWrongControlToken = &AuthError{Status: http.StatusUnauthorized,
 		Message: "missing or wrong control token; only the controller may send claim settings (Authorization: Bearer <control token>)"}
 )

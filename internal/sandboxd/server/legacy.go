@@ -116,11 +116,21 @@ func (d *Daemon) runLegacy(ctx context.Context, command string) (process.Result,
 
 // legacyResolve confines p like the Python runtime: an absolute path outside the root is an
 // escape rather than being re-rooted.
-func (d *Daemon) legacyResolve(p string) (string, error) {
+func (d *Daemon) legacyResolve(ctx context.Context, p string) (string, error) {
 	if _, inside := pathsafe.Within(d.root.Dir(), p); filepath.IsAbs(p) && !inside {
 		return "", pathsafe.ErrEscapes
 	}
-	return d.root.Resolve(p)
+	return d.root.ResolveContext(ctx, p)
+}
+
+// writeLegacyResolveError answers a path legacyResolve refused: 400 for one over the length
+// limits, the Python runtime's 403 "Access denied" otherwise.
+func writeLegacyResolveError(w http.ResponseWriter, err error) {
+	if errors.Is(err, pathsafe.ErrTooLong) {
+		writeJSON(w, http.StatusBadRequest, legacyMessage{Message: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusForbidden, legacyDenied)
 }
 
 func (d *Daemon) legacyUpload(w http.ResponseWriter, r *http.Request) {
@@ -139,9 +149,9 @@ func (d *Daemon) legacyUpload(w http.ResponseWriter, r *http.Request) {
 		legacyValidation(w, "file", "the \"file\" part needs a filename")
 		return
 	}
-	rel, err := d.legacyResolve(name)
+	rel, err := d.legacyResolve(r.Context(), name)
 	if err != nil {
-		writeJSON(w, http.StatusForbidden, legacyDenied)
+		writeLegacyResolveError(w, err)
 		return
 	}
 	if err := files.Write(d.root, rel, 0o644, part, d.cfg.MaxUploadBytes); err != nil {
@@ -156,9 +166,9 @@ func (d *Daemon) legacyUpload(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Daemon) legacyDownload(w http.ResponseWriter, r *http.Request) {
-	rel, err := d.legacyResolve(r.PathValue("path"))
+	rel, err := d.legacyResolve(r.Context(), r.PathValue("path"))
 	if err != nil {
-		writeJSON(w, http.StatusForbidden, legacyDenied)
+		writeLegacyResolveError(w, err)
 		return
 	}
 	f, err := openReadable(d.root.FS(), rel)
@@ -182,9 +192,9 @@ type legacyEntry struct {
 }
 
 func (d *Daemon) legacyList(w http.ResponseWriter, r *http.Request) {
-	rel, err := d.legacyResolve(r.PathValue("path"))
+	rel, err := d.legacyResolve(r.Context(), r.PathValue("path"))
 	if err != nil {
-		writeJSON(w, http.StatusForbidden, legacyDenied)
+		writeLegacyResolveError(w, err)
 		return
 	}
 	entries, err := files.List(d.root, rel)
@@ -201,9 +211,9 @@ func (d *Daemon) legacyList(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) legacyExists(w http.ResponseWriter, r *http.Request) {
 	p := r.PathValue("path")
-	rel, err := d.legacyResolve(p)
+	rel, err := d.legacyResolve(r.Context(), p)
 	if err != nil {
-		writeJSON(w, http.StatusForbidden, legacyDenied)
+		writeLegacyResolveError(w, err)
 		return
 	}
 	_, statErr := d.root.FS().Stat(rel)

@@ -45,7 +45,7 @@ type directoryListing struct {
 
 func (d *Daemon) getFile(w http.ResponseWriter, r *http.Request) {
 	wild := r.PathValue("path")
-	rel, err := d.root.Resolve(wild)
+	rel, err := d.root.ResolveContext(r.Context(), wild)
 	if err != nil {
 		writeFileError(w, err)
 		return
@@ -89,7 +89,7 @@ func (d *Daemon) putFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeInvalidArgument, fmt.Sprintf("query parameter type=%q must be \"file\" or \"directory\"", kind))
 		return
 	}
-	rel, err := d.root.Resolve(r.PathValue("path"))
+	rel, err := d.root.ResolveContext(r.Context(), r.PathValue("path"))
 	if err != nil {
 		writeFileError(w, err)
 		return
@@ -182,7 +182,7 @@ func (d *Daemon) deleteFile(w http.ResponseWriter, r *http.Request) {
 		}
 		recursive = b
 	}
-	rel, err := d.root.ResolveNoFollow(r.PathValue("path"))
+	rel, err := d.root.ResolveNoFollowContext(r.Context(), r.PathValue("path"))
 	if err != nil {
 		writeFileError(w, err)
 		return

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 	"github.com/paddock-dev/paddock/test/sandboxdtest"
@@ -321,7 +322,8 @@ func TestSandboxRuntimeStrategy(t *testing.T) {
 		t.Errorf("router headers = %v, want sandbox sb-7 in team on port 8888", h)
 	}
 
-	direct := &Sandbox{c: &Client{opts: Options{RuntimePort: 9000, GRPCPort: 9001}}, namespace: "team", sandbox: "sb-7",
+	// No credentials Secret (credentials off): no Authorization header either.
+	direct := &Sandbox{c: &Client{kube: fake.NewClientBuilder().Build(), opts: Options{RuntimePort: 9000, GRPCPort: 9001}}, namespace: "team", sandbox: "sb-7",
 		podIPs: []string{"fd00::7", "198.18.0.7"}}
 	if rt, err = direct.Runtime(); err != nil || rt.base.String() != "http://[fd00::7]:9000" || rt.grpcAddr != "[fd00::7]:9001" || len(rt.headers) != 0 {
 		t.Errorf("direct Runtime = %v, %v; want http://[fd00::7]:9000 and gRPC [fd00::7]:9001 without router headers", rt, err)

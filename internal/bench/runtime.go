@@ -26,6 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paddock-dev/paddock/internal/router/authz"
+
+	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/sdk"
 )
 
@@ -119,11 +121,15 @@ func (r *Runner) runtime(ctx context.Context, ns string, s Scenario) (Result, er
 	if err != nil {
 		return Result{}, err
 	}
+	token, err := r.sandboxToken(ctx, ns)
+	if err != nil {
+		return Result{}, err
+	}
 	m := &Runtime{Sandbox: runtimeSandbox, PodIP: ip}
 	hc := runtimeHTTPClient(max(s.Concurrency, 1))
 	direct := runtimeEndpoints{
 		health: "http://" + net.JoinHostPort(ip, strconv.Itoa(rt.RESTPort)) + "/v1/health",
-		exec:   sdk.Endpoint{URL: "http://" + net.JoinHostPort(ip, strconv.Itoa(rt.LegacyPort)), HTTPClient: hc},
+		exec:   sdk.Endpoint{URL: "http://" + net.JoinHostPort(ip, strconv.Itoa(rt.LegacyPort)), HTTPClient: hc, Token: token},
 	}
 	if err := waitAnswers(ctx, hc, direct.health, nil, s.Timeout); err != nil {
 		return Result{}, fmt.Errorf("sandboxd in Sandbox %s/%s does not answer at %s: the harness reaches sandboxes by Pod IP, so run it on a node of the cluster (make bench does), or leave the runtime scenario out with --runtime=0: %w",
@@ -156,6 +162,22 @@ func (r *Runner) runtime(ctx context.Context, ns string, s Scenario) (Result, er
 		m.problem(fmt.Errorf("the scenario's timeout of %s ran out; the numbers cover what was sent before", s.Timeout))
 	}
 	return Result{Name: s.Name(), Kind: s.Kind, Count: s.Count, Writes: Writes{}, Runtime: m}, nil
+}
+
+// sandboxToken reads the scenario Sandbox's token from its credentials Secret, which calls by
+// Pod IP present as a client would; none when the controller runs without per-Sandbox
+// credentials (no Secret).
+func (r *Runner) sandboxToken(ctx context.Context, ns string) (string, error) {
+	secret := &corev1.Secret{}
+	name := credentials.SandboxSecretName(runtimeSandbox)
+	err := r.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("reading the token of Sandbox %s/%s from Secret %s (the harness needs get on secrets in its namespace): %w", ns, runtimeSandbox, name, err)
+	}
+	return string(secret.Data[credentials.TokenDataKey]), nil
 }
 
 // startRuntimeSandbox creates the scenario's Sandbox on a real node and returns its Pod IP once

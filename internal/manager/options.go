@@ -72,6 +72,12 @@ type Options struct {
 	// one per line; a missing file means the built-in list.
 	AllowedLabelDomainsFile string
 
+	// SandboxCredentials gives every Sandbox its own tokens (docs/design/credentials.md), derived
+	// from the key in CredentialsSecret ("namespace/name"; empty: credentials.KeySecretName in
+	// the controller's namespace), which the controller creates when it is missing.
+	SandboxCredentials bool
+	CredentialsSecret  string
+
 	ShowVersion bool
 
 	// AllowDuplicateControllers lets one process run several managers, as tests of leader
@@ -103,6 +109,7 @@ func NewOptions() *Options {
 		RouterPodLabels:                      map[string]string{"app": "paddock-router"},
 		SandboxEgressDiscovery:               true,
 		AllowedLabelDomainsFile:              "/etc/sandbox-config/allowed-label-domains",
+		SandboxCredentials:                   true,
 	}
 }
 
@@ -151,6 +158,11 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		})
 	fs.BoolVar(&o.SandboxEgressDiscovery, "sandbox-egress-discovery", o.SandboxEgressDiscovery,
 		"Deny the default NetworkPolicy's egress to the cluster's own ranges, discovered from Nodes (podCIDRs, InternalIPs), ServiceCIDRs and the kubernetes Service's EndpointSlices.")
+
+	fs.BoolVar(&o.SandboxCredentials, "sandbox-credentials", o.SandboxCredentials,
+		"Give every Sandbox its own sandboxd tokens: a Secret <sandbox>-credentials and SANDBOXD_TOKEN/SANDBOXD_CONTROL_TOKEN in every container. false is UNSAFE: sandboxd then needs its own token configuration (docs/security.md).")
+	fs.StringVar(&o.CredentialsSecret, "credentials-secret", o.CredentialsSecret,
+		"Secret holding the credentials key, as namespace/name; created when missing. Empty means paddock-credentials-key in the controller's namespace.")
 	fs.Var(labelsValue{&o.RouterPodLabels}, "router-pod-labels", "Labels of paddock-router Pods, as k=v[,k=v]; a template's default NetworkPolicy admits traffic from them.")
 }
 
@@ -206,6 +218,9 @@ func (o *Options) Validate() error {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("--%s=%q: want host:port or :port (%v)", flagName, addr, err))
 		}
+	}
+	if _, err := o.credentialsSecretKey(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.ClusterDomain == "" {
 		errs = append(errs, errors.New("--cluster-domain: must not be empty (the usual value is cluster.local)"))

@@ -5,9 +5,10 @@ package v1beta1
 const (
 	ClaimConditionReady    = "Ready"
 	ClaimConditionFinished = "Finished"
-	// ClaimConditionSettingsDelivered exists only on claims with spec.env that a warm Sandbox
-	// served through claim settings: True once sandboxd has the env, False while it is pending
-	// or after delivery failed and the claim fell back to a cold Sandbox.
+	// ClaimConditionSettingsDelivered exists on claims that a warm Sandbox of a sandboxd template
+	// (RuntimeAnnotation) served, and on claims with spec.env that tried to: True once sandboxd
+	// is bound to the claim (and has its env), False while that is pending or after it failed
+	// and the claim fell back to a cold Sandbox.
 	ClaimConditionSettingsDelivered = "SettingsDelivered"
 )
 
@@ -17,6 +18,10 @@ const (
 	ClaimReasonSettingsDelivered = "ClaimSettingsDelivered"
 	ClaimReasonSettingsPending   = "ClaimSettingsPending"
 	ClaimReasonSettingsFailed    = "ClaimSettingsFailed"
+	// ClaimReasonWarmMemberTampered: sandboxd in the adopted member was already bound to another
+	// claim (409), so someone reached it before the controller; the member is deleted and the
+	// claim served cold. Also the reason of the Warning event.
+	ClaimReasonWarmMemberTampered = "WarmMemberTampered"
 )
 
 // Reasons of a claim's Ready condition that the claim controller sets itself. Other reasons are

@@ -330,14 +330,14 @@ func (s *Server) deleteSandbox(ctx context.Context, _ *mcp.CallToolRequest, in N
 }
 
 func (s *Server) suspendSandbox(ctx context.Context, req *mcp.CallToolRequest, in WaitInput) (*mcp.CallToolResult, SandboxInfo, error) {
-	return s.setMode(ctx, req, in, (*sdk.Sandbox).Suspend)
+	return s.setMode(ctx, req, in, false)
 }
 
 func (s *Server) resumeSandbox(ctx context.Context, req *mcp.CallToolRequest, in WaitInput) (*mcp.CallToolResult, SandboxInfo, error) {
-	return s.setMode(ctx, req, in, (*sdk.Sandbox).Resume)
+	return s.setMode(ctx, req, in, true)
 }
 
-func (s *Server) setMode(ctx context.Context, req *mcp.CallToolRequest, in WaitInput, set func(*sdk.Sandbox, context.Context) error) (*mcp.CallToolResult, SandboxInfo, error) {
+func (s *Server) setMode(ctx context.Context, req *mcp.CallToolRequest, in WaitInput, resume bool) (*mcp.CallToolResult, SandboxInfo, error) {
 	if _, err := s.claim(ctx, in.Name); err != nil {
 		return nil, SandboxInfo{}, err
 	}
@@ -350,8 +350,18 @@ func (s *Server) setMode(ctx context.Context, req *mcp.CallToolRequest, in WaitI
 	if err != nil {
 		return nil, SandboxInfo{}, err
 	}
-	if err := set(sb, wctx); err != nil {
+	set := sb.Suspend
+	if resume {
+		set = sb.Resume
+	}
+	if err := set(wctx); err != nil {
 		return nil, SandboxInfo{}, err
+	}
+	if resume {
+		// The Sandbox is Ready; the claim's own Ready condition follows it shortly.
+		if _, err := s.sdk.Attach(wctx, s.cfg.Namespace, in.Name); err != nil {
+			return nil, SandboxInfo{}, err
+		}
 	}
 	info, err := s.describe(ctx, req.Session, in.Name)
 	return nil, info, err

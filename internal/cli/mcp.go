@@ -126,8 +126,10 @@ func runMCP(cmd *cobra.Command, g *Globals, o *MCPOptions) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// The protocol library logs every connection at Info; only its warnings matter to an operator.
+	protocolLog := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err := mcp.New(mcp.Config{Namespace: s.namespace, Pools: o.Pools, KeepSandboxes: o.KeepSandboxes,
-		MaxOutputBytes: o.MaxOutputBytes, MaxReadBytes: o.MaxReadBytes, Logger: log}, s.kube, s.sdk)
+		MaxOutputBytes: o.MaxOutputBytes, MaxReadBytes: o.MaxReadBytes, Logger: log, ProtocolLogger: protocolLog}, s.kube, s.sdk)
 	if err != nil {
 		return err
 	}

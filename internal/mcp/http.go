@@ -16,7 +16,7 @@ const HTTPPath = "/mcp"
 // idle end (and so delete their sandboxes). token, when set, is required as a bearer token.
 func (s *Server) HTTPHandler(token string, idle time.Duration) http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.StreamableHTTPOptions{SessionTimeout: idle, Logger: s.cfg.Logger})
+		&mcp.StreamableHTTPOptions{SessionTimeout: idle, Logger: s.cfg.ProtocolLogger})
 	mux := http.NewServeMux()
 	mux.Handle(HTTPPath, h)
 	if token == "" {

@@ -42,6 +42,8 @@ type Config struct {
 	MaxReadBytes int
 	// Logger receives the server's own log lines (never stdout: stdio carries the protocol).
 	Logger *slog.Logger
+	// ProtocolLogger receives the MCP library's log lines; nil means none.
+	ProtocolLogger *slog.Logger
 }
 
 // Server serves Paddock's MCP tools and resources over any MCP transport. Every session gets an
@@ -78,7 +80,7 @@ func New(cfg Config, kube client.WithWatch, c *sdk.Client) (*Server, error) {
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "paddock", Title: "Paddock agent sandboxes", Version: version.Get().GitVersion},
 		&mcp.ServerOptions{
 			Instructions:              instructions(cfg),
-			Logger:                    cfg.Logger,
+			Logger:                    cfg.ProtocolLogger,
 			SupportedProtocolVersions: versions,
 			Capabilities:              &mcp.ServerCapabilities{},
 		})

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strconv"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -24,6 +25,9 @@ const (
 	defaultCommandSeconds = 60
 	maxCommandSeconds     = 3600
 )
+
+// maxListEntries caps list_files, so a huge directory cannot fill the model's context.
+const maxListEntries = 1000
 
 // attachTimeout bounds waiting for a Pending sandbox before a command or file call.
 const attachTimeout = 2 * time.Minute
@@ -108,7 +112,10 @@ type FileInfo struct {
 // FileList is list_files' output.
 type FileList struct {
 	Path    string     `json:"path"`
-	Entries []FileInfo `json:"entries"`
+	Entries []FileInfo `json:"entries" jsonschema:"the entries, sorted by name"`
+	Total   int        `json:"total" jsonschema:"how many entries the directory has"`
+	// Truncated reports whether Entries stops at maxListEntries.
+	Truncated bool `json:"truncated" jsonschema:"true when only the first entries are listed; narrow the path or use run_command with find or ls"`
 }
 
 // StatOutput is stat_file's output.
@@ -181,14 +188,19 @@ func (s *Server) runCommand(ctx context.Context, _ *mcp.CallToolRequest, in RunI
 	if err != nil {
 		return nil, RunOutput{}, err
 	}
-	runCtx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second)
+	// The timeout is a timer of ours, not a context deadline: gRPC would send a deadline to the
+	// daemon, which could end the stream before this side knew that time was up.
+	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(time.Duration(seconds)*time.Second, func() { timedOut.Store(true); cancel() })
+	defer timer.Stop()
 	stdout, stderr := newCappedBuffer(s.cfg.MaxOutputBytes), newCappedBuffer(s.cfg.MaxOutputBytes)
 	code, err := rt.Exec(runCtx, sdk.ExecOptions{Argv: []string{"/bin/sh", "-c", in.Command},
 		Stdout: stdout, Stderr: stderr, Cwd: in.Cwd, Env: in.Env})
 	out := RunOutput{ExitCode: code}
 	switch {
-	case err != nil && runCtx.Err() != nil && ctx.Err() == nil:
+	case err != nil && timedOut.Load():
 		out.TimedOut, out.ExitCode = true, -1
 	case status.Code(err) == codes.PermissionDenied:
 		return nil, RunOutput{}, fmt.Errorf("cwd %q leaves the sandbox root; pass a directory inside it, such as '.' or 'src': %w", in.Cwd, err)
@@ -310,10 +322,11 @@ func (s *Server) listFiles(ctx context.Context, _ *mcp.CallToolRequest, in ListF
 	if err != nil {
 		return nil, FileList{}, fileError(in.Sandbox, in.Path, err)
 	}
-	out := FileList{Path: in.Path, Entries: make([]FileInfo, 0, len(entries))}
-	for _, e := range entries {
+	out := FileList{Path: in.Path, Entries: make([]FileInfo, 0, min(len(entries), maxListEntries)), Total: len(entries)}
+	for _, e := range entries[:min(len(entries), maxListEntries)] {
 		out.Entries = append(out.Entries, fileInfo(e))
 	}
+	out.Truncated = len(entries) > maxListEntries
 	return nil, out, nil
 }
 

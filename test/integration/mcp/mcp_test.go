@@ -6,6 +6,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -225,6 +226,21 @@ func TestToolsRunCommandsAndMoveFiles(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"bin.dat:file", "out:directory", "sub:directory"}, names); diff != "" {
 		t.Errorf("list_files of the root (-want +got):\n%s", diff)
+	}
+
+	// A huge directory is cut at 1000 entries and says so.
+	if err := os.MkdirAll(filepath.Join(f.root, "many"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1001 {
+		if err := os.WriteFile(filepath.Join(f.root, "many", fmt.Sprintf("f%04d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list = mcp.FileList{}
+	mustCall(t, cs, "list_files", map[string]any{"sandbox": "agent", "path": "many"}, &list)
+	if len(list.Entries) != 1000 || list.Total != 1001 || !list.Truncated || list.Entries[999].Name != "f0999" {
+		t.Errorf("list_files of 1001 files: %d entries, total %d, truncated %v; want the first 1000 of 1001, truncated", len(list.Entries), list.Total, list.Truncated)
 	}
 
 	for _, tc := range []struct {

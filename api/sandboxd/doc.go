@@ -14,7 +14,14 @@ const (
 	// RequireClaimEnv ("true") starts sandboxd locked: until claim settings arrive with the
 	// control token, it answers only health and control-token calls. Set on warm-pool members.
 	RequireClaimEnv = "SANDBOXD_REQUIRE_CLAIM"
+	// EnvdPortEnv sets the port of E2B's in-sandbox protocol (0 turns it off).
+	EnvdPortEnv = "SANDBOXD_ENVD_PORT"
+	// EnvdAccessTokenEnv overrides the X-Access-Token E2B clients send (default: TokenEnv's).
+	EnvdAccessTokenEnv = "SANDBOXD_ENVD_ACCESS_TOKEN"
 )
 
 // RESTPort is sandboxd's REST API port (claim settings, /v1/...).
 const RESTPort = 8080
+
+// EnvdPort is the port E2B's SDKs call a sandbox's daemon on (envd's fixed port).
+const EnvdPort = 49983

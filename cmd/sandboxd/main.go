@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 )
 
@@ -68,7 +69,7 @@ func serve(ctx context.Context, opts Options) error {
 	}
 	d, err := server.New(opts.Config(childEnviron(os.Environ())))
 	if err != nil {
-		for _, l := range []net.Listener{ls.GRPC, ls.REST, ls.Legacy} {
+		for _, l := range []net.Listener{ls.GRPC, ls.REST, ls.Legacy, ls.Envd} {
 			if l != nil {
 				l.Close()
 			}
@@ -94,7 +95,7 @@ func listen(opts Options) (server.Listeners, error) {
 		}
 		return l
 	}
-	ls.GRPC, ls.REST, ls.Legacy = bind(opts.GRPCPort), bind(opts.RESTPort), bind(opts.LegacyPort)
+	ls.GRPC, ls.REST, ls.Legacy, ls.Envd = bind(opts.GRPCPort), bind(opts.RESTPort), bind(opts.LegacyPort), bind(opts.EnvdPort)
 	if err != nil {
 		for _, l := range bound {
 			l.Close()
@@ -109,7 +110,7 @@ func listen(opts Options) (server.Listeners, error) {
 func childEnviron(environ []string) []string {
 	out := make([]string, 0, len(environ))
 	for _, kv := range environ {
-		if !strings.HasPrefix(kv, "SANDBOXD_TOKEN=") {
+		if !strings.HasPrefix(kv, sandboxd.TokenEnv+"=") && !strings.HasPrefix(kv, sandboxd.EnvdAccessTokenEnv+"=") {
 			out = append(out, kv)
 		}
 	}

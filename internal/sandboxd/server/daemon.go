@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
+	"github.com/paddock-dev/paddock/internal/sandboxd/envd"
 	"github.com/paddock-dev/paddock/internal/sandboxd/pathsafe"
 	"github.com/paddock-dev/paddock/internal/sandboxd/process"
 )
@@ -28,6 +29,9 @@ type Config struct {
 	RootDir string
 	// Token, when set, is required as "Authorization: Bearer <token>" on every call but health.
 	Token string
+	// EnvdAccessToken, when set, is the X-Access-Token E2B clients must send to the envd
+	// listener; empty means Token.
+	EnvdAccessToken string
 	// ClaimToken, when set, enables PUT /v1/claim-settings for callers presenting it.
 	ClaimToken string
 	// MetadataEnvPrefix selects the environment variables GET /v1/metadata shows.
@@ -88,30 +92,59 @@ func (d *Daemon) Root() string { return d.root.Dir() }
 // Listeners are the sockets Serve uses; a nil listener leaves that API off.
 type Listeners struct {
 	GRPC, REST, Legacy net.Listener
+	// Envd serves E2B's in-sandbox protocol (Connect over HTTP/1.1 and h2c, /files, /health).
+	Envd net.Listener
+}
+
+// EnvdServer returns the E2B envd protocol server over the daemon's root, processes and claim.
+func (d *Daemon) EnvdServer() *envd.Server {
+	token := d.cfg.EnvdAccessToken
+	if token == "" {
+		token = d.cfg.Token
+	}
+	return envd.New(envd.Config{
+		Root:  d.root,
+		Procs: d.procs,
+		Environ: func(extra map[string]string) []string {
+			return process.MergeEnv(d.cfg.Environ, d.claims.Env(), extra)
+		},
+		AccessToken:    token,
+		MaxUploadBytes: d.cfg.MaxUploadBytes,
+		Ready:          d.ready.Load,
+	})
 }
 
 // Serve serves until ctx ends, then shuts down: health turns 503, processes get SIGTERM then
 // SIGKILL, HTTP and gRPC servers stop within ShutdownTimeout.
 func (d *Daemon) Serve(ctx context.Context, ls Listeners) error {
 	var httpServers []*http.Server
-	errs := make(chan error, 3)
-	serveHTTP := func(l net.Listener, h http.Handler) {
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: d.cfg.HTTPIdleTimeout}
+	errs := make(chan error, 4)
+	serveHTTP := func(l net.Listener, h http.Handler, protocols *http.Protocols) {
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: d.cfg.HTTPIdleTimeout, Protocols: protocols}
 		httpServers = append(httpServers, srv)
 		go func() { errs <- srv.Serve(l) }()
 	}
 	if ls.REST != nil {
-		serveHTTP(ls.REST, d.RESTHandler())
+		serveHTTP(ls.REST, d.RESTHandler(), nil)
 	}
 	if ls.Legacy != nil {
-		serveHTTP(ls.Legacy, d.LegacyHandler())
+		serveHTTP(ls.Legacy, d.LegacyHandler(), nil)
+	}
+	if ls.Envd != nil {
+		e := d.EnvdServer()
+		defer e.Close()
+		// E2B's SDK speaks HTTP/1.1 over plain http, and HTTP/2 where it can: serve both.
+		protocols := new(http.Protocols)
+		protocols.SetHTTP1(true)
+		protocols.SetUnencryptedHTTP2(true)
+		serveHTTP(ls.Envd, e.Handler(), protocols)
 	}
 	var grpcServer *grpc.Server
 	if ls.GRPC != nil {
 		grpcServer = d.GRPCServer()
 		go func() { errs <- grpcServer.Serve(ls.GRPC) }()
 	}
-	klog.InfoS("sandboxd serving", "root", d.root.Dir(), "rest", addr(ls.REST), "grpc", addr(ls.GRPC), "legacy", addr(ls.Legacy))
+	klog.InfoS("sandboxd serving", "root", d.root.Dir(), "rest", addr(ls.REST), "grpc", addr(ls.GRPC), "legacy", addr(ls.Legacy), "envd", addr(ls.Envd))
 
 	var serveErr error
 	select {

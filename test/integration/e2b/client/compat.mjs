@@ -206,6 +206,12 @@ await check('missing or wrong access token is refused', async () => {
 console.log(failed === 0 ? 'all checks passed' : `${failed} checks failed`)
 process.exit(failed === 0 ? 0 : 1)
 
+function report(what, times) {
+  times.sort((a, b) => a - b)
+  const pct = (p) => times[Math.min(times.length - 1, Math.floor((p / 100) * times.length))]
+  console.log(`bench ${what} n=${times.length} p50_ms=${pct(50).toFixed(2)} p99_ms=${pct(99).toFixed(2)}`)
+}
+
 // bench prints `commands.run('true')` round-trip percentiles and file throughput.
 async function bench() {
   const n = Number(process.env.BENCH_RUNS ?? 200)
@@ -216,9 +222,23 @@ async function bench() {
     await sbx.commands.run('true')
     times.push(Number(process.hrtime.bigint() - t0) / 1e6)
   }
-  times.sort((a, b) => a - b)
-  const pct = (p) => times[Math.min(times.length - 1, Math.floor((p / 100) * times.length))]
-  console.log(`bench commands.run('true') n=${n} p50_ms=${pct(50).toFixed(2)} p99_ms=${pct(99).toFixed(2)}`)
+  report(`commands.run('true') (envd Start of /bin/bash -l -c true)`, times)
+  // The legacy runtime API's POST /execute, with the same command and without a shell.
+  for (const command of ['/bin/bash -l -c true', 'true']) {
+    const legacy = []
+    for (let i = 0; i < n + 20; i++) {
+      const t0 = process.hrtime.bigint()
+      const resp = await fetch(`${process.env.LEGACY_URL}/execute`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
+        body: JSON.stringify({ command }),
+      })
+      const body = await resp.json()
+      if (body.exit_code !== 0) throw new Error(`legacy execute: ${JSON.stringify(body)}`)
+      if (i >= 20) legacy.push(Number(process.hrtime.bigint() - t0) / 1e6)
+    }
+    report(`legacy POST /execute '${command}'`, legacy)
+  }
   for (const mib of [1, 64]) {
     const data = randomBytes(mib << 20)
     let t0 = process.hrtime.bigint()

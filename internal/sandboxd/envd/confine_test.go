@@ -63,11 +63,26 @@ func TestEveryMethodIsConfined(t *testing.T) {
 	ctx := testContext(t)
 	const escape = "/home/user/out/secret"
 	calls := map[string]func() error{
-		"Stat":     func() error { _, err := f.fs.Stat(ctx, connect.NewRequest(&fspb.StatRequest{Path: "out/secret"})); return err },
-		"MakeDir":  func() error { _, err := f.fs.MakeDir(ctx, connect.NewRequest(&fspb.MakeDirRequest{Path: "out/new"})); return err },
-		"ListDir":  func() error { _, err := f.fs.ListDir(ctx, connect.NewRequest(&fspb.ListDirRequest{Path: "out"})); return err },
-		"Remove":   func() error { _, err := f.fs.Remove(ctx, connect.NewRequest(&fspb.RemoveRequest{Path: escape})); return err },
-		"Move src": func() error { _, err := f.fs.Move(ctx, connect.NewRequest(&fspb.MoveRequest{Source: escape, Destination: "x"})); return err },
+		"Stat": func() error {
+			_, err := f.fs.Stat(ctx, connect.NewRequest(&fspb.StatRequest{Path: "out/secret"}))
+			return err
+		},
+		"MakeDir": func() error {
+			_, err := f.fs.MakeDir(ctx, connect.NewRequest(&fspb.MakeDirRequest{Path: "out/new"}))
+			return err
+		},
+		"ListDir": func() error {
+			_, err := f.fs.ListDir(ctx, connect.NewRequest(&fspb.ListDirRequest{Path: "out"}))
+			return err
+		},
+		"Remove": func() error {
+			_, err := f.fs.Remove(ctx, connect.NewRequest(&fspb.RemoveRequest{Path: escape}))
+			return err
+		},
+		"Move src": func() error {
+			_, err := f.fs.Move(ctx, connect.NewRequest(&fspb.MoveRequest{Source: escape, Destination: "x"}))
+			return err
+		},
 		"Move dst": func() error {
 			_, err := f.fs.Move(ctx, connect.NewRequest(&fspb.MoveRequest{Source: "out", Destination: "out/moved"}))
 			return err

@@ -20,9 +20,6 @@ type paths struct {
 	home string
 }
 
-// errEmptyPath is returned where a path is required.
-var errEmptyPath = errors.New("path is required")
-
 // rootRelative is the path inside the root that userPath names, before symlinks are resolved.
 func (p paths) rootRelative(userPath string) (string, error) {
 	if strings.ContainsRune(userPath, 0) {

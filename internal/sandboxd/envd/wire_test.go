@@ -228,7 +228,7 @@ func TestBadEnvelopes(t *testing.T) {
 	f := newFixture(t)
 	for name, body := range map[string][]byte{
 		"truncated header":   {0, 0, 0},
-		"truncated message":  append(envelope(0, []byte(`{"process":{"cmd":"true"}}`))[:10]),
+		"truncated message":  envelope(0, []byte(`{"process":{"cmd":"true"}}`))[:10],
 		"compressed flag":    envelope(1, []byte(`{}`)),
 		"oversized envelope": {0, 0xff, 0xff, 0xff, 0xff},
 		"not JSON":           envelope(0, []byte("\x00\x01")),

@@ -137,11 +137,13 @@ func TestSandboxImageRunsAsUID1000WithoutVolumes(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
+		if err := <-exited; err != nil {
+			t.Logf("sandboxd stopped: %v", err) // the test's SIGTERM; logged, not a failure
+		}
 	})
 
 	base := fmt.Sprintf("http://127.0.0.1:%d", envdPort)
-	framework.EventuallyWithin(t, 60*time.Second, func(ctx context.Context) error {
+	framework.EventuallyWithin(t, 60*time.Second, func(context.Context) error {
 		select {
 		case err := <-exited:
 			t.Fatalf("sandboxd exited as uid 1000 without volumes: %v\n%s", err, logs.String())

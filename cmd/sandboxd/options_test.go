@@ -29,8 +29,8 @@ func TestDefaultsMatchTheReferenceDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []any{o.ListenHost, o.GRPCPort, o.RESTPort, o.LegacyPort, o.RootDir, o.MetadataEnvPrefix, o.ShutdownTimeout, o.HTTPIdleTimeout, o.LegacyExecTimeout}
-	want := []any{"0.0.0.0", 9090, 8080, 8888, "/workspace", "SANDBOX_", 10 * time.Second, 60 * time.Second, 300 * time.Second}
+	got := []any{o.ListenHost, o.GRPCPort, o.RESTPort, o.LegacyPort, o.EnvdPort, o.RootDir, o.MetadataEnvPrefix, o.ShutdownTimeout, o.HTTPIdleTimeout, o.LegacyExecTimeout}
+	want := []any{"0.0.0.0", 9090, 8080, 8888, 49983, "/workspace", "SANDBOX_", 10 * time.Second, 60 * time.Second, 300 * time.Second}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
@@ -47,13 +47,15 @@ func TestEnvironmentAndFlags(t *testing.T) {
 		"SANDBOXD_TOKEN_FILE":          tokenFile,
 		"SANDBOX_EXEC_TIMEOUT_SECONDS": "7",
 		"SANDBOXD_MAX_UPLOAD_BYTES":    "1048576",
+		"SANDBOXD_ENVD_PORT":           "0",
+		"SANDBOXD_ENVD_ACCESS_TOKEN":   "e2b-tok",
 	}
 	o, err := parse(t, env, "--root-dir=/from-flag")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []any{o.RESTPort, o.RootDir, o.Token, o.LegacyExecTimeout, o.MaxUploadBytes}
-	want := []any{7000, "/from-flag", "tok", 7 * time.Second, int64(1 << 20)}
+	got := []any{o.RESTPort, o.RootDir, o.Token, o.LegacyExecTimeout, o.MaxUploadBytes, o.EnvdPort, o.EnvdAccessToken}
+	want := []any{7000, "/from-flag", "tok", 7 * time.Second, int64(1 << 20), 0, "e2b-tok"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
 	}
@@ -72,6 +74,8 @@ func TestValidate(t *testing.T) {
 		{[]string{"--rest-port=70000"}, "--rest-port=70000 must be between 1 and 65535"},
 		{[]string{"--rest-port=9090"}, "must all differ"},
 		{[]string{"--legacy-port=8080"}, "must all differ"},
+		{[]string{"--envd-port=9090"}, "must all differ"},
+		{[]string{"--envd-port=70000"}, "--envd-port=70000 must be between 0 and 65535"},
 		{[]string{"--root-dir="}, "--root-dir is empty"},
 		{[]string{"--max-upload-bytes=-1"}, "--max-upload-bytes=-1 must not be negative"},
 		{[]string{"--legacy-exec-timeout=0s"}, "--legacy-exec-timeout=0s must be positive"},
@@ -83,8 +87,8 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%q: error %v, want it to contain %q", tc.args, err, tc.want)
 		}
 	}
-	if _, err := parse(t, nil, "--legacy-port=0"); err != nil {
-		t.Errorf("--legacy-port=0 (off) refused: %v", err)
+	if _, err := parse(t, nil, "--legacy-port=0", "--envd-port=0"); err != nil {
+		t.Errorf("--legacy-port=0 --envd-port=0 (both off) refused: %v", err)
 	}
 }
 
@@ -104,7 +108,7 @@ func TestRunExitCodes(t *testing.T) {
 }
 
 func TestChildEnvironDropsTheToken(t *testing.T) {
-	got := childEnviron([]string{"A=1", "SANDBOXD_TOKEN=secret", "SANDBOXD_TOKEN_FILE=/f"})
+	got := childEnviron([]string{"A=1", "SANDBOXD_TOKEN=secret", "SANDBOXD_TOKEN_FILE=/f", "SANDBOXD_ENVD_ACCESS_TOKEN=secret"})
 	if diff := cmp.Diff([]string{"A=1", "SANDBOXD_TOKEN_FILE=/f"}, got); diff != "" {
 		t.Errorf("childEnviron (-want +got):\n%s", diff)
 	}

@@ -188,3 +188,25 @@ func TestPTYResize(t *testing.T) {
 		t.Fatalf("pty output %q, want the new size 40 100", out.String())
 	}
 }
+
+// TestKeepalives: a stream that asked for Keepalive-Ping-Interval gets keepalive events while the
+// process is quiet.
+func TestKeepalives(t *testing.T) {
+	f := newFixture(t)
+	yes := true
+	pid, stream := f.startBackground(t, testContext(t), &pb.StartRequest{Process: bash("read x"), Stdin: &yes}, "Keepalive-Ping-Interval", "1")
+	for stream.Receive() {
+		if stream.Msg().GetEvent().GetKeepalive() != nil {
+			break
+		}
+	}
+	if _, err := f.proc.CloseStdin(testContext(t), connect.NewRequest(&pb.CloseStdinRequest{Process: &pb.ProcessSelector{Selector: &pb.ProcessSelector_Pid{Pid: pid}}})); err != nil {
+		t.Fatalf("no keepalive before the stream ended (%v); CloseStdin: %v", stream.Err(), err)
+	}
+	for stream.Receive() {
+		if stream.Msg().GetEvent().GetEnd() != nil {
+			return
+		}
+	}
+	t.Fatalf("no end event after CloseStdin: %v", stream.Err())
+}

@@ -18,6 +18,12 @@ const (
 	EnvdPortEnv = "SANDBOXD_ENVD_PORT"
 	// EnvdAccessTokenEnv overrides the X-Access-Token E2B clients send (default: TokenEnv's).
 	EnvdAccessTokenEnv = "SANDBOXD_ENVD_ACCESS_TOKEN"
+	// AllowUnauthenticatedEnv ("true") lets sandboxd serve without a sandbox token. Development
+	// only: without it, and without a token, sandboxd refuses to start.
+	AllowUnauthenticatedEnv = "SANDBOXD_ALLOW_UNAUTHENTICATED"
+	// SecretEnvPrefix starts every variable sandboxd keeps from the commands it runs: its tokens
+	// and its own configuration never reach a child's environment.
+	SecretEnvPrefix = "SANDBOXD_"
 )
 
 // RESTPort is sandboxd's REST API port (claim settings, /v1/...).

@@ -15,7 +15,8 @@ import (
 // not served), rooted in a temporary directory, until the test ends, and returns its root.
 func Serve(t testing.TB, ls server.Listeners) string {
 	t.Helper()
-	d, err := server.New(server.Config{RootDir: t.TempDir(), Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
+	// Its clients send no sandbox token yet, so it serves unauthenticated: the explicit opt-in.
+	d, err := server.New(server.Config{RootDir: t.TempDir(), AllowUnauthenticated: true, Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Users E2B clients may name. Every one of them runs as sandboxd's own uid with the same home:
@@ -21,43 +23,69 @@ var knownUsers = map[string]bool{"": true, "user": true, "root": true}
 // AccessTokenHeader carries the sandbox token on every envd request.
 const AccessTokenHeader = "X-Access-Token"
 
-// authorize wraps h: with an access token configured, every request but GET /health must carry
-// it in X-Access-Token (or as Authorization: Bearer, which the router injects); /files may carry
-// a valid signature instead, checked by the handler.
+// authorize wraps h: every request but GET /health must pass Authorize with the tokens it
+// carries in X-Access-Token or Authorization: Bearer (which the router injects); a /files request
+// may carry a valid signature instead.
 func (s *Server) authorize(h http.Handler) http.Handler {
 	rpcErrors := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.AccessToken == "" || r.URL.Path == "/health" || s.tokenMatches(r) {
+		if r.URL.Path == "/health" {
 			h.ServeHTTP(w, r)
 			return
 		}
-		if r.URL.Path == "/files" {
+		creds := presented(r)
+		if r.URL.Path == "/files" && r.URL.Query().Get("signature") != "" {
 			if err := s.checkSignature(r); err != nil {
 				writeError(w, http.StatusUnauthorized, err.Error())
 				return
 			}
+			creds = append(creds, s.cfg.AccessToken)
+		}
+		err := s.cfg.Authorize(creds...)
+		if err == nil {
 			h.ServeHTTP(w, r)
 			return
 		}
-		err := connect.NewError(connect.CodeUnauthenticated, errors.New(
-			"missing or wrong access token; send the sandbox token in the X-Access-Token header"))
-		if rpcErrors.IsSupported(r) {
-			_ = rpcErrors.Write(w, r, err)
+		ce := connect.NewError(connect.CodeUnauthenticated, err)
+		if st, ok := err.(interface{ GRPCStatus() *status.Status }); ok && st.GRPCStatus().Code() == codes.PermissionDenied {
+			ce = connect.NewError(connect.CodePermissionDenied, err)
+		}
+		if r.URL.Path != "/files" && rpcErrors.IsSupported(r) {
+			_ = rpcErrors.Write(w, r, ce)
 			return
 		}
-		writeError(w, http.StatusUnauthorized, err.Message())
+		writeError(w, httpStatus(ce), ce.Message())
 	})
 }
 
-func (s *Server) tokenMatches(r *http.Request) bool {
-	want := []byte(s.cfg.AccessToken)
+// presented are the tokens a request carries.
+func presented(r *http.Request) []string {
+	var out []string
 	if got := r.Header.Get(AccessTokenHeader); got != "" {
-		return subtle.ConstantTimeCompare([]byte(got), want) == 1
+		out = append(out, got)
 	}
 	if got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return subtle.ConstantTimeCompare([]byte(got), want) == 1
+		out = append(out, got)
 	}
-	return false
+	return out
+}
+
+// errNoToken is what tokenAuthorizer refuses with.
+var errNoToken = errors.New("missing or wrong access token; send the sandbox token in the X-Access-Token header")
+
+// tokenAuthorizer accepts calls presenting token (every call when token is empty).
+func tokenAuthorizer(token string) func(creds ...string) error {
+	return func(creds ...string) error {
+		if token == "" {
+			return nil
+		}
+		for _, c := range creds {
+			if subtle.ConstantTimeCompare([]byte(c), []byte(token)) == 1 {
+				return nil
+			}
+		}
+		return errNoToken
+	}
 }
 
 // Signature is the signed-URL parameter of /files for path, operation ("read" or "write"),
@@ -77,8 +105,8 @@ func Signature(path, operation, user, token string, expires int64) string {
 func (s *Server) checkSignature(r *http.Request) error {
 	q := r.URL.Query()
 	sig := q.Get("signature")
-	if sig == "" {
-		return errors.New("missing access token: send the X-Access-Token header or a signed URL (signature, signature_expiration)")
+	if s.cfg.AccessToken == "" {
+		return errors.New("this sandbox has no access token, so it issues no signed URLs; drop the signature parameters")
 	}
 	var expires int64
 	if v := q.Get("signature_expiration"); v != "" {

@@ -170,7 +170,10 @@ func (s *Server) spec(cfg *pb.ProcessConfig, pty *pb.PTY) (process.Spec, error) 
 
 // startError maps a failure to start a command.
 func startError(err error) error {
+	var tooMany *process.TooManyProcessesError
 	switch {
+	case errors.As(err, &tooMany):
+		return connect.NewError(connect.CodeResourceExhausted, err)
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
 		return connect.NewError(connect.CodeNotFound, fmt.Errorf("starting command: %w", err))
 	case errors.Is(err, fs.ErrPermission):

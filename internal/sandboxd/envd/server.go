@@ -35,9 +35,13 @@ type Config struct {
 	// Environ returns the environment of a new process with the request's variables applied:
 	// sandboxd's own, then the claim's, then extra.
 	Environ func(extra map[string]string) []string
-	// AccessToken, when set, is required as X-Access-Token on every call but health; /files also
-	// accepts a signature made with it.
+	// AccessToken is the sandbox's access token: signed /files URLs are made with it, and without
+	// Authorize every call but health must carry it (X-Access-Token); empty means no check.
 	AccessToken string
+	// Authorize decides a call from the tokens it presents (X-Access-Token, Authorization:
+	// Bearer, AccessToken for a valid signed URL); it returns nil or an error whose GRPCStatus is
+	// Unauthenticated (401) or PermissionDenied (403). sandboxd passes Daemon.AuthorizeCredentials.
+	Authorize func(creds ...string) error
 	// HomeDir is the users' home directory as clients name it; it is the sandbox root.
 	// DefaultHomeDir when empty.
 	HomeDir string
@@ -64,6 +68,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Authorize == nil {
+		cfg.Authorize = tokenAuthorizer(cfg.AccessToken)
 	}
 	if cfg.Ready == nil {
 		cfg.Ready = func() bool { return true }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"testing"
 	"time"
 
@@ -63,16 +64,46 @@ func TestEnvdListenerSpeaksH2CAndHTTP1(t *testing.T) {
 	}
 }
 
-func TestEnvdAccessTokenOverridesTheSandboxToken(t *testing.T) {
+// TestEnvdAccessToken: --envd-access-token is accepted besides the sandbox token.
+func TestEnvdAccessToken(t *testing.T) {
 	url := serveEnvd(t, func(c *Config) { c.Token, c.EnvdAccessToken = "sandbox-token", "e2b-token" })
 	fs := filesystempbconnect.NewFilesystemClient(http.DefaultClient, url, connect.WithProtoJSON())
-	for token, accepted := range map[string]bool{"e2b-token": true, "sandbox-token": false, "": false} {
+	for token, accepted := range map[string]bool{"e2b-token": true, "sandbox-token": true, "other": false, "": false} {
 		req := connect.NewRequest(&fspb.StatRequest{Path: "."})
 		req.Header().Set(envd.AccessTokenHeader, token)
 		_, err := fs.Stat(context.Background(), req)
 		if accepted && err != nil || !accepted && connect.CodeOf(err) != connect.CodeUnauthenticated {
 			t.Errorf("token %q: %v, want accepted=%v", token, err, accepted)
 		}
+	}
+}
+
+// TestEnvdRefusesALockedMember: an unclaimed warm member answers only the control token on the
+// envd port too, signed URLs included.
+func TestEnvdRefusesALockedMember(t *testing.T) {
+	url := serveEnvd(t, func(c *Config) {
+		c.Token, c.EnvdAccessToken, c.ControlToken, c.RequireClaim = "sandbox-token", "e2b-token", "control-token", true
+	})
+	fs := filesystempbconnect.NewFilesystemClient(http.DefaultClient, url, connect.WithProtoJSON())
+	for _, token := range []string{"e2b-token", "sandbox-token"} {
+		req := connect.NewRequest(&fspb.StatRequest{Path: "."})
+		req.Header().Set(envd.AccessTokenHeader, token)
+		if _, err := fs.Stat(context.Background(), req); connect.CodeOf(err) != connect.CodePermissionDenied {
+			t.Errorf("token %q on a locked member: %v, want permission_denied", token, err)
+		}
+	}
+	req := connect.NewRequest(&fspb.StatRequest{Path: "."})
+	req.Header().Set(envd.AccessTokenHeader, "control-token")
+	if _, err := fs.Stat(context.Background(), req); err != nil {
+		t.Errorf("the control token on a locked member: %v", err)
+	}
+	resp, err := http.Get(url + "/files?path=x&signature=" + neturl.QueryEscape(envd.Signature("x", "read", "", "e2b-token", 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a signed URL on a locked member: %d, want 403", resp.StatusCode)
 	}
 }
 

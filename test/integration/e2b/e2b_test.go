@@ -65,7 +65,7 @@ func startDaemon(t testing.TB) daemon {
 	d, err := server.New(server.Config{
 		RootDir:         rootDir,
 		Token:           sandboxToken,
-		ClaimToken:      claimToken,
+		ControlToken:    claimToken,
 		Environ:         process.MergeEnv(os.Environ(), map[string]string{"HOME": rootDir}),
 		ShutdownTimeout: 5 * time.Second,
 	})

@@ -34,7 +34,9 @@ type daemon struct {
 // startDaemon runs sandboxd with claim settings enabled for token.
 func startDaemon(t *testing.T, token string) *daemon {
 	t.Helper()
-	d, err := server.New(server.Config{RootDir: t.TempDir(), ClaimToken: token, Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
+	// The controller sends claim settings with token, so it is this daemon's control token; the
+	// test reads through the legacy API without a sandbox token: the explicit opt-in.
+	d, err := server.New(server.Config{RootDir: t.TempDir(), ControlToken: token, AllowUnauthenticated: true, Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

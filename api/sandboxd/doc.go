@@ -16,7 +16,8 @@ const (
 	RequireClaimEnv = "SANDBOXD_REQUIRE_CLAIM"
 	// EnvdPortEnv sets the port of E2B's in-sandbox protocol (0 turns it off).
 	EnvdPortEnv = "SANDBOXD_ENVD_PORT"
-	// EnvdAccessTokenEnv overrides the X-Access-Token E2B clients send (default: TokenEnv's).
+	// EnvdAccessTokenEnv is an extra token E2B clients may send as X-Access-Token (besides
+	// TokenEnv's); signed /files URLs are then made with it.
 	EnvdAccessTokenEnv = "SANDBOXD_ENVD_ACCESS_TOKEN"
 	// AllowUnauthenticatedEnv ("true") lets sandboxd serve without a sandbox token. Development
 	// only: without it, and without a token, sandboxd refuses to start.

@@ -19,9 +19,10 @@ CHART := charts/paddock
 K8S_BIN = $(shell hack/build-k8s.sh kube-apiserver etcd)
 GO_TEST_FLAGS ?=
 # Debian packages of the local dev cluster's real node (containerd, runc, CNI plugins) and of its
-# busybox image; `make e2e-deps` installs the missing ones through hack/install-deps.sh, and
-# Node.js with npm when they are not on PATH (a NodeSource node bundles npm; Debian's does not).
-DEV_DEBIAN_PACKAGES := containerd runc containernetworking-plugins busybox-static iproute2 iptables
+# busybox and sandbox images; `make e2e-deps` installs the missing ones through hack/install-deps.sh,
+# and Node.js with npm when they are not on PATH (a NodeSource node bundles npm; Debian's does not).
+IMAGE_DEBIAN_PACKAGES := busybox-static bash-static
+DEV_DEBIAN_PACKAGES := containerd runc containernetworking-plugins $(IMAGE_DEBIAN_PACKAGES) iproute2 iptables
 
 ##@ General
 
@@ -87,8 +88,21 @@ test-unit: ## Run unit tests (no API server).
 	$(GO) test $(GO_TEST_FLAGS) -race $$($(GO) list ./... | grep -v /test/)
 
 .PHONY: test-integration
-test-integration: k8s-binaries $(HELM) ## Run integration tests against a real kube-apiserver and etcd.
+test-integration: k8s-binaries $(HELM) e2b-deps image-deps ## Run integration tests against a real kube-apiserver and etcd (and the E2B SDK tier).
 	PADDOCK_HELM=$(HELM) KUBEBUILDER_ASSETS=$(K8S_BIN) $(GO) test $(GO_TEST_FLAGS) ./test/integration/...
+
+# The E2B tier (test/integration/e2b) runs the unmodified npm e2b SDK with the machine's Node.js.
+E2B_CLIENT := test/integration/e2b/client
+
+.PHONY: image-deps
+image-deps: ## Install the Debian packages the sandbox image is built from (test/integration/sandboximage runs it).
+	@hack/install-deps.sh $(IMAGE_DEBIAN_PACKAGES)
+
+.PHONY: e2b-deps
+e2b-deps: $(E2B_CLIENT)/node_modules/.package-lock.json ## Install the pinned E2B SDKs of the E2B tier (npm ci).
+
+$(E2B_CLIENT)/node_modules/.package-lock.json: $(E2B_CLIENT)/package-lock.json $(E2B_CLIENT)/package.json
+	cd $(E2B_CLIENT) && npm ci --no-audit --no-fund
 
 .PHONY: test-e2e
 test-e2e: e2e-deps $(HELM) ## Run end-to-end tests: bring a local dev cluster up (as root), test it, take it down.

@@ -24,7 +24,7 @@ import (
 // SetupControllers registers the cache indexes and the controllers o enables; tp traces the
 // Sandbox controller's passes.
 func SetupControllers(ctx context.Context, mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
-	if err := indexes.Register(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := indexes.RegisterFor(ctx, mgr.GetFieldIndexer(), o.Extensions); err != nil {
 		return err
 	}
 	if err := setupSandbox(mgr, o, tp); err != nil {

@@ -102,6 +102,9 @@ func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) erro
 		Workers:             o.SandboxClaimWorkers,
 		AllowedLabelDomains: domains,
 		TracerProvider:      tracerOrNil(tp),
+		// --disable-claim-observability-annotations needs nothing: off is the default, and
+		// Validate refuses it together with --claim-observability-annotations.
+		ObservabilityAnnotations: o.ClaimObservabilityAnnotations,
 	})
 	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
 		"SandboxTemplate": template, "SandboxWarmPool": pool, "SandboxClaim": claim,

@@ -52,8 +52,13 @@ type Options struct {
 	WarmPoolUnschedulableRecheckInterval time.Duration
 	EnableWarmPoolEviction               bool
 
-	CacheLabelSelectors                  bool
-	DisableClaimEvents                   bool
+	CacheLabelSelectors bool
+	DisableClaimEvents  bool
+	// ClaimObservabilityAnnotations writes agents.x-k8s.io/sandbox-name and
+	// agents.x-k8s.io/controller-first-observed-at on each claim after it turns Ready.
+	ClaimObservabilityAnnotations bool
+	// DisableClaimObservabilityAnnotations is upstream's flag; Paddock writes no such annotations
+	// unless ClaimObservabilityAnnotations asks, so it only conflicts with that option.
 	DisableClaimObservabilityAnnotations bool
 
 	// RouterNamespace and RouterPodLabels are what the default NetworkPolicy of a template admits.
@@ -127,7 +132,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.EnableWarmPoolEviction, "enable-warm-pool-eviction", o.EnableWarmPoolEviction, "Mark unclaimed pool Pods safe to evict for the cluster autoscaler.")
 	fs.BoolVar(&o.CacheLabelSelectors, "cache-label-selectors", o.CacheLabelSelectors, "Cache only Pods and Services that carry the sandbox-name-hash label.")
 	fs.BoolVar(&o.DisableClaimEvents, "disable-claim-events", o.DisableClaimEvents, "Emit no Events for SandboxClaims.")
-	fs.BoolVar(&o.DisableClaimObservabilityAnnotations, "disable-claim-observability-annotations", o.DisableClaimObservabilityAnnotations, "Do not stamp first-observed and trace-context annotations on claims.")
+	fs.BoolVar(&o.ClaimObservabilityAnnotations, "claim-observability-annotations", o.ClaimObservabilityAnnotations,
+		"Write the claim annotations agents.x-k8s.io/sandbox-name and agents.x-k8s.io/controller-first-observed-at after the claim turns Ready, in a separate patch (one more write per claim).")
+	fs.BoolVar(&o.DisableClaimObservabilityAnnotations, "disable-claim-observability-annotations", o.DisableClaimObservabilityAnnotations,
+		"Upstream's flag, accepted for compatibility: the annotations are written only with --claim-observability-annotations, and the two flags together are refused.")
 	fs.StringVar(&o.RouterNamespace, "router-namespace", o.RouterNamespace, "Namespace of paddock-router; a template's default NetworkPolicy admits traffic from it.")
 	fs.StringVar(&o.AllowedLabelDomainsFile, "allowed-label-domains-file", o.AllowedLabelDomainsFile, "File listing, one per line, the label domains a claim's additionalPodMetadata may use; a missing file means the built-in list.")
 	fs.Var(labelsValue{&o.RouterPodLabels}, "router-pod-labels", "Labels of paddock-router Pods, as k=v[,k=v]; a template's default NetworkPolicy admits traffic from them.")
@@ -188,6 +196,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ClusterDomain == "" {
 		errs = append(errs, errors.New("--cluster-domain: must not be empty (the usual value is cluster.local)"))
+	}
+	if o.ClaimObservabilityAnnotations && o.DisableClaimObservabilityAnnotations {
+		errs = append(errs, errors.New("--claim-observability-annotations and --disable-claim-observability-annotations: choose one (the annotations are off by default; drop --disable-claim-observability-annotations to write them)"))
 	}
 	if o.LeaderElect && o.LeaderElectionID == "" {
 		errs = append(errs, errors.New("--leader-election-id: must not be empty when --leader-elect is true"))

@@ -69,6 +69,7 @@ func TestInvalidOptionsNameTheFlag(t *testing.T) {
 		{[]string{"--health-probe-bind-address=localhost"}, "--health-probe-bind-address"},
 		{[]string{"--cluster-domain="}, "--cluster-domain"},
 		{[]string{"--sandbox-write-behind-window=-1ms"}, "--sandbox-write-behind-window"},
+		{[]string{"--claim-observability-annotations", "--disable-claim-observability-annotations"}, "--disable-claim-observability-annotations"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -35,6 +35,10 @@ type Options struct {
 	// TracerProvider traces each pass and carries the trace to the claim's Sandbox (tracing.go);
 	// nil, the default, traces nothing.
 	TracerProvider trace.TracerProvider
+	// ObservabilityAnnotations writes the claim annotations agents.x-k8s.io/sandbox-name and
+	// agents.x-k8s.io/controller-first-observed-at once the claim is Ready, in a patch of their
+	// own (observability.go); off by default, since it is one more write per claim.
+	ObservabilityAnnotations bool
 }
 
 // Requeue intervals.
@@ -119,6 +123,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.recordBinding(ctx, claim, sb, launch)
 	if written {
 		r.recordReady(claim, original, sb)
+	}
+	if err := r.annotateObservability(ctx, claim, sb); err != nil {
+		return ctrl.Result{}, err
 	}
 	return r.result(claim, bindErr, now)
 }

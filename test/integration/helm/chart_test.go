@@ -280,6 +280,7 @@ func TestValues(t *testing.T) {
 		"replicas=2", "leaderElect=true", "extensions=false",
 		"kubeAPIQPS=50", "kubeAPIBurst=100", "clusterDomain=corp.example",
 		"tracing.enabled=true", "tracing.endpoint=otel-collector.observability:4317", "tracing.insecure=true",
+		"claimObservabilityAnnotations=true",
 		"extraArgs={--sandbox-concurrent-workers=200,--cache-label-selectors}",
 		"extraEnv[0].name=LOG_FORMAT", "extraEnv[0].value=json",
 		"resources.requests.cpu=1", "resources.limits.memory=2Gi",
@@ -291,7 +292,7 @@ func TestValues(t *testing.T) {
 	c := d.Spec.Template.Spec.Containers[0]
 	wantArgs := []string{
 		"--leader-elect=true", "--metrics-bind-address=:9443", "--kube-api-qps=50", "--kube-api-burst=100",
-		"--cluster-domain=corp.example", "--enable-tracing", "--router-namespace=agents",
+		"--cluster-domain=corp.example", "--enable-tracing", "--claim-observability-annotations", "--router-namespace=agents",
 		"--sandbox-concurrent-workers=200", "--cache-label-selectors",
 	}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {

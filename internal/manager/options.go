@@ -52,6 +52,8 @@ type Options struct {
 	WarmPoolUnschedulableRecheckInterval time.Duration
 	EnableWarmPoolEviction               bool
 
+	// CacheLabelSelectors limits the Pod and Service caches to objects with the sandbox-name-hash
+	// label (sandbox.LabelScopedCacheOptions).
 	CacheLabelSelectors bool
 	DisableClaimEvents  bool
 	// ClaimObservabilityAnnotations writes agents.x-k8s.io/sandbox-name and
@@ -130,7 +132,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.WarmPoolReadinessGracePeriod, "sandbox-warm-pool-readiness-grace-period", o.WarmPoolReadinessGracePeriod, "How long a pool member may stay not Ready before it is replaced.")
 	fs.DurationVar(&o.WarmPoolUnschedulableRecheckInterval, "sandbox-warm-pool-unschedulable-recheck-interval", o.WarmPoolUnschedulableRecheckInterval, "How often a pool holding unschedulable members checks them again.")
 	fs.BoolVar(&o.EnableWarmPoolEviction, "enable-warm-pool-eviction", o.EnableWarmPoolEviction, "Mark unclaimed pool Pods safe to evict for the cluster autoscaler.")
-	fs.BoolVar(&o.CacheLabelSelectors, "cache-label-selectors", o.CacheLabelSelectors, "Cache only Pods and Services that carry the sandbox-name-hash label.")
+	fs.BoolVar(&o.CacheLabelSelectors, "cache-label-selectors", o.CacheLabelSelectors, "Cache only Pods and Services that carry the agents.x-k8s.io/sandbox-name-hash label; a Pod or Service made outside Paddock for a Sandbox to adopt must then carry it.")
 	fs.BoolVar(&o.DisableClaimEvents, "disable-claim-events", o.DisableClaimEvents, "Emit no Events for SandboxClaims.")
 	fs.BoolVar(&o.ClaimObservabilityAnnotations, "claim-observability-annotations", o.ClaimObservabilityAnnotations,
 		"Write the claim annotations agents.x-k8s.io/sandbox-name and agents.x-k8s.io/controller-first-observed-at after the claim turns Ready, in a separate patch (one more write per claim).")

@@ -2,9 +2,13 @@ package sandbox
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 )
 
 // CacheOptions returns the cache settings that keep the controller's memory small at scale:
@@ -12,13 +16,36 @@ import (
 // finalizers), spec.nodeName and status. The controller only ever patches Pod metadata with a
 // patch computed against the same stripped object, so the stripped fields are never sent back.
 // Merge the result into the manager's cache.Options.
-func CacheOptions() cache.Options {
-	return cache.Options{
+func CacheOptions() cache.Options { return cacheOptions(nil) }
+
+// LabelScopedCacheOptions is CacheOptions with the Pod and Service informers limited to objects
+// carrying the sandbox-name-hash label (--cache-label-selectors): on a cluster with many other
+// Pods the cache holds only Sandboxes' children. A Pod or Service created outside Paddock for a
+// Sandbox to adopt must then carry the label, or the controller does not see it.
+func LabelScopedCacheOptions() cache.Options { return cacheOptions(SandboxChildSelector()) }
+
+// cacheOptions builds CacheOptions with the Pod and Service informers limited to children, when
+// children is not nil.
+func cacheOptions(children labels.Selector) cache.Options {
+	o := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Transform: StripPod},
+			&corev1.Pod{}: {Transform: StripPod, Label: children},
 		},
 	}
+	if children != nil {
+		o.ByObject[&corev1.Service{}] = cache.ByObject{Label: children}
+	}
+	return o
+}
+
+// SandboxChildSelector selects the objects that carry the sandbox-name-hash label.
+func SandboxChildSelector() labels.Selector {
+	req, err := labels.NewRequirement(agentsv1beta1.SandboxNameHashLabel, selection.Exists, nil)
+	if err != nil {
+		panic(err) // the key is a valid constant
+	}
+	return labels.NewSelector().Add(*req)
 }
 
 // StripPod is the cache transform of Pods: see CacheOptions.

@@ -75,20 +75,8 @@ func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
 }
 
 func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
-	template := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxtemplate.ControllerName), sandboxtemplate.Options{
-		Workers:         o.SandboxTemplateWorkers,
-		RouterNamespace: o.RouterNamespace,
-		RouterPodLabels: o.RouterPodLabels,
-	})
-	poolOpts := sandboxwarmpool.DefaultOptions()
-	poolOpts.Workers = o.SandboxWarmPoolWorkers
-	poolOpts.MaxBatchSize = o.WarmPoolMaxBatchSize
-	poolOpts.ReadinessGracePeriod = o.WarmPoolReadinessGracePeriod
-	poolOpts.UnschedulableRecheckInterval = o.WarmPoolUnschedulableRecheckInterval
-	poolOpts.SafeToEvict = o.EnableWarmPoolEviction
-	poolOpts.ReplenishDelay = o.WarmPoolReplenishDelay
-	poolOpts.MaxRefillRate = o.WarmPoolMaxRefillRate
-	pool := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxwarmpool.ControllerName), poolOpts)
+	template := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxtemplate.ControllerName), templateOptions(o))
+	pool := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxwarmpool.ControllerName), poolOptions(o))
 
 	domains, err := sandboxclaim.LoadAllowedLabelDomains(o.AllowedLabelDomainsFile)
 	if err != nil {
@@ -98,14 +86,10 @@ func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) erro
 	if !o.DisableClaimEvents {
 		claimEvents = mgr.GetEventRecorder(sandboxclaim.ControllerName)
 	}
-	claim := sandboxclaim.New(mgr.GetClient(), mgr.GetAPIReader(), claimEvents, warmqueue.New(), sandboxclaim.Options{
-		Workers:             o.SandboxClaimWorkers,
-		AllowedLabelDomains: domains,
-		TracerProvider:      tracerOrNil(tp),
-		// --disable-claim-observability-annotations needs nothing: off is the default, and
-		// Validate refuses it together with --claim-observability-annotations.
-		ObservabilityAnnotations: o.ClaimObservabilityAnnotations,
-	})
+	claimOpts := claimOptions(o)
+	claimOpts.AllowedLabelDomains = domains
+	claimOpts.TracerProvider = tracerOrNil(tp)
+	claim := sandboxclaim.New(mgr.GetClient(), mgr.GetAPIReader(), claimEvents, warmqueue.New(), claimOpts)
 	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
 		"SandboxTemplate": template, "SandboxWarmPool": pool, "SandboxClaim": claim,
 	} {
@@ -114,4 +98,37 @@ func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) erro
 		}
 	}
 	return nil
+}
+
+// templateOptions, poolOptions and claimOptions are what the flags in o give each extension
+// controller.
+func templateOptions(o *Options) sandboxtemplate.Options {
+	return sandboxtemplate.Options{
+		Workers:         o.SandboxTemplateWorkers,
+		RouterNamespace: o.RouterNamespace,
+		RouterPodLabels: o.RouterPodLabels,
+	}
+}
+
+func poolOptions(o *Options) sandboxwarmpool.Options {
+	opts := sandboxwarmpool.DefaultOptions()
+	opts.Workers = o.SandboxWarmPoolWorkers
+	opts.MaxBatchSize = o.WarmPoolMaxBatchSize
+	opts.ReadinessGracePeriod = o.WarmPoolReadinessGracePeriod
+	opts.UnschedulableRecheckInterval = o.WarmPoolUnschedulableRecheckInterval
+	opts.SafeToEvict = o.EnableWarmPoolEviction
+	opts.ReplenishDelay = o.WarmPoolReplenishDelay
+	opts.MaxRefillRate = o.WarmPoolMaxRefillRate
+	return opts
+}
+
+// claimOptions leaves out what setupExtensions adds: the label domains read from their file and
+// the tracer.
+func claimOptions(o *Options) sandboxclaim.Options {
+	return sandboxclaim.Options{
+		Workers: o.SandboxClaimWorkers,
+		// --disable-claim-observability-annotations needs nothing: off is the default, and
+		// Validate refuses it together with --claim-observability-annotations.
+		ObservabilityAnnotations: o.ClaimObservabilityAnnotations,
+	}
 }

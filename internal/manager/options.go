@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/internal/controller/sandbox"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
 )
 
 // Options is the controller manager's configuration. Flag names follow the reference controller
@@ -79,27 +82,31 @@ type Options struct {
 	AllowDuplicateControllers bool
 }
 
-// NewOptions returns the defaults, which match the reference controller's.
+// NewOptions returns the defaults, which match the reference controller's. Each controller's own
+// defaults are taken from its package, so the flags and the controllers cannot disagree.
 func NewOptions() *Options {
+	template, pool, claim := sandboxtemplate.DefaultOptions(), sandboxwarmpool.DefaultOptions(), sandboxclaim.DefaultOptions()
 	return &Options{
 		MetricsBindAddress:                   ":8080",
 		HealthProbeBindAddress:               ":8081",
 		LeaderElect:                          true,
 		LeaderElectionID:                     "paddock-controller.agents.x-k8s.io",
-		ClusterDomain:                        "cluster.local",
+		ClusterDomain:                        sandbox.DefaultClusterDomain,
 		KubeAPIQPS:                           -1,
 		KubeAPIBurst:                         10,
-		SandboxWorkers:                       100,
+		SandboxWorkers:                       sandbox.DefaultWorkers,
 		SandboxStatusCoalesceWindow:          sandbox.DefaultStatusCoalesceWindow,
-		SandboxClaimWorkers:                  50,
-		SandboxWarmPoolWorkers:               1,
-		SandboxTemplateWorkers:               1,
-		WarmPoolMaxBatchSize:                 300,
-		WarmPoolReadinessGracePeriod:         5 * time.Minute,
-		WarmPoolUnschedulableRecheckInterval: time.Minute,
-		EnableWarmPoolEviction:               true,
-		RouterNamespace:                      "paddock-system",
-		RouterPodLabels:                      map[string]string{"app": "paddock-router"},
+		SandboxClaimWorkers:                  claim.Workers,
+		SandboxWarmPoolWorkers:               pool.Workers,
+		SandboxTemplateWorkers:               template.Workers,
+		WarmPoolMaxBatchSize:                 pool.MaxBatchSize,
+		WarmPoolReplenishDelay:               pool.ReplenishDelay,
+		WarmPoolMaxRefillRate:                pool.MaxRefillRate,
+		WarmPoolReadinessGracePeriod:         pool.ReadinessGracePeriod,
+		WarmPoolUnschedulableRecheckInterval: pool.UnschedulableRecheckInterval,
+		EnableWarmPoolEviction:               pool.SafeToEvict,
+		RouterNamespace:                      template.RouterNamespace,
+		RouterPodLabels:                      template.RouterPodLabels,
 		AllowedLabelDomainsFile:              "/etc/sandbox-config/allowed-label-domains",
 	}
 }

@@ -23,7 +23,7 @@ import (
 
 // Options configure the controller. Defaults match the reference's flag defaults.
 type Options struct {
-	// Workers is --sandbox-claim-concurrent-workers (default 50).
+	// Workers is --sandbox-claim-concurrent-workers (default DefaultWorkers).
 	Workers int
 	// AllowedLabelDomains are the domains additionalPodMetadata labels may use (the reference's
 	// /etc/sandbox-config/allowed-label-domains); blueprint.DefaultAllowedLabelDomains when empty.
@@ -40,6 +40,12 @@ type Options struct {
 	// own (observability.go); off by default, since it is one more write per claim.
 	ObservabilityAnnotations bool
 }
+
+// DefaultWorkers is the reference's --sandbox-claim-concurrent-workers default.
+const DefaultWorkers = 50
+
+// DefaultOptions returns the defaults New applies to zero options.
+func DefaultOptions() Options { return Options{Workers: DefaultWorkers} }
 
 // Requeue intervals.
 const (
@@ -78,7 +84,7 @@ const bindingUnknown = ""
 // recorder disables events (--disable-claim-events).
 func New(c client.Client, reader client.Reader, recorder events.EventRecorder, queue *warmqueue.Queues, opts Options) *Reconciler {
 	if opts.Workers <= 0 {
-		opts.Workers = 50
+		opts.Workers = DefaultOptions().Workers
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

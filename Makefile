@@ -14,6 +14,7 @@ TOOLBIN := $(CURDIR)/bin/tools
 CONTROLLER_GEN := $(TOOLBIN)/controller-gen
 GOLANGCI_LINT := $(TOOLBIN)/golangci-lint-kube-api-linter
 HELM := $(TOOLBIN)/helm
+KUSTOMIZE := $(TOOLBIN)/kustomize
 CHART := charts/paddock
 # Kubernetes and etcd binaries, built from their official Go modules into a per-machine cache.
 K8S_BIN = $(shell hack/build-k8s.sh kube-apiserver etcd)
@@ -43,11 +44,11 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs, RBAC, protobuf co
 	$(MAKE) --no-print-directory dist
 
 .PHONY: dist
-dist: chart-files ## Render the single-file install bundles under dist/ from config/.
+dist: chart-files $(KUSTOMIZE) ## Render the single-file install bundles under dist/ from config/, with the pinned kustomize.
 	@mkdir -p dist
-	kubectl kustomize config/default > dist/paddock.yaml
-	kubectl kustomize config/core > dist/paddock-core.yaml
-	kubectl kustomize config/router > dist/paddock-router.yaml
+	$(KUSTOMIZE) build config/default > dist/paddock.yaml
+	$(KUSTOMIZE) build config/core > dist/paddock-core.yaml
+	$(KUSTOMIZE) build config/router > dist/paddock-router.yaml
 
 # The chart's CRDs and ClusterRole rules are copies of the generated ones, never edited by hand;
 # `make verify` fails when a copy is stale.
@@ -126,7 +127,7 @@ bench-compare: ## Benchmark two controller revisions in turn on one fresh cluste
 
 # Tool binaries are rebuilt whenever tools/go.mod changes.
 $(TOOLBIN)/%: tools/go.mod tools/go.sum
-	$(GO) -C tools build -o $(TOOLBIN)/ $(shell $(GO) -C tools list -f '{{.ImportPath}}' tool | grep '/$*$$')
+	$(GO) -C tools build -o $(TOOLBIN)/ $(shell $(GO) -C tools list -f '{{.ImportPath}}' tool | grep -E '/$*(/v[0-9]+)?$$')
 
 .PHONY: build
 build: ## Build every binary into bin/.

@@ -87,8 +87,8 @@ test-unit: ## Run unit tests (no API server).
 	$(GO) test $(GO_TEST_FLAGS) -race $$($(GO) list ./... | grep -v /test/)
 
 .PHONY: test-integration
-test-integration: k8s-binaries $(HELM) ## Run integration tests against a real kube-apiserver and etcd.
-	PADDOCK_HELM=$(HELM) KUBEBUILDER_ASSETS=$(K8S_BIN) $(GO) test $(GO_TEST_FLAGS) ./test/integration/...
+test-integration: k8s-binaries $(HELM) $(KUSTOMIZE) ## Run integration tests against a real kube-apiserver and etcd.
+	PADDOCK_HELM=$(HELM) PADDOCK_KUSTOMIZE=$(KUSTOMIZE) KUBEBUILDER_ASSETS=$(K8S_BIN) $(GO) test $(GO_TEST_FLAGS) ./test/integration/...
 
 .PHONY: test-e2e
 test-e2e: e2e-deps $(HELM) ## Run end-to-end tests: bring a local dev cluster up (as root), test it, take it down.

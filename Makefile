@@ -116,7 +116,7 @@ k8s-binaries: ## Build kube-apiserver and etcd from official modules into the ca
 ##@ Benchmark
 
 .PHONY: bench
-bench: ## Benchmark on a fresh local cluster with KWOK nodes (machine lock held; taken down after), report into bin/bench/<time> and docs/performance.md. Env: hack/bench.sh.
+bench: ## Benchmark on a fresh local cluster with KWOK nodes (machine lock held; taken down after), report into bin/bench/<time> and docs/performance/results.md. Env: hack/bench.sh.
 	@hack/bench.sh
 
 .PHONY: bench-compare

@@ -22,7 +22,7 @@ func CacheOptions() cache.Options { return cacheOptions(nil) }
 // carrying the sandbox-name-hash label (--cache-label-selectors): on a cluster with many other
 // Pods the cache holds only Sandboxes' children. A Pod or Service created outside Paddock for a
 // Sandbox to adopt must then carry the label, or the controller does not see it.
-func LabelScopedCacheOptions() cache.Options { return cacheOptions(SandboxChildSelector()) }
+func LabelScopedCacheOptions() cache.Options { return cacheOptions(ChildSelector()) }
 
 // cacheOptions builds CacheOptions with the Pod and Service informers limited to children, when
 // children is not nil.
@@ -39,8 +39,8 @@ func cacheOptions(children labels.Selector) cache.Options {
 	return o
 }
 
-// SandboxChildSelector selects the objects that carry the sandbox-name-hash label.
-func SandboxChildSelector() labels.Selector {
+// ChildSelector selects the objects that carry the sandbox-name-hash label.
+func ChildSelector() labels.Selector {
 	req, err := labels.NewRequirement(agentsv1beta1.SandboxNameHashLabel, selection.Exists, nil)
 	if err != nil {
 		panic(err) // the key is a valid constant

@@ -2,14 +2,19 @@
 # generate-proto.sh regenerates the Go code of every .proto file under api/proto with protoc from
 # Debian's protobuf-compiler and the plugins pinned in tools/go.mod: protoc-gen-go for every file,
 # protoc-gen-go-grpc for sandboxd's own services, protoc-gen-connect-go for the E2B envd services
-# under api/proto/envd (served with the Connect protocol). `make generate` calls it; it installs
-# protoc when it is missing.
+# under api/proto/envd (served with the Connect protocol). `make generate` calls it. protoc is
+# pinned by version (the generated files name it): hack/install-deps.sh installs it; this script
+# never installs anything.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
-if ! command -v protoc >/dev/null 2>&1; then
-  hack/install-deps.sh protobuf-compiler
+# PROTOC_VERSION is Debian 12's protobuf-compiler 3.21.12-3+deb12u1 (hack/install-deps.sh).
+PROTOC_VERSION=3.21.12
+have=$(protoc --version 2>/dev/null | awk '{print $2}' || true)
+if [[ "$have" != "$PROTOC_VERSION" ]]; then
+  echo "generate-proto: need protoc $PROTOC_VERSION, found '${have:-none}'; run hack/install-deps.sh (Debian package protobuf-compiler)" >&2
+  exit 1
 fi
 
 # protoc finds plugins on PATH; these wrappers run the pinned versions through `go tool`.

@@ -1,5 +1,6 @@
 // Module tools pins the developer tools of the project (controller-gen, golangci-lint with the
-// Kubernetes API linter). The Makefile builds them from here into bin/tools.
+// Kubernetes API linter, helm, kustomize for the dist/ bundles, the protoc plugins). The Makefile
+// builds them from here into bin/tools.
 module github.com/paddock-dev/paddock/tools
 
 go 1.26.0
@@ -11,6 +12,7 @@ tool (
 	helm.sh/helm/v3/cmd/helm
 	sigs.k8s.io/controller-tools/cmd/controller-gen
 	sigs.k8s.io/kube-api-linter/cmd/golangci-lint-kube-api-linter
+	sigs.k8s.io/kustomize/kustomize/v5
 )
 
 require (
@@ -240,6 +242,7 @@ require (
 	github.com/sashamelentyev/interfacebloat v1.1.0 // indirect
 	github.com/sashamelentyev/usestdlibvars v1.29.0 // indirect
 	github.com/securego/gosec/v2 v2.29.0 // indirect
+	github.com/sergi/go-diff v1.4.0 // indirect
 	github.com/shopspring/decimal v1.4.0 // indirect
 	github.com/sirupsen/logrus v1.10.2 // indirect
 	github.com/sivchari/containedctx v1.0.3 // indirect
@@ -324,6 +327,8 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/kube-api-linter v0.0.0-20260716143926-092fe0c72997 // indirect
 	sigs.k8s.io/kustomize/api v0.21.1 // indirect
+	sigs.k8s.io/kustomize/cmd/config v0.21.1 // indirect
+	sigs.k8s.io/kustomize/kustomize/v5 v5.8.1 // indirect
 	sigs.k8s.io/kustomize/kyaml v0.21.1 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect

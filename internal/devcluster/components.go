@@ -11,10 +11,11 @@ import (
 
 // Binaries are the executables the cluster runs.
 type Binaries struct {
-	K8sDir   string // kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubelet
-	ToolsDir string // kwok, kwok-stages/, coredns
-	Paddock  string // this CLI, for the registry and provisioner subcommands
-	Pause    string // the pause program, for the pause image
+	K8sDir    string // kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubelet
+	ToolsDir  string // kwok, kwok-stages/, coredns
+	Paddock   string // this CLI, for the registry and provisioner subcommands
+	Pause     string // the pause program, for the pause image
+	GVisorDir string // runsc and containerd-shim-runsc-v1; empty without gVisor
 }
 
 // component is one background process of the cluster.

@@ -52,6 +52,9 @@ func TestKubeletConfig(t *testing.T) {
 		"cgroupDriver":             "cgroupfs",
 		"cgroupsPerQOS":            false,
 		"resolvConf":               "/state/kubelet/resolv.conf",
+		// Pods requesting ephemeral-storage schedule only where the kubelet reports it.
+		"localStorageCapacityIsolation": true,
+		"podPidsLimit":                  float64(PodPidsLimit),
 	}
 	picked := map[string]any{}
 	for k := range want {
@@ -62,8 +65,35 @@ func TestKubeletConfig(t *testing.T) {
 	}
 }
 
+func TestContainerdConfigGVisor(t *testing.T) {
+	without := containerdConfig(testCfg, "")
+	if strings.Contains(without, "runsc") {
+		t.Errorf("containerd config without gVisor names runsc:\n%s", without)
+	}
+	got := containerdConfig(testCfg, "/cache/gvisor")
+	for _, want := range []string{
+		`[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]`,
+		`runtime_type = "io.containerd.runsc.v1"`,
+		`runtime_path = "/cache/gvisor/containerd-shim-runsc-v1"`,
+		`TypeUrl = "io.containerd.runsc.v1.options"`,
+		`ConfigPath = "/state/containerd/runsc.toml"`,
+		// runc stays the default: only pods of RuntimeClass gvisor get runsc.
+		`default_runtime_name = "runc"`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("containerd config lacks %s:\n%s", want, got)
+		}
+	}
+	if rc := gvisorRuntimeClass(); rc.Handler != gvisorHandler || rc.Name != GVisorRuntimeClass {
+		t.Errorf("RuntimeClass %s has handler %s; want %s with handler %s", rc.Name, rc.Handler, GVisorRuntimeClass, gvisorHandler)
+	}
+	if runsc := runscConfig("/cache/gvisor/runsc"); !strings.Contains(runsc, `binary_name = "/cache/gvisor/runsc"`) || !strings.Contains(runsc, `platform = "systrap"`) {
+		t.Errorf("runsc.toml lacks the binary or the systrap platform:\n%s", runsc)
+	}
+}
+
 func TestContainerdConfig(t *testing.T) {
-	got := containerdConfig(testCfg)
+	got := containerdConfig(testCfg, "")
 	for _, want := range []string{
 		`address = "/state/containerd/containerd.sock"`,
 		`sandbox_image = "127.0.0.1:5001/pause:dev"`,

@@ -68,8 +68,10 @@ func (o *options) Validate() error {
 
 func main() {
 	o := &options{}
-	o.AddFlags(flag.CommandLine)
-	flag.Parse()
+	// A FlagSet of its own: controller-runtime registers --kubeconfig on flag.CommandLine.
+	fs := flag.NewFlagSet("bench-gvisor", flag.ExitOnError)
+	o.AddFlags(fs)
+	_ = fs.Parse(os.Args[1:])
 	if err := o.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-gvisor:", err)
 		os.Exit(2)
@@ -122,7 +124,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	fmt.Printf("\n| runtime | cold start to Ready, p50 | max | idle PSS per sandbox |\n|---|---|---|---|\n")
 	for _, r := range results {
-		fmt.Printf("| %s | %s | %s | %.0f MiB |\n", r.runtime, percentile(r.starts, 50), slices.Max(r.starts), float64(r.pssPerSandbox)/(1<<20))
+		fmt.Printf("| %s | %s | %s | %.0f MiB |\n", r.runtime, percentile(r.starts, 50), slices.Max(r.starts).Round(time.Millisecond), float64(r.pssPerSandbox)/(1<<20))
 	}
 	return nil
 }

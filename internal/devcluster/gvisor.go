@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -146,3 +147,34 @@ func (cl *cluster) gvisorStatus(ctx context.Context) ComponentStatus {
 	st.Detail = fmt.Sprintf("RuntimeClass %s (handler %s), runsc %s", rc.Name, rc.Handler, filepath.Dir(runsc))
 	return st
 }
+
+// runscStateRoot is where gVisor's shim keeps runsc's state (its default root; a root under the
+// state dir would make the shim's socket paths too long for a Unix socket).
+const runscStateRoot = "/run/containerd/runsc"
+
+// removeRunscState removes what gVisor's shim leaves in root once every sandbox is gone: its
+// placeholder network namespace file per containerd namespace, then the directories if they are
+// empty. Anything else there (a sandbox of another containerd) is left alone.
+func removeRunscState(root string) error {
+	namespaces, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, ns := range namespaces {
+		dir := filepath.Join(root, ns.Name())
+		if err := os.Remove(filepath.Join(dir, "null-netns")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		removeIfEmpty(dir)
+	}
+	removeIfEmpty(root)
+	removeIfEmpty(filepath.Dir(root))
+	return errors.Join(errs...)
+}
+
+// removeIfEmpty removes dir when it holds nothing; rmdir fails on a non-empty one, which is fine.
+func removeIfEmpty(dir string) { _ = syscall.Rmdir(dir) }

@@ -257,3 +257,31 @@ func TestUnescapeMountPath(t *testing.T) {
 		t.Fatalf("unescapeMountPath = %q, want %q", got, "/a b/c")
 	}
 }
+
+func TestRemoveRunscState(t *testing.T) {
+	parent := t.TempDir()
+	root := filepath.Join(parent, "containerd", "runsc")
+	ours := filepath.Join(root, "k8s.io")
+	other := filepath.Join(root, "other")
+	for _, f := range []string{filepath.Join(ours, "null-netns"), filepath.Join(other, "null-netns"), filepath.Join(other, "abc.state")} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, nil, 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := removeRunscState(root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ours); !os.IsNotExist(err) {
+		t.Errorf("%s after removal: %v; want it gone", ours, err)
+	}
+	// A namespace with a live sandbox's state keeps it, and so do the directories above it.
+	if _, err := os.Stat(filepath.Join(other, "abc.state")); err != nil {
+		t.Errorf("another sandbox's state was removed: %v", err)
+	}
+	if err := removeRunscState(filepath.Join(parent, "missing")); err != nil {
+		t.Errorf("removing a missing root: %v", err)
+	}
+}

@@ -153,8 +153,9 @@ func (cl *cluster) gvisorStatus(ctx context.Context) ComponentStatus {
 const runscStateRoot = "/run/containerd/runsc"
 
 // removeRunscState removes what gVisor's shim leaves in root once every sandbox is gone: its
-// placeholder network namespace file per containerd namespace, then the directories if they are
-// empty. Anything else there (a sandbox of another containerd) is left alone.
+// placeholder network namespace per containerd namespace (a bind mount of an nsfs file, which is
+// unmounted first), then the directories if they are empty. Anything else there (a sandbox of
+// another containerd) is left alone.
 func removeRunscState(root string) error {
 	namespaces, err := os.ReadDir(root)
 	if errors.Is(err, os.ErrNotExist) {
@@ -166,7 +167,12 @@ func removeRunscState(root string) error {
 	var errs []error
 	for _, ns := range namespaces {
 		dir := filepath.Join(root, ns.Name())
-		if err := os.Remove(filepath.Join(dir, "null-netns")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		netns := filepath.Join(dir, "null-netns")
+		// EINVAL: not a mount point (or not there), which is fine.
+		if err := syscall.Unmount(netns, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", netns, err))
+		}
+		if err := os.Remove(netns); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 		removeIfEmpty(dir)

@@ -31,7 +31,7 @@ func snapshotHost(stateDir string) (hostSnapshot, error) {
 		s.Interfaces = append(s.Interfaces, i.Name)
 	}
 	sort.Strings(s.Interfaces)
-	if s.Mounts, err = mountsWithin(stateDir, "/run/netns", "/var/run/netns"); err != nil {
+	if s.Mounts, err = mountsWithin(stateDir, "/run/netns", "/var/run/netns", "/run/containerd/runsc"); err != nil {
 		return s, err
 	}
 	s.IPTables = iptablesRules()

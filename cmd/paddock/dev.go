@@ -27,7 +27,7 @@ type devOptions struct {
 	InstallPaddock  bool
 	RouterAuthz     string
 
-	GVisor          bool
+	GVisor bool
 }
 
 func (o *devOptions) AddFlags(fs *pflag.FlagSet) {

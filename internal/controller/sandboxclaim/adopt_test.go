@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -137,7 +138,7 @@ func TestLostAdoptionAnswerNeverBindsTwice(t *testing.T) {
 		// A lagging cache: it does not show Sandboxes bound to claims yet.
 		List: listsNoSandboxesWhile(ptr.To(true)),
 	})
-	r := New(cached, raw, nil, queueOf("m1", "m2"), Options{Now: func() time.Time { return time.Now().Add(time.Minute) }})
+	r := New(cached, raw, nil, queueOf("m1", "m2"), Options{Clock: clocktesting.NewFakePassiveClock(time.Now().Add(time.Minute))})
 	if err := reconcileClaim(t, r); err == nil {
 		t.Fatal("first pass hid the lost answer")
 	}

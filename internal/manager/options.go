@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/internal/controller/sandbox"
-	"github.com/paddock-dev/paddock/internal/egress"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
+	"github.com/paddock-dev/paddock/internal/egress"
 )
 
 // Options is the controller manager's configuration. Flag names follow the reference controller

@@ -155,7 +155,9 @@ func applyClaimIdentity(ref *metav1.OwnerReference, labels, annotations map[stri
 }
 
 // ClaimControlled reports whether ref, a Sandbox's controller reference, is a SandboxClaim.
-func ClaimControlled(ref *metav1.OwnerReference) bool { return extensionsControllerKind(ref) == claimKind }
+func ClaimControlled(ref *metav1.OwnerReference) bool {
+	return extensionsControllerKind(ref) == claimKind
+}
 
 // extensionsControllerKind returns the kind of ref when it belongs to the extensions API group
 // (any version), and "" otherwise.

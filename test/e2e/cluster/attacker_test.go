@@ -29,8 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
-	"github.com/paddock-dev/paddock/api/sandboxd"
 	processv1 "github.com/paddock-dev/paddock/api/proto/process/v1"
+	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/router/authz"
 	"github.com/paddock-dev/paddock/test/builder"

@@ -242,6 +242,7 @@ func (cl *cluster) writeConfiguration(context.Context) (string, bool, error) {
 		c.path("containerd", "config.toml"):           containerdConfig(c),
 		c.path("cni", "net.d", "10-paddock.conflist"): cniConfig(c),
 		c.path("coredns", "Corefile"):                 corefile(c),
+		c.path("kwok", "kwok.yaml"):                   kwokConfig(),
 	}
 	for path, content := range files {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

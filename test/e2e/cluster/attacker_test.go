@@ -130,7 +130,7 @@ func testAttacker(t *testing.T) {
 	waitReady(t, outside, attackerPod.Name)
 
 	node := nodeInternalIP(t, ctx)
-	controller := "http://" + net.JoinHostPort(readyPodIP(t, routerNamespace, map[string]string{"app.kubernetes.io/name": "paddock-controller"}), controllerMetrics)
+	controller := "https://" + net.JoinHostPort(readyPodIP(t, routerNamespace, map[string]string{"app.kubernetes.io/name": "paddock-controller"}), controllerMetrics)
 	routerIP := readyPodIP(t, routerNamespace, map[string]string{"app.kubernetes.io/name": routerName})
 	router := "http://" + net.JoinHostPort(routerIP, "8080")
 	ensureCredentialsKey(t, ctx)
@@ -175,7 +175,7 @@ func testAttacker(t *testing.T) {
 		{target: "warm member claim-settings PUT, sandbox a's control token", method: http.MethodPut, url: sandboxd(ipMember, sandboxdREST) + "/v1/claim-settings", body: poison(), header: bearerHeader(controlA)},
 		{target: "controller /metrics", method: http.MethodGet, url: controller + "/metrics"},
 		{target: "controller /debug/pprof/", method: http.MethodGet, url: controller + "/debug/pprof/"},
-		{target: "router /metrics", method: http.MethodGet, url: "http://" + net.JoinHostPort(routerIP, routerMetrics) + "/metrics"},
+		{target: "router /metrics", method: http.MethodGet, url: "https://" + net.JoinHostPort(routerIP, routerMetrics) + "/metrics"},
 		{target: "kubelet 10250 /pods", method: http.MethodGet, url: "https://" + net.JoinHostPort(node, kubeletPort) + "/pods"},
 		{target: "kubelet 10250 /run (exec)", method: http.MethodPost, url: "https://" + net.JoinHostPort(node, kubeletPort) + "/run/" + ns + "/" + b.Name + "/sandboxd?cmd=id"},
 		{target: "kubelet read-only 10255 /pods", method: http.MethodGet, url: "http://" + net.JoinHostPort(node, kubeletReadOnlyPort) + "/pods"},
@@ -199,12 +199,18 @@ func testAttacker(t *testing.T) {
 	var rows []attempt
 	for _, v := range vantages {
 		for _, p := range probes {
+			if v.name != "host" && strings.HasPrefix(p.url, "https:") {
+				// busybox's TLS client crashes on these servers; the host's row tries the same
+				// listener, which pods reach alike (the dev cluster enforces no NetworkPolicy).
+				continue
+			}
 			o := v.send(ctx, p)
 			rows = append(rows, attempt{from: v.name, what: p.method + " " + p.target, result: o.String(), held: o.held()})
 		}
 	}
 	rows = append(rows, grpcAttempts(ctx, ipB, ipMember, tokenA)...)
 	rows = append(rows, credentialAttempts(ctx, vantages[2], tokenA, controlA)...)
+	rows = append(rows, stolenServiceAccountAttempt(ctx, vantages[2], ns, b.Name))
 	rows = append(rows, secretAttempt(ctx, outside, ns, b.Name, outsider))
 	rows = append(rows, adoptionAttempt(t, ctx, c, ns))
 
@@ -272,24 +278,36 @@ func sendFromHost(ctx context.Context, p probe) outcome {
 // statusLine finds the last HTTP status line in what busybox's nc or wget printed.
 var statusLine = regexp.MustCompile(`HTTP/1\.[01] (\d{3})`)
 
-// sendFromShell sends p with busybox from a shell where run executes: plain HTTP as a raw
-// request through nc (any method), HTTPS with wget (which does not verify certificates).
+// probeDone ends every probe script's output, so output cut short by the exec stream is told
+// apart from a server that answered nothing.
+const probeDone = "probe-done"
+
+// sendFromShell sends p with busybox from a shell where run executes, as a raw request through
+// nc (any method).
 func sendFromShell(run func(ctx context.Context, script string) (string, error)) func(context.Context, probe) outcome {
 	return func(ctx context.Context, p probe) outcome {
 		script, err := shellRequest(p)
 		if err != nil {
 			return outcome{detail: err.Error()}
 		}
-		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		out, err := run(ctx, script)
-		if err != nil && out == "" {
-			return outcome{detail: "could not run the probe: " + err.Error()}
+		var out string
+		// Under load the pod exec stream has been seen to end before the output arrived.
+		for try := 0; try < 3 && !strings.Contains(out, probeDone); try++ {
+			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			out, err = run(ctx, script+"; echo "+probeDone)
+			cancel()
+			if err != nil && out == "" {
+				out = "could not run the probe: " + err.Error()
+			}
 		}
+		if !strings.Contains(out, probeDone) {
+			return outcome{detail: "the probe's output never arrived: " + out}
+		}
+		out = strings.TrimSpace(strings.ReplaceAll(out, probeDone, ""))
 		m := statusLine.FindAllStringSubmatch(out, -1)
 		if len(m) == 0 {
-			if strings.TrimSpace(out) == "" {
-				out = "EOF: nothing answered"
+			if out == "" {
+				out = "EOF: the server closed the connection without an answer"
 			}
 			return outcome{detail: out}
 		}
@@ -298,36 +316,21 @@ func sendFromShell(run func(ctx context.Context, script string) (string, error))
 	}
 }
 
-// shellRequest renders p as a busybox script. The request travels base64-encoded, so no value
-// needs shell quoting.
+// shellRequest renders p as a busybox script sending it over plain HTTP. The request travels
+// base64-encoded, so no value needs shell quoting.
 func shellRequest(p probe) (string, error) {
 	req, err := http.NewRequest(p.method, p.url, nil)
 	if err != nil {
 		return "", err
 	}
 	host, port := req.URL.Hostname(), req.URL.Port()
-	if req.URL.Scheme == "https" {
-		if p.method != http.MethodGet && p.method != http.MethodPost {
-			return "", fmt.Errorf("busybox wget sends only GET and POST, not %s", p.method)
-		}
-		var b strings.Builder
-		b.WriteString("wget -S -q -T 5 -O /dev/null --no-check-certificate")
-		for k, v := range p.header {
-			fmt.Fprintf(&b, " --header %s", shellQuote(k+": "+v))
-		}
-		if p.method == http.MethodPost {
-			fmt.Fprintf(&b, " --post-data %s", shellQuote(p.body))
-		}
-		fmt.Fprintf(&b, " %s 2>&1; true", shellQuote(p.url))
-		return b.String(), nil
-	}
 	var raw strings.Builder
 	fmt.Fprintf(&raw, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nContent-Length: %d\r\n", p.method, req.URL.RequestURI(), req.URL.Host, len(p.body))
 	for k, v := range p.header {
 		fmt.Fprintf(&raw, "%s: %s\r\n", k, v)
 	}
 	raw.WriteString("\r\n" + p.body)
-	return fmt.Sprintf("echo %s | base64 -d | nc -w 5 %s %s 2>&1 | head -c 400; true",
+	return fmt.Sprintf("echo %s | base64 -d | nc -w 5 %s %s 2>&1 | head -c 400",
 		base64.StdEncoding.EncodeToString([]byte(raw.String())), host, port), nil
 }
 
@@ -397,6 +400,19 @@ func credentialAttempts(ctx context.Context, in vantage, token, control string) 
 		rows = append(rows, attempt{from: in.name, what: s.what, result: result, held: err == nil && !leaked})
 	}
 	return rows
+}
+
+// stolenServiceAccountAttempt takes the ServiceAccount token mounted in sandbox a (a bare
+// Sandbox keeps the pod's default, as upstream) out to the host and reads b's credentials
+// Secret with it.
+func stolenServiceAccountAttempt(ctx context.Context, in vantage, ns, sandbox string) attempt {
+	out, err := in.run(ctx, "cat /var/run/secrets/kubernetes.io/serviceaccount/token 2>/dev/null")
+	if err != nil || strings.TrimSpace(out) == "" {
+		return attempt{from: in.name, what: "steal the pod's ServiceAccount token", result: fmt.Sprintf("no token mounted (%v)", err), held: true}
+	}
+	a := secretAttempt(ctx, ns, ns, sandbox, strings.TrimSpace(out))
+	a.from, a.what = in.name, "read Secret "+credentials.SandboxSecretName(sandbox)+" with the stolen ServiceAccount token"
+	return a
 }
 
 // secretAttempt reads b's credentials Secret with the ServiceAccount token a pod in another

@@ -228,7 +228,8 @@ func kubeletConfig(c Config) string {
 }
 
 // kwokConfig renders KWOK's own configuration: no debugging handlers, so no pprof (a heap
-// profile would hold the admin token KWOK uses) and no exec, attach or port-forward.
+// profile would hold the admin token KWOK uses) and no exec, attach or port-forward. A
+// configuration file replaces KWOK's defaults, so the rest restates them (KWOK v0.8).
 func kwokConfig() string {
 	return `apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
@@ -236,6 +237,12 @@ options:
   enableDebuggingHandlers: false
   enableProfilingHandler: false
   enableContentionProfiling: false
+  podPlayStageParallelism: 4
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
+  enablePodsOnNodeSyncListPager: true
+  enablePodsOnNodeSyncStreamWatch: false
 `
 }
 

@@ -292,7 +292,7 @@ func sendFromShell(run func(ctx context.Context, script string) (string, error))
 		}
 		var out string
 		// Under load the pod exec stream has been seen to end before the output arrived.
-		for try := 0; try < 3 && !strings.Contains(out, probeDone); try++ {
+		for try := 0; try < 5 && !strings.Contains(out, probeDone); try++ {
 			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			out, err = run(ctx, script+"; echo "+probeDone)
 			cancel()

@@ -141,6 +141,13 @@ func testAttacker(t *testing.T) {
 	// these headers, not of a router that refuses everything.
 	framework.Eventually(t, func(ctx context.Context) error { return expectSandboxName(ctx, router, ns, a.Name, holderOfA) })
 
+	// And the cluster's admin reads both /metrics: the 401s below are of the missing token.
+	for _, url := range []string{controller + "/metrics", "https://" + net.JoinHostPort(routerIP, routerMetrics) + "/metrics"} {
+		if o := sendFromHost(ctx, probe{method: http.MethodGet, url: url, header: bearerHeader(suite.restConfig.BearerToken)}); o.status != http.StatusOK {
+			t.Errorf("GET %s with the admin token = %s, want 200", url, o)
+		}
+	}
+
 	procsA := dialSandboxd(t, ipA, tokenA)
 	vantages := []vantage{
 		{name: "host", send: sendFromHost},

@@ -94,7 +94,7 @@ func TestTokenReviewAlwaysAuthenticates(t *testing.T) {
 // A request whose context is already cancelled (the client half-closed its connection after
 // sending) still gets the API server's answer: 401 for a token it rejects, not 500.
 func TestTokenReviewOutlivesTheRequest(t *testing.T) {
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"authenticated":false,"error":"invalid token"}}`))
 	}))

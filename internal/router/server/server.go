@@ -74,7 +74,7 @@ func New(opts Options, proxy http.Handler) *Server {
 	healthMux.HandleFunc("/readyz", s.readyz)
 	metricsMux := http.NewServeMux()
 	if opts.Gatherer != nil {
-		var h http.Handler = promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})
+		h := promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})
 		if opts.MetricsFilter != nil {
 			h = opts.MetricsFilter(h)
 		}

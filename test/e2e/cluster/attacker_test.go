@@ -136,7 +136,7 @@ func testAttacker(t *testing.T) {
 	router := "http://" + net.JoinHostPort(routerIP, "8080")
 	ensureCredentialsKey(t, ctx)
 	holderOfA := scopedRouterToken(t, ctx, ns, "holder-of-a", a.Name)
-	outsider := serviceAccountToken(t, ctx, outside, "default")
+	outsider := serviceAccountToken(t, outside, "default")
 
 	// The holder of A reaches A through the router: the refusals below are of this token and
 	// these headers, not of a router that refuses everything.
@@ -550,11 +550,11 @@ func scopedRouterToken(t *testing.T, ctx context.Context, ns, name, sandbox stri
 	if _, err := suite.client.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return serviceAccountToken(t, ctx, ns, name)
+	return serviceAccountToken(t, ns, name)
 }
 
 // serviceAccountToken requests a token of ServiceAccount ns/name.
-func serviceAccountToken(t *testing.T, ctx context.Context, ns, name string) string {
+func serviceAccountToken(t *testing.T, ns, name string) string {
 	t.Helper()
 	var token string
 	framework.Eventually(t, func(ctx context.Context) error {

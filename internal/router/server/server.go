@@ -35,6 +35,10 @@ type Options struct {
 	ShutdownDelay   time.Duration
 	ShutdownTimeout time.Duration
 	Gatherer        prometheus.Gatherer
+	// MetricsFilter wraps /metrics (authentication and authorization); optional.
+	MetricsFilter func(http.Handler) http.Handler
+	// MetricsTLS serves MetricsAddr over TLS; optional.
+	MetricsTLS *tls.Config
 	// Ready is an extra readiness check (the Sandbox cache has synced); optional.
 	Ready func() bool
 	Log   logr.Logger
@@ -70,7 +74,11 @@ func New(opts Options, proxy http.Handler) *Server {
 	healthMux.HandleFunc("/readyz", s.readyz)
 	metricsMux := http.NewServeMux()
 	if opts.Gatherer != nil {
-		metricsMux.Handle("/metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+		h := promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})
+		if opts.MetricsFilter != nil {
+			h = opts.MetricsFilter(h)
+		}
+		metricsMux.Handle("/metrics", h)
 	}
 	for name, addr := range map[string]string{ProxyHTTP: opts.HTTPAddr, ProxyHTTPS: opts.HTTPSAddr,
 		Metrics: opts.MetricsAddr, Health: opts.HealthAddr} {
@@ -90,6 +98,9 @@ func New(opts Options, proxy http.Handler) *Server {
 	if srv := s.servers[ProxyHTTPS]; srv != nil {
 		srv.TLSConfig = opts.TLS
 	}
+	if srv := s.servers[Metrics]; srv != nil {
+		srv.TLSConfig = opts.MetricsTLS
+	}
 	return s
 }
 
@@ -107,6 +118,9 @@ func (s *Server) Listen() error {
 				s.closeListeners()
 				return errors.New("the HTTPS listener needs a TLS configuration; set --tls-cert-file and --tls-key-file")
 			}
+			ln = tls.NewListener(ln, srv.TLSConfig)
+		}
+		if name == Metrics && srv.TLSConfig != nil {
 			ln = tls.NewListener(ln, srv.TLSConfig)
 		}
 		s.listeners[name] = ln

@@ -72,7 +72,8 @@ type Daemon struct {
 	started  time.Time
 	ready    atomic.Bool
 	// locked is true while RequireClaim holds: no claim settings have been applied yet.
-	locked atomic.Bool
+	locked   atomic.Bool
+	activity activity
 }
 
 // New opens the sandbox root and prepares the daemon; it serves nothing until Serve.
@@ -98,6 +99,7 @@ func New(cfg Config) (*Daemon, error) {
 		started:  time.Now(),
 	}
 	d.procs.SetMaxProcesses(cfg.MaxProcesses)
+	d.activity.touch(d.started)
 	d.ready.Store(true)
 	d.locked.Store(cfg.RequireClaim)
 	return d, nil

@@ -85,13 +85,22 @@ const (
 	// LastActivityAnnotation on a Sandbox records, RFC 3339, the last activity the control plane
 	// saw. It is written at most about once a minute, never per request.
 	LastActivityAnnotation = "paddock.dev/last-activity"
-	// SuspendReasonAnnotation on a Sandbox says who suspended it; only SuspendReasonIdle may be
-	// woken by traffic. A manual suspension carries none.
+	// SuspendReasonAnnotation on a Sandbox says why the control plane suspended it; only
+	// SuspendReasonIdle may be woken by traffic through the router. A manual suspension carries
+	// none, and the annotation is removed whenever the Sandbox runs again.
 	SuspendReasonAnnotation = "paddock.dev/suspend-reason"
 )
 
 // Values of SuspendReasonAnnotation.
 const (
-	// SuspendReasonIdle marks a Sandbox the idle controller suspended.
+	// SuspendReasonIdle marks a Sandbox the idle controller suspended and traffic may wake.
 	SuspendReasonIdle = "Idle"
+	// SuspendReasonIdleNoWake marks a Sandbox the idle controller suspended whose policy says
+	// paddock.dev/wake-on-request: "false"; only a user resumes it.
+	SuspendReasonIdleNoWake = "IdleNoWake"
 )
+
+// SuspendedForIdle reports whether a suspend-reason value is one the idle controller writes.
+func SuspendedForIdle(reason string) bool {
+	return reason == SuspendReasonIdle || reason == SuspendReasonIdleNoWake
+}

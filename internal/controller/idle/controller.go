@@ -20,8 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
-	"github.com/paddock-dev/paddock/api/sandboxd"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/api/sandboxd"
+	"github.com/paddock-dev/paddock/internal/activity"
 	"github.com/paddock-dev/paddock/internal/naming"
 )
 
@@ -161,15 +162,11 @@ func (r *Reconciler) Policy(ctx context.Context, sb *agentsv1beta1.Sandbox) (Pol
 
 // lastActivity is the recorded paddock.dev/last-activity; false when absent or unreadable.
 func lastActivity(sb *agentsv1beta1.Sandbox) (time.Time, bool) {
-	t, err := time.Parse(time.RFC3339, sb.Annotations[agentsv1beta1.LastActivityAnnotation])
-	return t, err == nil
+	return activity.Parse(sb.Annotations[agentsv1beta1.LastActivityAnnotation])
 }
 
-// FormatActivity renders a time as paddock.dev/last-activity holds it (RFC 3339, seconds).
-func FormatActivity(t time.Time) string { return t.UTC().Truncate(time.Second).Format(time.RFC3339) }
-
 func (r *Reconciler) record(ctx context.Context, sb *agentsv1beta1.Sandbox, at time.Time) error {
-	v := FormatActivity(at)
+	v := activity.Format(at)
 	return r.annotate(ctx, sb, agentsv1beta1.LastActivityAnnotation, &v)
 }
 
@@ -195,18 +192,22 @@ func (r *Reconciler) annotate(ctx context.Context, sb *agentsv1beta1.Sandbox, ke
 func (r *Reconciler) suspend(ctx context.Context, sb *agentsv1beta1.Sandbox, p Policy, last time.Time) error {
 	before := sb.DeepCopy()
 	sb.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended
-	metav1.SetMetaDataAnnotation(&sb.ObjectMeta, agentsv1beta1.SuspendReasonAnnotation, agentsv1beta1.SuspendReasonIdle)
+	reason := agentsv1beta1.SuspendReasonIdle
+	if !p.WakeOnRequest {
+		reason = agentsv1beta1.SuspendReasonIdleNoWake
+	}
+	metav1.SetMetaDataAnnotation(&sb.ObjectMeta, agentsv1beta1.SuspendReasonAnnotation, reason)
 	if err := r.client.Patch(ctx, sb, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("suspending idle Sandbox %s/%s: %w", sb.Namespace, sb.Name, err)
 	}
-	suspends.WithLabelValues(agentsv1beta1.SuspendReasonIdle).Inc()
+	suspends.WithLabelValues(agentsv1beta1.SandboxReasonIdle).Inc()
 	klog.FromContext(ctx).Info("suspended idle sandbox", "sandbox", klog.KObj(sb), "idleTimeout", p.Timeout, "lastActivity", last)
 	if r.recorder != nil {
 		r.recorder.Eventf(sb, nil, corev1.EventTypeNormal, EventIdle, "Suspend",
-			"No activity since %s (idle timeout %s); suspended, storage and Service kept", FormatActivity(last), p.Timeout)
+			"No activity since %s (idle timeout %s); suspended, storage and Service kept", activity.Format(last), p.Timeout)
 	}
 	return nil
 }

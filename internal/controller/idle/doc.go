@@ -11,8 +11,8 @@
 //     stamps paddock.dev/last-activity at most once a minute per Sandbox it forwards to. This
 //     controller asks sandboxd only once the recorded activity is older than the timeout, and
 //     writes the annotation only when that answer moves it by a minute or more.
-//   - Suspending writes spec.operatingMode Suspended and paddock.dev/suspend-reason Idle in one
-//     optimistic-locked patch, then emits event Idle and counts paddock_idle_suspends_total.
+//   - Suspending writes spec.operatingMode Suspended and paddock.dev/suspend-reason Idle (or
+//     IdleNoWake when wake-on-request is false) in one optimistic-locked patch, then emits event Idle and counts paddock_idle_suspends_total.
 //     The Sandbox controller then reports Suspended=True with reason Idle.
 //   - When a suspended-for-idle Sandbox runs again (woken by the router or resumed by hand),
 //     the suspend reason is removed, so a later manual suspension is never woken by traffic.

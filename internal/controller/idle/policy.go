@@ -7,11 +7,8 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/api/sandboxd"
+	"github.com/paddock-dev/paddock/internal/activity"
 )
-
-// RecordInterval is the least a newer activity must move paddock.dev/last-activity before this
-// controller writes it: at most one write per minute of activity, none while idle.
-const RecordInterval = time.Minute
 
 // Policy is the idle policy that applies to one Sandbox.
 type Policy struct {
@@ -87,7 +84,7 @@ func Decide(p Policy, now, recorded time.Time, daemon *sandboxd.Activity) Decisi
 		return Decision{Suspend: true}
 	}
 	d := Decision{After: deadline.Sub(now)}
-	if last.Sub(recorded) >= RecordInterval {
+	if last.Sub(recorded) >= activity.RecordInterval {
 		d.Record = last
 	}
 	return d

@@ -52,7 +52,7 @@ func setSuspended(sb *agentsv1beta1.Sandbox, obs *observation) {
 		switch {
 		case obs.podUnknown:
 			status, reason, msg = metav1.ConditionUnknown, agentsv1beta1.SandboxReasonPodStateUnknown, msgSuspendUnknown
-		case obs.pod == nil && sb.Annotations[agentsv1beta1.SuspendReasonAnnotation] == agentsv1beta1.SuspendReasonIdle:
+		case obs.pod == nil && agentsv1beta1.SuspendedForIdle(sb.Annotations[agentsv1beta1.SuspendReasonAnnotation]):
 			status, reason, msg = metav1.ConditionTrue, agentsv1beta1.SandboxReasonIdle, msgIdle
 		case obs.pod == nil:
 			status, reason, msg = metav1.ConditionTrue, agentsv1beta1.SandboxReasonPodTerminated, msgPodTerminated

@@ -15,8 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
-	"github.com/paddock-dev/paddock/api/sandboxd"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/api/sandboxd"
+	"github.com/paddock-dev/paddock/internal/activity"
 	"github.com/paddock-dev/paddock/internal/controller/idle"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
@@ -145,7 +146,7 @@ func TestEachActivityPostponesIdling(t *testing.T) {
 		}},
 		{name: "a request through the router", act: func(h *harness, sb *agentsv1beta1.Sandbox, now time.Time) {
 			// What the router writes, at most once a minute per Sandbox.
-			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, agentsv1beta1.LastActivityAnnotation, idle.FormatActivity(now))
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, agentsv1beta1.LastActivityAnnotation, activity.Format(now))
 			if err := env.Client.Patch(h.ctx, sb, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 				h.t.Fatal(err)
 			}
@@ -251,13 +252,16 @@ func TestPolicyOverridesAndSurvivesRestart(t *testing.T) {
 		})
 	}
 
-	// A restart between the start of the clock and its end still suspends on time.
+	// A restart between the start of the clock and its end still suspends on time, and the
+	// template's wake-on-request=false is kept on the suspended Sandbox for the router.
 	sb := h.readySandbox(fromTemplate.Obj())
 	h.pass(h.reconciler(), sb)
 	h.clock.Step(31 * time.Minute)
 	h.pass(h.reconciler(), sb)
-	if !suspendedForIdle(h.get(sb)) {
-		t.Fatalf("after a restart and the template's timeout: not suspended")
+	if got := h.get(sb); got.Spec.OperatingMode != agentsv1beta1.SandboxOperatingModeSuspended ||
+		got.Annotations[agentsv1beta1.SuspendReasonAnnotation] != agentsv1beta1.SuspendReasonIdleNoWake {
+		t.Fatalf("after a restart and the template's timeout: operatingMode %q, annotations %v; want Suspended, reason IdleNoWake",
+			got.Spec.OperatingMode, got.Annotations)
 	}
 }
 

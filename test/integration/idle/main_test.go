@@ -66,4 +66,6 @@ func (f *fakeDaemon) Activity(context.Context, *agentsv1beta1.Sandbox) (*sandbox
 
 // newClock starts a test's clock at the wall clock, so Ready's transition time (written by the
 // Sandbox controller's real clock) is in its past once the Sandbox is Ready.
-func newClock() *clocktesting.FakeClock { return clocktesting.NewFakeClock(time.Now().Add(time.Minute)) }
+func newClock() *clocktesting.FakeClock {
+	return clocktesting.NewFakeClock(time.Now().Add(time.Minute))
+}

@@ -171,7 +171,7 @@ func (r *Reconciler) record(ctx context.Context, sb *agentsv1beta1.Sandbox, at t
 }
 
 // annotate sets (or, with nil, removes) one annotation with an optimistic-locked merge patch, so a
-// concurrent change by anyone else wins and the next pass judges it.
+// concurrent change by anyone else wins and the retried pass judges it.
 func (r *Reconciler) annotate(ctx context.Context, sb *agentsv1beta1.Sandbox, key string, value *string) error {
 	before := sb.DeepCopy()
 	if value == nil {
@@ -179,16 +179,13 @@ func (r *Reconciler) annotate(ctx context.Context, sb *agentsv1beta1.Sandbox, ke
 	} else {
 		metav1.SetMetaDataAnnotation(&sb.ObjectMeta, key, *value)
 	}
-	err := r.client.Patch(ctx, sb, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return nil // the watch brings the newer Sandbox back
-	}
-	return err
+	// A conflict is returned: the pass is retried on the newer Sandbox.
+	return client.IgnoreNotFound(r.client.Patch(ctx, sb, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
 }
 
 // suspend does what a manual suspension does, marked Idle, in one optimistic-locked patch: if
-// anything changed since this pass read the Sandbox (a wake, an edit), the patch fails and the
-// next pass judges again.
+// anything changed since this pass read the Sandbox (a request's activity, an edit), the patch
+// fails with a conflict and the retried pass judges again.
 func (r *Reconciler) suspend(ctx context.Context, sb *agentsv1beta1.Sandbox, p Policy, last time.Time) error {
 	before := sb.DeepCopy()
 	sb.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended
@@ -198,7 +195,7 @@ func (r *Reconciler) suspend(ctx context.Context, sb *agentsv1beta1.Sandbox, p P
 	}
 	metav1.SetMetaDataAnnotation(&sb.ObjectMeta, agentsv1beta1.SuspendReasonAnnotation, reason)
 	if err := r.client.Patch(ctx, sb, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("suspending idle Sandbox %s/%s: %w", sb.Namespace, sb.Name, err)

@@ -39,13 +39,16 @@ const (
 
 // Activity is the JSON body of ActivityPath and KeepalivePath.
 type Activity struct {
-	// LastActivity is when sandboxd last served an API call (or keepalive) or saw a process
+	// lastActivity is when sandboxd last served an API call (or keepalive) or saw a process
 	// start or exit; the daemon's start time before any.
+	// +required
 	LastActivity time.Time `json:"lastActivity"`
-	// Processes counts the commands still running: a running command is activity, however quiet.
-	Processes int `json:"processes"`
-	// Streams counts the API calls in flight (output streams, uploads, downloads).
-	Streams int `json:"streams"`
+	// processes counts the commands still running: a running command is activity, however quiet.
+	// +required
+	Processes int32 `json:"processes"`
+	// streams counts the API calls in flight (output streams, uploads, downloads).
+	// +required
+	Streams int32 `json:"streams"`
 }
 
 // Busy reports whether something runs now, so the sandbox is active whatever LastActivity says.

@@ -202,7 +202,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *requestState
 	h.rp.ServeHTTP(w, r)
 }
 
-// ReasonWakeTimeout: the Sandbox was woken but did not serve within --wake-timeout.
+// ReasonWakeTimeout is the failure reason when the Sandbox was woken but did not serve within --wake-timeout.
 const ReasonWakeTimeout = "wake_timeout"
 
 // retryAfterWake is the Retry-After of a wake that timed out: the resume goes on without us.

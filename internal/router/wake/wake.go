@@ -33,11 +33,11 @@ type Patcher interface {
 	MergePatch(ctx context.Context, namespace, name string, patch []byte) error
 }
 
-// ErrNotWakeable: the Sandbox is suspended, but not by the idle controller with wake allowed
+// ErrNotWakeable means the Sandbox is suspended, but not by the idle controller with wake allowed
 // (a manual suspension, or wake-on-request false). Traffic never resumes it.
 var ErrNotWakeable = errors.New("not wakeable")
 
-// ErrTimeout: the Sandbox did not become Ready and reachable within the wake timeout.
+// ErrTimeout means the Sandbox did not become Ready and reachable within the wake timeout.
 var ErrTimeout = errors.New("wake timed out")
 
 // Observer learns about wakes, for metrics; optional.

@@ -34,7 +34,7 @@ func (d *Daemon) Activity() sandboxd.Activity {
 	if ended.After(last) {
 		last = ended
 	}
-	return sandboxd.Activity{LastActivity: last.UTC(), Processes: running, Streams: int(d.activity.inflight.Load())}
+	return sandboxd.Activity{LastActivity: last.UTC(), Processes: int32(running), Streams: int32(d.activity.inflight.Load())}
 }
 
 // trackActivity counts every call h serves as activity, except the paths in quiet (health probes

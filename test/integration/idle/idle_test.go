@@ -120,7 +120,7 @@ func TestIdleSandboxIsSuspended(t *testing.T) {
 	if got := h.get(sb); !suspendedForIdle(got) {
 		t.Fatalf("after the timeout: operatingMode %q, annotations %v; want Suspended for Idle", got.Spec.OperatingMode, got.Annotations)
 	}
-	framework.Eventually(t, func(ctx context.Context) error {
+	framework.Eventually(t, func(context.Context) error {
 		got := h.get(sb)
 		c := meta.FindStatusCondition(got.Status.Conditions, agentsv1beta1.SandboxConditionSuspended)
 		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != agentsv1beta1.SandboxReasonIdle {
@@ -299,7 +299,7 @@ func TestManualSuspensionIsNeverMarkedIdle(t *testing.T) {
 	}
 }
 
-func update(t *testing.T, ctx context.Context, sb *agentsv1beta1.Sandbox, mutate func(*agentsv1beta1.Sandbox)) {
+func update(t *testing.T, _ context.Context, sb *agentsv1beta1.Sandbox, mutate func(*agentsv1beta1.Sandbox)) {
 	t.Helper()
 	framework.Eventually(t, func(ctx context.Context) error {
 		got := &agentsv1beta1.Sandbox{}

@@ -18,6 +18,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
@@ -379,6 +381,28 @@ func TestRuntimeExecStdin(t *testing.T) {
 	}
 	if _, err := rt.Exec(ctx, ExecOptions{Argv: []string{"true"}}); err == nil {
 		t.Error("Exec without Stdout succeeded, want an error naming ExecOptions.Stdout")
+	}
+}
+
+// TestRuntimeExecCwdAndEnv: the command starts in Cwd with Env added, and a Cwd outside the
+// sandbox root is refused by sandboxd.
+func TestRuntimeExecCwdAndEnv(t *testing.T) {
+	rt := runtimeUnderTest(t)
+	if rt.grpcAddr == "" {
+		t.Skip("PADDOCK_SANDBOXD_GRPC is not set")
+	}
+	ctx := context.Background()
+	if _, err := rt.Run(ctx, "mkdir -p work/dir"); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code, err := rt.Exec(ctx, ExecOptions{Argv: []string{"sh", "-c", `echo "$MODE $(basename "$PWD")"`}, Stdout: &stdout, Stderr: &stderr,
+		Cwd: "work/dir", Env: map[string]string{"MODE": "fast"}})
+	if err != nil || code != 0 || stdout.String() != "fast dir\n" {
+		t.Errorf("Exec with Cwd and Env: code %d, %v, stdout %q, stderr %q; want \"fast dir\\n\"", code, err, stdout.String(), stderr.String())
+	}
+	if _, err := rt.Exec(ctx, ExecOptions{Argv: []string{"pwd"}, Stdout: &stdout, Stderr: &stderr, Cwd: "../.."}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("Exec with Cwd ../..: %v, want PermissionDenied", err)
 	}
 }
 

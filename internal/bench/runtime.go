@@ -25,9 +25,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/paddock-dev/paddock/internal/router/authz"
-
 	"github.com/paddock-dev/paddock/internal/credentials"
+	"github.com/paddock-dev/paddock/internal/router/authz"
 	"github.com/paddock-dev/paddock/sdk"
 )
 

@@ -15,7 +15,8 @@ import (
 )
 
 // Packages are the Debian packages the real node needs.
-var Packages = []string{"containerd", "runc", "containernetworking-plugins", "busybox-static", "iproute2", "iptables"}
+// busybox-static and bash-static go into the sandbox image.
+var Packages = []string{"containerd", "runc", "containernetworking-plugins", "busybox-static", "bash-static", "iproute2", "iptables"}
 
 func requireRoot() error {
 	if os.Geteuid() != 0 {

@@ -93,14 +93,11 @@ func (cl *cluster) pushPaddockImages(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	tree, err := image.BusyboxTree(busyboxBinary)
+	tree, err := SandboxImageTree("", "", sandboxdBin)
 	if err != nil {
 		return false, err
 	}
-	sandbox, err := image.FromTree(tree.AddFile("/usr/local/bin/sandboxd", sandboxdBin, 0o755), image.Config{
-		Entrypoint: []string{"/usr/local/bin/sandboxd"},
-		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-	})
+	sandbox, err := image.FromTree(tree, SandboxImageConfig)
 	if err != nil {
 		return false, err
 	}

@@ -16,6 +16,13 @@ const (
 	WebhookFirstObservedAtAnnotation = "agents.x-k8s.io/webhook-first-observed-at"
 )
 
+// Labels on a SandboxClaim.
+const (
+	// MCPSessionLabel carries the id of the `paddock mcp` session that claimed the sandbox; the
+	// server deletes the session's claims by it when the session ends.
+	MCPSessionLabel = "paddock.dev/mcp-session"
+)
+
 // FirstReadyAtUnknown is the value of ClaimFirstReadyAtAnnotation when the time is not known.
 const FirstReadyAtUnknown = "unknown"
 

@@ -135,6 +135,16 @@ func (d *Daemon) EnvdServer() *envd.Server {
 			return d.AuthorizeCredentials(creds...)
 		}
 	}
+	// Every authorized envd call is activity (E2B's data plane); its commands count while they
+	// run, through the shared process manager.
+	authorized := authorize
+	authorize = func(creds ...string) error {
+		err := authorized(creds...)
+		if err == nil {
+			d.activity.touch(time.Now())
+		}
+		return err
+	}
 	return envd.New(envd.Config{
 		Root:  d.root,
 		Procs: d.procs,

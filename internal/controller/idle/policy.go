@@ -89,3 +89,12 @@ func Decide(p Policy, now, recorded time.Time, daemon *sandboxd.Activity) Decisi
 	}
 	return d
 }
+
+// Annotations renders p as the annotations that set it, for SetPolicy and for front doors that
+// build objects (E2B's autoPause/autoResume on the claim they create).
+func (p Policy) Annotations() map[string]string {
+	return map[string]string{
+		agentsv1beta1.IdleTimeoutAnnotation:   p.Timeout.String(),
+		agentsv1beta1.WakeOnRequestAnnotation: strconv.FormatBool(p.WakeOnRequest),
+	}
+}

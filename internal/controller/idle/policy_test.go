@@ -61,3 +61,11 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+func TestAnnotationsRoundTrip(t *testing.T) {
+	for _, p := range []Policy{{Timeout: 90 * time.Second, WakeOnRequest: true}, {}} {
+		if got := Resolve(p.Annotations()); got != p {
+			t.Errorf("Resolve(%v.Annotations()) = %+v", p, got)
+		}
+	}
+}

@@ -258,6 +258,15 @@ func TestPolicyOverridesAndSurvivesRestart(t *testing.T) {
 		})
 	}
 
+	// SetPolicy (the seam for E2B's autoPause) changes the claim's layer.
+	if err := idle.SetPolicy(h.ctx, env.Client, claim, idle.Policy{Timeout: 7 * time.Minute, WakeOnRequest: true}); err != nil {
+		t.Fatal(err)
+	}
+	fromClaim := builder.MakeSandbox("set", h.ns).Annotation(agentsv1beta1.SandboxTemplateRefAnnotation, tpl.Name).ControlledBy(claim, claimGVK).Obj()
+	if got, err := h.reconciler().Policy(h.ctx, fromClaim); err != nil || got != (idle.Policy{Timeout: 7 * time.Minute, WakeOnRequest: true}) {
+		t.Fatalf("after SetPolicy on the claim: Policy = %+v, %v; want 7m with wake", got, err)
+	}
+
 	// A restart between the start of the clock and its end still suspends on time, and the
 	// template's wake-on-request=false is kept on the suspended Sandbox for the router.
 	sb := h.readySandbox(fromTemplate.Obj())

@@ -118,6 +118,7 @@ e2e-deps: ## Install the dev cluster's Debian packages and build its binaries (o
 	@command -v node >/dev/null && command -v npm >/dev/null || hack/install-deps.sh nodejs npm
 	@hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kube-scheduler kubelet >/dev/null
 	@hack/build-dev-tools.sh kwok coredns >/dev/null
+	@hack/build-gvisor.sh >/dev/null
 
 .PHONY: dev
 dev: ## Bring up the local dev cluster (paddock dev up; KUBECONFIG is printed at the end).

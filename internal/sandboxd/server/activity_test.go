@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -80,5 +81,21 @@ func TestActivityNeedsTheToken(t *testing.T) {
 		}
 		getActivity(t, td, method, path, "Authorization", "Bearer sandbox-token")
 		getActivity(t, td, method, path, "Authorization", "Bearer control-token")
+	}
+}
+
+func TestEnvdCallsAreActivity(t *testing.T) {
+	td := startDaemon(t, func(c *Config) { c.Token = "sandbox-token" })
+	envd := httptest.NewServer(td.d.EnvdServer().Handler())
+	t.Cleanup(envd.Close)
+	first := td.d.Activity().LastActivity
+	do(t, http.MethodGet, envd.URL+"/files?path=nothing", nil) // no token: refused, not activity
+	if got := td.d.Activity().LastActivity; !got.Equal(first) {
+		t.Fatalf("an unauthenticated envd call moved lastActivity from %v to %v", first, got)
+	}
+	before := time.Now()
+	do(t, http.MethodGet, envd.URL+"/files?path=nothing", nil, "X-Access-Token", "sandbox-token")
+	if got := td.d.Activity().LastActivity; got.Before(before) {
+		t.Fatalf("after an authorized envd call: lastActivity %v, want at or after %v", got, before)
 	}
 }

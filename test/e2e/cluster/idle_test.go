@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,8 +33,10 @@ func testIdleWake(t *testing.T) {
 	c := paddockClient(t)
 	sb := sandboxdSandbox(t, "idler", ns).VolumeClaim("workspace", "64Mi").
 		Annotation(agentsv1beta1.IdleTimeoutAnnotation, idleTimeout).Obj()
-	box := &sb.Spec.PodTemplate.Spec.Containers[0]
-	box.VolumeMounts = append(box.VolumeMounts, corev1.VolumeMount{Name: "workspace", MountPath: "/workspace"})
+	// The template mounts volume "workspace" at sandboxd's root as an emptyDir; the claim template
+	// of the same name replaces it with a PVC, so the root survives suspension.
+	spec := &sb.Spec.PodTemplate.Spec
+	spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "workspace" })
 	framework.MustCreate(t, ctx, c, sb)
 	waitSandboxReady(t, c, sb)
 	routerIP := readyPodIP(t, routerNamespace, map[string]string{"app.kubernetes.io/name": routerName})

@@ -55,11 +55,12 @@ dist: chart-files $(KUSTOMIZE) ## Render the single-file install bundles under d
 # The chart's CRDs and ClusterRole rules are copies of the generated ones, never edited by hand;
 # `make verify` fails when a copy is stale.
 .PHONY: chart-files
-chart-files: ## Copy the generated CRDs and RBAC rules into the Helm chart.
-	@rm -rf $(CHART)/crds $(CHART)/files/rbac && mkdir -p $(CHART)/crds $(CHART)/files/rbac
+chart-files: ## Copy the generated CRDs, RBAC rules and admission policies into the Helm chart.
+	@rm -rf $(CHART)/crds $(CHART)/files/rbac $(CHART)/files/admission && mkdir -p $(CHART)/crds $(CHART)/files/rbac $(CHART)/files/admission
 	cp config/crd/core/*_*.yaml config/crd/extensions/*_*.yaml $(CHART)/crds/
 	cp config/rbac/core/role.yaml $(CHART)/files/rbac/core-role.yaml
 	cp config/rbac/extensions/role.yaml $(CHART)/files/rbac/extensions-role.yaml
+	cp config/admission/idle-policy.yaml $(CHART)/files/admission/idle-policy.yaml
 
 .PHONY: verify
 verify: generate ## Regenerate, then fail on any difference or new untracked file.

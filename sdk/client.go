@@ -194,8 +194,9 @@ func (c *Client) Claim(ctx context.Context, o ClaimOptions) (*Sandbox, error) {
 
 // Attach returns the Sandbox of an existing claim, waiting like Claim until it is Ready, so a
 // program can pick up a sandbox it claimed earlier. It never deletes the claim: the caller who
-// created it owns it. A claim that does not exist is ErrSandboxGone; a suspended sandbox is
-// ErrSuspended at once rather than a wait that cannot end (Resume it instead).
+// created it owns it. A claim that does not exist is ErrSandboxGone; a sandbox suspended by hand
+// is ErrSuspended at once rather than a wait that cannot end (Resume it instead); one the idle
+// controller suspended with wake allowed is resumed and waited for.
 func (c *Client) Attach(ctx context.Context, namespace, claimName string) (*Sandbox, error) {
 	if namespace == "" {
 		namespace = "default"
@@ -208,8 +209,16 @@ func (c *Client) Attach(ctx context.Context, namespace, claimName string) (*Sand
 	case err != nil:
 		return nil, err
 	default:
-		if err := c.checkNotSuspended(ctx, sb); err != nil {
+		idle, err := c.checkNotSuspended(ctx, sb)
+		if err != nil {
 			return nil, err
+		}
+		if idle {
+			// Suspended for being idle, with wake allowed: picking it up is activity, so wake it.
+			if err := sb.Resume(ctx); err != nil {
+				return nil, err
+			}
+			return sb, nil
 		}
 	}
 	claim := &extensionsv1beta1.SandboxClaim{}
@@ -267,21 +276,24 @@ func (c *Client) Resume(ctx context.Context, namespace, claimName string) (*Sand
 }
 
 // checkNotSuspended reads the claim's Sandbox and returns ErrSuspended when its operatingMode
-// is Suspended. It reads the spec, the desired state, so a Resume whose Pod is still starting
-// is waited for rather than refused.
-func (c *Client) checkNotSuspended(ctx context.Context, sb *Sandbox) error {
+// is Suspended by hand, or true when the idle controller suspended it and its policy lets a
+// client wake it (paddock.dev/suspend-reason: Idle). It reads the spec, the desired state, so
+// a Resume whose Pod is still starting is waited for rather than refused.
+func (c *Client) checkNotSuspended(ctx context.Context, sb *Sandbox) (wakeable bool, err error) {
 	obj := &agentsv1beta1.Sandbox{}
-	err := c.kube.Get(ctx, client.ObjectKey{Namespace: sb.namespace, Name: sb.sandbox}, obj)
+	err = c.kube.Get(ctx, client.ObjectKey{Namespace: sb.namespace, Name: sb.sandbox}, obj)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil // the claim's Ready condition says what happened; the wait reports it
+		return false, nil // the claim's Ready condition says what happened; the wait reports it
 	case err != nil:
-		return fmt.Errorf("reading sandbox %s/%s: %w", sb.namespace, sb.sandbox, err)
-	case obj.Spec.OperatingMode == agentsv1beta1.SandboxOperatingModeSuspended:
-		return &ClaimError{Kind: ErrSuspended, Object: "SandboxClaim", Namespace: sb.namespace, Name: sb.claim,
-			Detail: fmt.Sprintf("its sandbox %s is suspended; resume it first (Client.Resume, or paddock resume %s)", sb.sandbox, sb.claim)}
+		return false, fmt.Errorf("reading sandbox %s/%s: %w", sb.namespace, sb.sandbox, err)
+	case obj.Spec.OperatingMode != agentsv1beta1.SandboxOperatingModeSuspended:
+		return false, nil
+	case obj.Annotations[agentsv1beta1.SuspendReasonAnnotation] == agentsv1beta1.SuspendReasonIdle:
+		return true, nil
 	}
-	return nil
+	return false, &ClaimError{Kind: ErrSuspended, Object: "SandboxClaim", Namespace: sb.namespace, Name: sb.claim,
+		Detail: fmt.Sprintf("its sandbox %s is suspended; resume it first (Client.Resume, or paddock resume %s)", sb.sandbox, sb.claim)}
 }
 
 func (c *Client) checkPool(ctx context.Context, namespace, name string) error {

@@ -4,6 +4,8 @@
 // spelled twice in the tree.
 package sandboxd
 
+import "time"
+
 // Environment variables set by the control plane and read by sandboxd (cmd/sandboxd).
 const (
 	// TokenEnv carries the sandbox's own bearer token: every API call but health needs it.
@@ -32,3 +34,30 @@ const RESTPort = 8080
 
 // EnvdPort is the port E2B's SDKs call a sandbox's daemon on (envd's fixed port).
 const EnvdPort = 49983
+
+// Activity endpoints (scale to zero, docs/compatibility.md "Idle policy"). Both take the sandbox
+// token or the control token; neither counts as activity itself except keepalive.
+const (
+	// ActivityPath (GET) answers an Activity: what the idle controller asks before suspending.
+	ActivityPath = "/v1/activity"
+	// KeepalivePath (POST) records activity now, for clients that are busy elsewhere, and
+	// answers the resulting Activity.
+	KeepalivePath = "/v1/keepalive"
+)
+
+// Activity is the JSON body of ActivityPath and KeepalivePath.
+type Activity struct {
+	// lastActivity is when sandboxd last served an API call (or keepalive) or saw a process
+	// start or exit; the daemon's start time before any.
+	// +required
+	LastActivity time.Time `json:"lastActivity"`
+	// processes counts the commands still running: a running command is activity, however quiet.
+	// +required
+	Processes int32 `json:"processes"`
+	// streams counts the API calls in flight (output streams, uploads, downloads).
+	// +required
+	Streams int32 `json:"streams"`
+}
+
+// Busy reports whether something runs now, so the sandbox is active whatever LastActivity says.
+func (a Activity) Busy() bool { return a.Processes > 0 || a.Streams > 0 }

@@ -18,6 +18,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/router/authz"
 	"github.com/paddock-dev/paddock/internal/router/proxy"
 	"github.com/paddock-dev/paddock/internal/router/server"
+	"github.com/paddock-dev/paddock/internal/router/wake"
 )
 
 // Options are the command-line options. Flag names follow the upstream Go router so its
@@ -47,6 +48,8 @@ type Options struct {
 	SandboxCache                             bool
 	InsecureDNSRouting                       bool
 	InjectSandboxToken                       bool
+	WakeOnRequest                            bool
+	WakeTimeout                              time.Duration
 	CredentialsSecret                        string
 	SandboxNamespaces                        string
 	Kubeconfig                               string
@@ -66,7 +69,7 @@ func defaultOptions() *Options {
 		MaxHeaderBytes: 64 << 10, Retries: 3, UpstreamIdleConnsPerHost: proxy.DefaultIdleConnsPerHost, RetryInitialDelay: 200 * time.Millisecond, RetryMaxDelay: 800 * time.Millisecond,
 		AuthzMode: router.AuthzTokenReview, TokenReviewTTL: 30 * time.Second, TokenReviewCacheSize: 2048,
 		TokenReviewRequireToken: true, TokenReviewCheckAccess: true,
-		SandboxCache: true, InjectSandboxToken: true, AccessLog: true,
+		SandboxCache: true, InjectSandboxToken: true, AccessLog: true, WakeOnRequest: true, WakeTimeout: wake.DefaultTimeout,
 		CredentialsSecret: ownNamespace() + "/" + credentials.KeySecretName,
 	}
 	if v := os.Getenv("CLUSTER_DOMAIN"); v != "" {
@@ -128,6 +131,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ScopedTokenSecretFile, "authz-scoped-token-secret-file", o.ScopedTokenSecretFile, "Key file for scoped tokens: one key of at least 32 bytes per line, the first signs.")
 	fs.BoolVar(&o.SandboxCache, "sandbox-cache", o.SandboxCache, "Resolve sandboxes from a Sandbox informer, which limits the router to Ready, claimed Sandboxes and their declared ports (paddock); false dials <name>.<namespace>.svc.<cluster-domain> and needs --insecure-dns-routing.")
 	fs.BoolVar(&o.InsecureDNSRouting, "insecure-dns-routing", o.InsecureDNSRouting, "Allow --sandbox-cache=false: route by DNS name to any Service on any port, as upstream does, without checking the Sandbox (paddock).")
+	fs.BoolVar(&o.WakeOnRequest, "wake-on-request", o.WakeOnRequest, "Wake a Sandbox the idle controller suspended (paddock.dev/suspend-reason: Idle) when an authorized request for it comes, and hold the request until it serves; a manual suspension is never woken (paddock).")
+	fs.DurationVar(&o.WakeTimeout, "wake-timeout", o.WakeTimeout, "Longest a request is held while its Sandbox wakes; then 503 with Retry-After (paddock).")
 	fs.BoolVar(&o.InjectSandboxToken, "inject-sandbox-token", o.InjectSandboxToken, "Replace the client's Authorization with \"Bearer <sandbox token>\" derived from --credentials-secret, so a sandboxd that requires its token answers (paddock).")
 	fs.StringVar(&o.CredentialsSecret, "credentials-secret", o.CredentialsSecret, "namespace/name of the credentials key Secret the controller creates; the router watches it (paddock).")
 	fs.BoolVar(&o.SandboxCache, "cache-enabled", o.SandboxCache, "Alias of --sandbox-cache, for upstream deployment arguments.")
@@ -165,7 +170,7 @@ func (o *Options) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{"--proxy-timeout": o.ProxyTimeout,
 		"--response-header-timeout": o.ResponseHeaderTimeout, "--dial-timeout": o.DialTimeout,
-		"--authz-tokenreview-ttl": o.TokenReviewTTL} {
+		"--authz-tokenreview-ttl": o.TokenReviewTTL, "--wake-timeout": o.WakeTimeout} {
 		if d <= 0 {
 			bad("%s=%s must be positive", name, d)
 		}
@@ -249,6 +254,7 @@ func (o *Options) Config() router.Config {
 		SandboxCache: o.SandboxCache, SandboxNamespaces: splitCSV(o.SandboxNamespaces), ClusterDomain: o.ClusterDomain,
 		AuthzMode: o.AuthzMode, MetricsSecure: o.MetricsSecure,
 		InsecureDNSRouting: o.InsecureDNSRouting, InjectSandboxToken: o.InjectSandboxToken, CredentialsSecret: secret,
+		WakeOnRequest: o.WakeOnRequest, WakeTimeout: o.WakeTimeout,
 		TokenReview: authz.TokenReviewOptions{Audiences: splitCSV(o.TokenReviewAudiences),
 			SkipAccessCheck: !o.TokenReviewCheckAccess, TTL: o.TokenReviewTTL, CacheSize: o.TokenReviewCacheSize},
 		ScopedTokenKeys: o.ScopedTokenSecretFile, ProxyTimeout: o.ProxyTimeout, DialTimeout: o.DialTimeout,

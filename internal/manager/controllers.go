@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/paddock-dev/paddock/internal/controller/idle"
 	"github.com/paddock-dev/paddock/internal/controller/indexes"
 	"github.com/paddock-dev/paddock/internal/controller/sandbox"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
@@ -40,6 +41,13 @@ func SetupControllers(ctx context.Context, mgr ctrl.Manager, o *Options, tp trac
 	if err := setupSandbox(mgr, o, tp, key); err != nil {
 		return err
 	}
+	if o.IdleController {
+		r := idle.New(mgr.GetClient(), mgr.GetEventRecorder(idle.ControllerName),
+			idle.WithActivitySource(&idle.SandboxdSource{Key: key}), idle.WithExtensions(o.Extensions))
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the idle controller: %w", err)
+		}
+	}
 	if !o.Extensions {
 		return nil
 	}
@@ -55,6 +63,7 @@ func RegisterMetrics(reg prometheus.Registerer, reader client.Reader, o *Options
 		reg.Register(version.NewCollector()),
 		sandbox.RegisterMetrics(reg, reader),
 		sandboxclaim.RegisterMetrics(reg),
+		idle.RegisterMetrics(reg),
 	}
 	if o.Extensions {
 		errs = append(errs, sandboxwarmpool.RegisterMetrics(reg, reader))

@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	routermetrics "github.com/paddock-dev/paddock/internal/router/metrics"
 )
 
 const dashboardFile = "../../config/grafana/paddock-dashboard.json"
@@ -90,9 +92,12 @@ func registeredMetrics(t *testing.T) map[string]bool {
 	if err := RegisterMetrics(own, nil, o); err != nil {
 		t.Fatal(err)
 	}
+	// The dashboard's scale-to-zero row also charts the router's wake metrics.
+	router := prometheus.NewRegistry()
+	routermetrics.New(router)
 	names := map[string]bool{}
 	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
-	for _, c := range []prometheus.Collector{own, ctrlmetrics.Registry.(prometheus.Collector)} {
+	for _, c := range []prometheus.Collector{own, router, ctrlmetrics.Registry.(prometheus.Collector)} {
 		ch := make(chan *prometheus.Desc)
 		go func() { c.Describe(ch); close(ch) }()
 		for desc := range ch {

@@ -54,6 +54,10 @@ type Options struct {
 	// edits in quick succession cost one write; 0 (the default) patches at once.
 	SandboxWriteBehindWindow time.Duration
 
+	// IdleController runs the idle controller (scale to zero): Sandboxes whose policy sets
+	// paddock.dev/idle-timeout are suspended after that long without activity.
+	IdleController bool
+
 	WarmPoolMaxBatchSize                 int
 	WarmPoolReplenishDelay               time.Duration
 	WarmPoolMaxRefillRate                float64
@@ -129,6 +133,8 @@ func NewOptions() *Options {
 		AllowedLabelDomainsFile:              "/etc/sandbox-config/allowed-label-domains",
 		SandboxCredentials:                   true,
 		MetricsSecure:                        true,
+
+		IdleController:                       true,
 	}
 }
 
@@ -155,6 +161,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.SandboxWarmPoolWorkers, "sandbox-warm-pool-concurrent-workers", o.SandboxWarmPoolWorkers, "SandboxWarmPools reconciled in parallel.")
 	fs.IntVar(&o.SandboxTemplateWorkers, "sandbox-template-concurrent-workers", o.SandboxTemplateWorkers, "SandboxTemplates reconciled in parallel.")
 	fs.DurationVar(&o.SandboxWriteBehindWindow, "sandbox-write-behind-window", o.SandboxWriteBehindWindow, "Hold back the metadata patch of a Sandbox's existing Pod this long after a change is first seen, to coalesce edits (capped at 1s); 0 patches at once.")
+	fs.BoolVar(&o.IdleController, "idle-controller", o.IdleController, "Suspend Sandboxes whose paddock.dev/idle-timeout (on the Sandbox, its claim or its template) ran out without activity; false ignores idle policies.")
 	fs.IntVar(&o.WarmPoolMaxBatchSize, "sandbox-warm-pool-max-batch-size", o.WarmPoolMaxBatchSize, "Most Sandboxes a pool creates or deletes in one pass.")
 	fs.DurationVar(&o.WarmPoolReplenishDelay, "sandbox-warm-pool-replenish-delay", o.WarmPoolReplenishDelay, "Delay before a pool refills after a member is claimed; 0 refills at once.")
 	fs.Float64Var(&o.WarmPoolMaxRefillRate, "sandbox-warm-pool-max-refill-rate", o.WarmPoolMaxRefillRate, "Most Sandboxes per second one pool creates; 0 means no limit.")

@@ -23,6 +23,8 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 
+	"k8s.io/utils/clock"
+
 	"github.com/paddock-dev/paddock/internal/router/authz"
 	"github.com/paddock-dev/paddock/internal/router/headers"
 	"github.com/paddock-dev/paddock/internal/router/metrics"
@@ -32,6 +34,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/router/scopedtoken"
 	"github.com/paddock-dev/paddock/internal/router/server"
 	"github.com/paddock-dev/paddock/internal/router/tlsreload"
+	"github.com/paddock-dev/paddock/internal/router/wake"
 	"github.com/paddock-dev/paddock/internal/version"
 )
 
@@ -87,6 +90,11 @@ type Config struct {
 	// server authenticates and authorizes for get on the non-resource URL /metrics; it needs Kube.
 	MetricsSecure bool
 
+	// WakeOnRequest wakes a Sandbox the idle controller suspended when a request for it comes,
+	// holding the request at most WakeTimeout; it needs the Sandbox cache.
+	WakeOnRequest bool
+	WakeTimeout   time.Duration
+
 	// Policy relaxes the address checks. It exists for tests that run upstreams on 127.0.0.1;
 	// no flag sets it.
 	Policy headers.Policy
@@ -99,6 +107,8 @@ type Router struct {
 	cache    *resolve.Cache
 	tokens   *sandboxtoken.Source
 	reloader *tlsreload.Reloader
+	waker    *wake.Waker
+	activity *wake.Reporter
 	// Registry holds every metric the router exports.
 	Registry *prometheus.Registry
 }
@@ -148,10 +158,24 @@ func New(cfg Config) (*Router, error) {
 			return nil, err
 		}
 	}
+	if cfg.SandboxCache {
+		patcher, err := wake.NewKubePatcher(cfg.Kube)
+		if err != nil {
+			return nil, fmt.Errorf("creating the Kubernetes client for waking sandboxes: %w", err)
+		}
+		r.activity = wake.NewReporter(r.cache, patcher, clock.RealClock{}, cfg.Log.WithName("activity"))
+		if cfg.WakeOnRequest {
+			timeout := cfg.WakeTimeout
+			if timeout <= 0 {
+				timeout = wake.DefaultTimeout
+			}
+			r.waker = wake.NewWaker(r.cache, patcher, cfg.Policy, timeout, m)
+		}
+	}
 	handler := proxy.New(proxy.Config{
 		Resolver: resolver, Authorizer: authorizer, Metrics: m, Log: cfg.Log.WithName("proxy"),
 		AccessLog: cfg.AccessLog, ProxyTimeout: cfg.ProxyTimeout, MaxRequestBodyBytes: cfg.MaxRequestBody,
-		Retry: cfg.Retry, Tracer: cfg.Tracer, Credentials: creds,
+		Retry: cfg.Retry, Tracer: cfg.Tracer, Credentials: creds, Waker: r.waker, Activity: r.activity,
 		Transport: proxy.NewTransport(cfg.Policy, cfg.DialTimeout, cfg.ResponseTimeout, cfg.UpstreamIdleConnsPerHost),
 	})
 	opts := cfg.Server
@@ -267,6 +291,9 @@ func (r *Router) Serve(ctx context.Context) error {
 		go func() { cacheErr <- r.cache.Start(bg) }()
 		syncs = append(syncs, r.cache.WaitForSync)
 	}
+	if r.activity != nil {
+		go r.activity.Run(bg)
+	}
 	if r.tokens != nil {
 		go r.tokens.Run(bg)
 		syncs = append(syncs, r.tokens.WaitForSync)
@@ -304,6 +331,10 @@ func (r *Router) Serve(ctx context.Context) error {
 	}
 	return err
 }
+
+// Waker is the router's wake path, for other front doors in the same process (E2B connect and
+// autoResume); nil when --wake-on-request is off or there is no Sandbox cache.
+func (r *Router) Waker() *wake.Waker { return r.waker }
 
 // Draining reports whether shutdown has begun.
 func (r *Router) Draining() bool { return r.srv.Draining() }

@@ -36,6 +36,9 @@ const (
 	SandboxReasonPodTerminating  = "PodTerminating"
 	SandboxReasonPodNotOwned     = "PodNotOwned"
 	SandboxReasonPodStateUnknown = "PodStateUnknown"
+	// SandboxReasonIdle is the reason of Suspended=True when the idle controller suspended the
+	// Sandbox (annotation paddock.dev/suspend-reason: Idle) rather than a user.
+	SandboxReasonIdle = "Idle"
 	// SandboxReasonPodNotTerminated is kept for wire compatibility; no controller sets it.
 	//
 	// Deprecated: use SandboxReasonPodTerminating.

@@ -70,3 +70,37 @@ const (
 	// Sandbox bound to it without a status.
 	SandboxClaimUIDIndex = ".metadata.labels[agents.x-k8s.io/claim-uid]"
 )
+
+// Scale to zero (docs/compatibility.md, "Idle policy"). The policy annotations go on a
+// SandboxTemplate (the default for its sandboxes), a SandboxClaim or a Sandbox; the most specific
+// one wins (Sandbox, then claim, then template). They are Paddock's own keys, so upstream
+// manifests and SDKs never see them.
+const (
+	// IdleTimeoutAnnotation is a Go duration (for example "15m"): a Ready Sandbox with no activity
+	// for that long is suspended with reason Idle. "0" or absent turns idling off.
+	IdleTimeoutAnnotation = "paddock.dev/idle-timeout"
+	// WakeOnRequestAnnotation ("true" by default, or "false") says whether a request through the
+	// router wakes a Sandbox that was suspended for being idle.
+	WakeOnRequestAnnotation = "paddock.dev/wake-on-request"
+	// LastActivityAnnotation on a Sandbox records, RFC 3339, the last activity the control plane
+	// saw. It is written at most about once a minute, never per request.
+	LastActivityAnnotation = "paddock.dev/last-activity"
+	// SuspendReasonAnnotation on a Sandbox says why the control plane suspended it; only
+	// SuspendReasonIdle may be woken by traffic through the router. A manual suspension carries
+	// none, and the annotation is removed whenever the Sandbox runs again.
+	SuspendReasonAnnotation = "paddock.dev/suspend-reason"
+)
+
+// Values of SuspendReasonAnnotation.
+const (
+	// SuspendReasonIdle marks a Sandbox the idle controller suspended and traffic may wake.
+	SuspendReasonIdle = "Idle"
+	// SuspendReasonIdleNoWake marks a Sandbox the idle controller suspended whose policy says
+	// paddock.dev/wake-on-request: "false"; only a user resumes it.
+	SuspendReasonIdleNoWake = "IdleNoWake"
+)
+
+// SuspendedForIdle reports whether a suspend-reason value is one the idle controller writes.
+func SuspendedForIdle(reason string) bool {
+	return reason == SuspendReasonIdle || reason == SuspendReasonIdleNoWake
+}

@@ -17,6 +17,7 @@ const (
 	msgNotSuspended        = "Sandbox is not suspended"
 	msgSuspendUnknown      = "Pod state is unknown. Sandbox suspension cannot be confirmed"
 	msgPodTerminated       = "Pod has been terminated. Sandbox is suspended"
+	msgIdle                = "Pod has been terminated. Sandbox was suspended for being idle"
 	msgPodNotOwned         = "Refused to delete pod because it is not owned by this sandbox"
 	msgPodTerminating      = "Pod is terminating. Sandbox is suspending"
 	msgSuspending          = "Sandbox is suspending"
@@ -51,6 +52,8 @@ func setSuspended(sb *agentsv1beta1.Sandbox, obs *observation) {
 		switch {
 		case obs.podUnknown:
 			status, reason, msg = metav1.ConditionUnknown, agentsv1beta1.SandboxReasonPodStateUnknown, msgSuspendUnknown
+		case obs.pod == nil && agentsv1beta1.SuspendedForIdle(sb.Annotations[agentsv1beta1.SuspendReasonAnnotation]):
+			status, reason, msg = metav1.ConditionTrue, agentsv1beta1.SandboxReasonIdle, msgIdle
 		case obs.pod == nil:
 			status, reason, msg = metav1.ConditionTrue, agentsv1beta1.SandboxReasonPodTerminated, msgPodTerminated
 		case !obs.podOwned:

@@ -4,6 +4,7 @@ package metrics
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,6 +29,27 @@ type Metrics struct {
 	AuthzDecisions  *prometheus.CounterVec
 	Denials         *prometheus.CounterVec
 	CertReloads     *prometheus.CounterVec
+	WakeResumes     prometheus.Counter
+	Wakes           *prometheus.CounterVec
+	WakeDuration    prometheus.Histogram
+}
+
+// WakeBuckets span a warm node's resume (about a second) to the default --wake-timeout.
+var WakeBuckets = []float64{.25, .5, .75, 1, 1.5, 2, 3, 5, 10, 20, 30, 60}
+
+// Resumed implements wake.Observer.
+func (m *Metrics) Resumed() { m.WakeResumes.Inc() }
+
+// Woken implements wake.Observer.
+func (m *Metrics) Woken(d time.Duration, ok bool) {
+	outcome := "success"
+	if !ok {
+		outcome = "timeout"
+	}
+	m.Wakes.WithLabelValues(outcome).Inc()
+	if ok {
+		m.WakeDuration.Observe(d.Seconds())
+	}
 }
 
 // Reasons of Denials besides the resolve package's (port_not_declared, pod_ip_mismatch,
@@ -69,9 +91,19 @@ func New(reg prometheus.Registerer) *Metrics {
 		CertReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandbox_router_cert_reloads_total", Help: "Serving certificate reload attempts, by outcome.",
 		}, []string{"outcome"}),
+		WakeResumes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sandbox_router_wake_resumes_total", Help: "Resume patches sent for Sandboxes suspended for being idle (one per wake, however many requests it held).",
+		}),
+		Wakes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_router_wakes_total", Help: "Requests held for a Sandbox that was waking, by outcome: success, timeout.",
+		}, []string{"outcome"}),
+		WakeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sandbox_router_wake_duration_seconds", Help: "Time a request was held until its Sandbox was Ready and its port accepted connections.",
+			Buckets: WakeBuckets,
+		}),
 	}
 	reg.MustRegister(m.Requests, m.Duration, m.Inflight, m.UpstreamErrors, m.UpstreamRetries,
-		m.ResolveFailures, m.AuthzDecisions, m.Denials, m.CertReloads)
+		m.ResolveFailures, m.AuthzDecisions, m.Denials, m.CertReloads, m.WakeResumes, m.Wakes, m.WakeDuration)
 	return m
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/router/headers"
 	"github.com/paddock-dev/paddock/internal/router/metrics"
 	"github.com/paddock-dev/paddock/internal/router/resolve"
+	"github.com/paddock-dev/paddock/internal/router/wake"
 )
 
 // Config holds what the handler needs. Every field is required unless marked optional.
@@ -48,6 +49,11 @@ type Config struct {
 	// Credentials, when set, gives the sandbox token the router sends upstream as
 	// "Authorization: Bearer"; optional (without it the client's Authorization is dropped).
 	Credentials Credentials
+	// Waker, when set, wakes a Sandbox suspended for being idle and holds the request until it
+	// serves (--wake-on-request); optional.
+	Waker *wake.Waker
+	// Activity, when set, learns of every forwarded request for the idle controller; optional.
+	Activity *wake.Reporter
 }
 
 // Credentials derives the token a sandbox's daemon accepts. Its error is client-facing: it says
@@ -137,6 +143,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *requestState
 	}
 	h.cfg.Metrics.AuthzDecisions.WithLabelValues(metrics.NoNamespace, "allow").Inc()
 	ep, rerr := h.cfg.Resolver.Resolve(r.Context(), t)
+	if rerr != nil && rerr.Reason == resolve.ReasonSuspended && h.cfg.Waker != nil {
+		// Authorized already: a request that may not reach the sandbox never wakes it.
+		ep, rerr = h.wake(r.Context(), t, rerr)
+	}
 	if rerr != nil {
 		st.failure = rerr.Reason
 		h.cfg.Metrics.ResolveFailures.WithLabelValues(rerr.Reason).Inc()
@@ -146,10 +156,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *requestState
 		if rerr.Status == http.StatusForbidden || rerr.Reason == resolve.ReasonWarmPool {
 			h.denied(t, rerr.Reason, rerr.Detail)
 		}
+		if rerr.Reason == ReasonWakeTimeout {
+			w.Header().Set("Retry-After", retryAfterWake)
+		}
 		WriteDetail(w, rerr.Status, rerr.Detail)
 		return
 	}
 	st.endpoint = ep
+	if h.cfg.Activity != nil && ep.Source != resolve.SourceDNS {
+		h.cfg.Activity.Seen(t.Namespace, t.Name)
+	}
 	if h.cfg.Credentials != nil {
 		token, err := h.cfg.Credentials.SandboxToken(t.Namespace, t.Name, ep.UID)
 		if err != nil {
@@ -184,6 +200,33 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *requestState
 		r = r.WithContext(ctx)
 	}
 	h.rp.ServeHTTP(w, r)
+}
+
+// ReasonWakeTimeout is the failure reason when the Sandbox was woken but did not serve within --wake-timeout.
+const ReasonWakeTimeout = "wake_timeout"
+
+// retryAfterWake is the Retry-After of a wake that timed out: the resume goes on without us.
+const retryAfterWake = "5"
+
+// wake holds a request for a suspended Sandbox while the Waker resumes it. Nothing has been read
+// from the request yet, so its body is forwarded once, after the wait, or never.
+func (h *Handler) wake(ctx context.Context, t headers.Target, suspended *resolve.Error) (resolve.Endpoint, *resolve.Error) {
+	ep, err := h.cfg.Waker.Wake(ctx, t)
+	var rerr *resolve.Error
+	switch {
+	case err == nil:
+		return ep, nil
+	case errors.Is(err, wake.ErrNotWakeable):
+		suspended.Detail = fmt.Sprintf("Sandbox %q in namespace %q is suspended and traffic does not wake it (suspended by hand, or paddock.dev/wake-on-request is false); set spec.operatingMode to Running to resume it.", t.Name, t.Namespace)
+		return resolve.Endpoint{}, suspended
+	case errors.As(err, &rerr):
+		return resolve.Endpoint{}, rerr
+	case ctx.Err() != nil:
+		return resolve.Endpoint{}, &resolve.Error{Status: http.StatusServiceUnavailable, Reason: ReasonWakeTimeout,
+			Detail: "The client went away while the sandbox was waking up."}
+	}
+	return resolve.Endpoint{}, &resolve.Error{Status: http.StatusServiceUnavailable, Reason: ReasonWakeTimeout,
+		Detail: fmt.Sprintf("Sandbox %q in namespace %q is waking up but did not serve within the router's wake timeout (%s); retry in a few seconds.", t.Name, t.Namespace, h.cfg.Waker.Timeout())}
 }
 
 func (h *Handler) deny(w http.ResponseWriter, t headers.Target, err error, st *requestState) {

@@ -82,16 +82,27 @@ func (c *Cache) Sandbox(ctx context.Context, namespace, name string) (*agentsv1b
 
 // trimSandbox drops what routing never reads (the pod template can be large, and managed fields
 // are larger still) so a router watching thousands of Sandboxes stays small. Of the spec only the
-// containers' ports stay: they bound the ports the router dials.
+// containers' ports and the operating mode stay: they bound the ports the router dials and say
+// whether to wake it; of the annotations only the two that waking and activity reports read.
 func trimSandbox(obj any) (any, error) {
 	sb, ok := obj.(*agentsv1beta1.Sandbox)
 	if !ok {
 		return obj, nil
 	}
 	sb.ManagedFields = nil
-	sb.Annotations = nil
+	var kept map[string]string
+	for _, k := range []string{agentsv1beta1.SuspendReasonAnnotation, agentsv1beta1.LastActivityAnnotation} {
+		if v, ok := sb.Annotations[k]; ok {
+			if kept == nil {
+				kept = map[string]string{}
+			}
+			kept[k] = v
+		}
+	}
+	sb.Annotations = kept
 	spec := sb.Spec.PodTemplate.Spec
-	sb.Spec = agentsv1beta1.SandboxSpec{}
+	mode := sb.Spec.OperatingMode
+	sb.Spec = agentsv1beta1.SandboxSpec{OperatingMode: mode}
 	sb.Spec.PodTemplate.Spec.Containers = portsOnly(spec.Containers)
 	sb.Spec.PodTemplate.Spec.InitContainers = portsOnly(spec.InitContainers)
 	return sb, nil

@@ -64,8 +64,10 @@ func (e *Error) Error() string { return e.Detail }
 
 // Reasons of resolution errors.
 const (
-	ReasonNotFound    = "not_found"
-	ReasonNotReady    = "not_ready"
+	ReasonNotFound = "not_found"
+	ReasonNotReady = "not_ready"
+	// ReasonSuspended: the Sandbox's operatingMode is Suspended (the router may wake it).
+	ReasonSuspended   = "suspended"
 	ReasonWarmPool    = "unclaimed"
 	ReasonNoAddress   = "no_address"
 	ReasonUnavailable = "cache_unavailable"
@@ -93,6 +95,10 @@ func FromSandbox(sb *agentsv1beta1.Sandbox, t headers.Target, p headers.Policy) 
 	if IsUnclaimedWarmPoolMember(sb) {
 		return Endpoint{}, &Error{Status: http.StatusServiceUnavailable, Reason: ReasonWarmPool,
 			Detail: fmt.Sprintf("Sandbox %q in namespace %q is an unclaimed warm-pool member; claim it with a SandboxClaim and route to the claimed sandbox.", t.Name, t.Namespace)}
+	}
+	if sb.Spec.OperatingMode == agentsv1beta1.SandboxOperatingModeSuspended {
+		return Endpoint{}, &Error{Status: http.StatusServiceUnavailable, Reason: ReasonSuspended,
+			Detail: fmt.Sprintf("Sandbox %q in namespace %q is suspended; set spec.operatingMode to Running to resume it.", t.Name, t.Namespace)}
 	}
 	if ready := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady); ready == nil || ready.Status != metav1.ConditionTrue {
 		reason := "no Ready condition yet"

@@ -107,6 +107,22 @@ func (m *Manager) Running() int {
 	return n
 }
 
+// Activity returns the number of registered processes still running and when the last of the
+// registered ones that have exited ended (zero when none has). Released processes are not
+// counted: their client waited for them, so its own call was the activity.
+func (m *Manager) Activity() (running int, lastEnded time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range m.procs {
+		if !p.Exited() {
+			running++
+		} else if p.endedAt.After(lastEnded) {
+			lastEnded = p.endedAt
+		}
+	}
+	return running, lastEnded
+}
+
 // Shutdown sends SIGTERM to every registered process group, waits until they exit, ctx ends or
 // shutdownGrace passes, then SIGKILLs the groups still alive.
 func (m *Manager) Shutdown(ctx context.Context) {

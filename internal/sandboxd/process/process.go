@@ -63,6 +63,8 @@ type Process struct {
 	stdinMu sync.Mutex
 	done    chan struct{} // closed once the process is reaped and its output channel closed
 	code    int
+	// endedAt is when done was closed; read only after done.
+	endedAt time.Time
 }
 
 // ID is the virtual process id, 0 for unregistered processes.
@@ -203,6 +205,7 @@ func (p *Process) supervise(ctx context.Context, readers []*os.File, streams []S
 		p.stdinMu.Unlock()
 	}
 	close(p.output)
+	p.endedAt = time.Now()
 	close(p.done)
 }
 

@@ -167,12 +167,14 @@ func (d *Daemon) grpcAuth() []grpc.ServerOption {
 			if err := check(ctx); err != nil {
 				return nil, err
 			}
+			defer d.activity.begin()()
 			return h(ctx, req)
 		}),
 		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			if err := check(ss.Context()); err != nil {
 				return err
 			}
+			defer d.activity.begin()()
 			return h(srv, ss)
 		}),
 	}

@@ -76,7 +76,8 @@ type Daemon struct {
 	started  time.Time
 	ready    atomic.Bool
 	// locked is true while RequireClaim holds: no claim settings have been applied yet.
-	locked atomic.Bool
+	locked   atomic.Bool
+	activity activity
 }
 
 // New opens the sandbox root and prepares the daemon; it serves nothing until Serve.
@@ -102,6 +103,7 @@ func New(cfg Config) (*Daemon, error) {
 		started:  time.Now(),
 	}
 	d.procs.SetMaxProcesses(cfg.MaxProcesses)
+	d.activity.touch(d.started)
 	d.ready.Store(true)
 	d.locked.Store(cfg.RequireClaim)
 	return d, nil
@@ -132,6 +134,16 @@ func (d *Daemon) EnvdServer() *envd.Server {
 			}
 			return d.AuthorizeCredentials(creds...)
 		}
+	}
+	// Every authorized envd call is activity (E2B's data plane); its commands count while they
+	// run, through the shared process manager.
+	authorized := authorize
+	authorize = func(creds ...string) error {
+		err := authorized(creds...)
+		if err == nil {
+			d.activity.touch(time.Now())
+		}
+		return err
 	}
 	return envd.New(envd.Config{
 		Root:  d.root,

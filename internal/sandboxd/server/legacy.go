@@ -28,7 +28,7 @@ func (d *Daemon) LegacyHandler() http.Handler {
 	mux.HandleFunc("GET /download/{path...}", d.legacyDownload)
 	mux.HandleFunc("GET /list/{path...}", d.legacyList)
 	mux.HandleFunc("GET /exists/{path...}", d.legacyExists)
-	return d.requireToken(mux, "/")
+	return d.requireToken(d.trackActivity(mux, "/"), "/")
 }
 
 type legacyMessage struct {

@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
 	"github.com/paddock-dev/paddock/internal/sandboxd/files"
 )
@@ -30,8 +31,11 @@ func (d *Daemon) RESTHandler() http.Handler {
 	mux.HandleFunc("GET /v1/metadata", d.getMetadata)
 	mux.HandleFunc("PUT "+claimSettingsPath, d.putClaimSettings)
 	mux.HandleFunc("GET "+claimSettingsPath, d.getClaimSettings)
+	mux.HandleFunc("GET "+sandboxd.ActivityPath, d.getActivity)
+	mux.HandleFunc("POST "+sandboxd.KeepalivePath, d.keepalive)
 	d.registerProcessRoutes(mux)
-	return d.requireToken(mux, "/v1/health")
+	// Only authorized calls count: an unauthenticated caller cannot keep a sandbox awake.
+	return d.requireToken(d.trackActivity(mux, "/v1/health", sandboxd.ActivityPath), "/v1/health")
 }
 
 // claimSettingsPath is where the controller sends claim settings, with the control token.

@@ -1,0 +1,71 @@
+package idle
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/sandboxd"
+)
+
+func TestResolve(t *testing.T) {
+	timeout := func(v string) map[string]string { return map[string]string{agentsv1beta1.IdleTimeoutAnnotation: v} }
+	wake := func(v string) map[string]string { return map[string]string{agentsv1beta1.WakeOnRequestAnnotation: v} }
+	for _, tc := range []struct {
+		name   string
+		layers []map[string]string
+		want   Policy
+	}{
+		{name: "nothing set", want: Policy{WakeOnRequest: true}},
+		{name: "template only", layers: []map[string]string{nil, nil, timeout("15m")}, want: Policy{Timeout: 15 * time.Minute, WakeOnRequest: true}},
+		{name: "claim overrides template", layers: []map[string]string{nil, timeout("5m"), timeout("15m")}, want: Policy{Timeout: 5 * time.Minute, WakeOnRequest: true}},
+		{name: "sandbox overrides claim", layers: []map[string]string{timeout("0"), timeout("5m"), timeout("15m")}, want: Policy{WakeOnRequest: true}},
+		{name: "keys resolve independently", layers: []map[string]string{wake("false"), timeout("5m")}, want: Policy{Timeout: 5 * time.Minute}},
+		{name: "invalid value counts as unset", layers: []map[string]string{timeout("soon"), timeout("5m"), wake("maybe")}, want: Policy{Timeout: 5 * time.Minute, WakeOnRequest: true}},
+		{name: "negative duration counts as unset", layers: []map[string]string{timeout("-1m")}, want: Policy{WakeOnRequest: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Resolve(tc.layers...)); diff != "" {
+				t.Errorf("Resolve (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecide(t *testing.T) {
+	p := Policy{Timeout: 10 * time.Minute}
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	now := t0.Add(10 * time.Minute)
+	for _, tc := range []struct {
+		name   string
+		daemon *sandboxd.Activity
+		want   Decision
+	}{
+		{name: "no daemon, timeout passed", want: Decision{Suspend: true}},
+		{name: "daemon idle since before the record", daemon: &sandboxd.Activity{LastActivity: t0.Add(-time.Hour)}, want: Decision{Suspend: true}},
+		{name: "daemon saw a call 30s after the record: no write", daemon: &sandboxd.Activity{LastActivity: t0.Add(30 * time.Second)},
+			want: Decision{After: 30 * time.Second}},
+		{name: "daemon saw a call 4m ago: written", daemon: &sandboxd.Activity{LastActivity: t0.Add(6 * time.Minute)},
+			want: Decision{Record: t0.Add(6 * time.Minute), After: 6 * time.Minute}},
+		{name: "a quiet running process keeps it awake", daemon: &sandboxd.Activity{LastActivity: t0.Add(-time.Hour), Processes: 1},
+			want: Decision{Record: now, After: 10 * time.Minute}},
+		{name: "an open stream keeps it awake", daemon: &sandboxd.Activity{LastActivity: t0, Streams: 1},
+			want: Decision{Record: now, After: 10 * time.Minute}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Decide(p, now, t0, tc.daemon)); diff != "" {
+				t.Errorf("Decide (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestAnnotationsRoundTrip(t *testing.T) {
+	for _, p := range []Policy{{Timeout: 90 * time.Second, WakeOnRequest: true}, {}} {
+		if got := Resolve(p.Annotations()); got != p {
+			t.Errorf("Resolve(%v.Annotations()) = %+v", p, got)
+		}
+	}
+}

@@ -133,7 +133,6 @@ func NewOptions() *Options {
 		AllowedLabelDomainsFile:              "/etc/sandbox-config/allowed-label-domains",
 		SandboxCredentials:                   true,
 		MetricsSecure:                        true,
-
 		IdleController:                       true,
 	}
 }

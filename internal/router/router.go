@@ -21,9 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 
 	"github.com/paddock-dev/paddock/internal/router/authz"
 	"github.com/paddock-dev/paddock/internal/router/headers"

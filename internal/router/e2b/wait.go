@@ -1,0 +1,123 @@
+package e2b
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/router/headers"
+	"github.com/paddock-dev/paddock/internal/router/resolve"
+)
+
+// ProbePath is the daemon call that proves it accepts the sandbox's requests: an authenticated
+// unary Connect RPC. GET /health would not do: a locked warm member answers it before the
+// controller has bound and unlocked it.
+const ProbePath = "/process.Process/List"
+
+// probeRetry is how long to wait before probing a daemon that refused again when no watch event
+// comes first.
+const probeRetry = 20 * time.Millisecond
+
+// claimFailures are the claim Ready reasons a wait cannot outlast: the claim controller has
+// decided the claim cannot be served as it stands.
+var claimFailures = map[string]bool{
+	extensionsv1beta1.ClaimReasonTemplateNotFound:          true,
+	extensionsv1beta1.ClaimReasonWarmPoolNotFound:          true,
+	extensionsv1beta1.ClaimReasonInvalidMetadata:           true,
+	extensionsv1beta1.ClaimReasonEnvVarsInjectionRejected:  true,
+	extensionsv1beta1.ClaimReasonVolumeClaimTemplatesError: true,
+}
+
+// awaitDaemon follows the claim on the front door's watch until a Sandbox is bound to it (the
+// controller's adoption patch, or its cold create), that Sandbox is Ready and routable, and its
+// daemon answers ProbePath with the sandbox's token. It does not wait for the claim's status
+// write, which the controller makes in parallel.
+func (f *FrontDoor) awaitDaemon(ctx context.Context, c *extensionsv1beta1.SandboxClaim) (*agentsv1beta1.Sandbox, error) {
+	last := "no Sandbox is bound to the claim yet"
+	for {
+		changed := f.waits.changed(c.Namespace)
+		retry := (<-chan time.Time)(nil)
+		if sb, why := f.readySandbox(ctx, c.Namespace, c.Name, c.UID); sb != nil {
+			err := f.probe(ctx, sb)
+			if err == nil {
+				return sb, nil
+			}
+			last = err.Error()
+			retry = time.After(probeRetry)
+		} else {
+			last = why
+			if msg, failed := claimFailed(ctx, f, c.Namespace, c.Name); failed {
+				return nil, fmt.Errorf("claim %s/%s cannot be served: %s", c.Namespace, c.Name, msg)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s (%w)", last, ctx.Err())
+		case <-changed:
+		case <-retry:
+		}
+	}
+}
+
+// claimFailed returns the message of a claim whose Ready condition carries a terminal reason.
+func claimFailed(ctx context.Context, f *FrontDoor, ns, name string) (string, bool) {
+	var c extensionsv1beta1.SandboxClaim
+	if f.cache.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &c) != nil {
+		return "", false
+	}
+	ready := meta.FindStatusCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionReady)
+	if ready == nil || ready.Status == metav1.ConditionTrue || !claimFailures[ready.Reason] {
+		return "", false
+	}
+	return ready.Reason + ": " + ready.Message, true
+}
+
+// readySandbox is the routable Sandbox bound to the claim in the cache, or nil and why not.
+func (f *FrontDoor) readySandbox(ctx context.Context, ns, name string, uid types.UID) (*agentsv1beta1.Sandbox, string) {
+	sb := f.cachedSandbox(ctx, ns, uid)
+	if sb == nil {
+		return nil, fmt.Sprintf("no Sandbox is bound to claim %s/%s yet", ns, name)
+	}
+	if _, rerr := resolve.FromSandbox(sb, headers.Target{Namespace: ns, Name: sb.Name, Port: f.cfg.DaemonPort}, f.cfg.Policy); rerr != nil {
+		return nil, rerr.Detail
+	}
+	return sb, ""
+}
+
+// probe calls ProbePath on the Sandbox's daemon with its token and reports why it refused.
+func (f *FrontDoor) probe(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
+	ep, rerr := resolve.FromSandbox(sb, headers.Target{Namespace: sb.Namespace, Name: sb.Name, Port: f.cfg.DaemonPort}, f.cfg.Policy)
+	if rerr != nil {
+		return rerr
+	}
+	token, err := f.sandboxToken(ctx, sb)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ep.HostPort()+ProbePath, bytes.NewReader([]byte("{}")))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Connect-Protocol-Version", "1")
+	req.Header.Set(AccessTokenHeader, token)
+	resp, err := f.cfg.Transport.RoundTrip(req)
+	if err != nil {
+		return fmt.Errorf("the daemon of Sandbox %s/%s does not answer yet: %w", sb.Namespace, sb.Name, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the daemon of Sandbox %s/%s answers %s %d", sb.Namespace, sb.Name, ProbePath, resp.StatusCode)
+	}
+	return nil
+}

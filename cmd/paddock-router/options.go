@@ -9,10 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/router"
 	"github.com/paddock-dev/paddock/internal/router/authz"
+	"github.com/paddock-dev/paddock/internal/router/e2b"
 	"github.com/paddock-dev/paddock/internal/router/proxy"
 	"github.com/paddock-dev/paddock/internal/router/server"
 )
@@ -46,6 +49,11 @@ type Options struct {
 	EnableTracing                                bool
 	ConfigFile                                   string
 	Version                                      bool
+	E2BAddr, E2BHTTPSAddr                        string
+	E2BDomain                                    string
+	E2BAPIKeyNamespace                           string
+	E2BCredentialsSecret                         string
+	E2BCreateTimeout                             time.Duration
 }
 
 // defaultOptions applies the built-in defaults, then the CLUSTER_DOMAIN and
@@ -58,6 +66,8 @@ func defaultOptions() *Options {
 		MaxHeaderBytes: 64 << 10, Retries: 3, UpstreamIdleConnsPerHost: proxy.DefaultIdleConnsPerHost, RetryInitialDelay: 200 * time.Millisecond, RetryMaxDelay: 800 * time.Millisecond,
 		AuthzMode: router.AuthzAllowAll, TokenReviewTTL: 30 * time.Second, TokenReviewCacheSize: 2048,
 		SandboxCache: true, AccessLog: true,
+		E2BAPIKeyNamespace: "paddock-system", E2BCredentialsSecret: "paddock-system/" + credentials.KeySecretName,
+		E2BCreateTimeout: 60 * time.Second,
 	}
 	if v := os.Getenv("CLUSTER_DOMAIN"); v != "" {
 		o.ClusterDomain = v
@@ -112,6 +122,12 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"on by default when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set.")
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "YAML file of flag-name: value pairs; flags given on the command line win. Also SANDBOX_ROUTER_CONFIG.")
 	fs.BoolVar(&o.Version, "version", o.Version, "Print the version and exit.")
+	fs.StringVar(&o.E2BAddr, "e2b-bind-address", o.E2BAddr, "E2B-compatible API and data plane over HTTP (E2B_API_URL and E2B_SANDBOX_URL); empty turns it off (paddock).")
+	fs.StringVar(&o.E2BHTTPSAddr, "e2b-https-bind-address", o.E2BHTTPSAddr, "E2B-compatible API and data plane over HTTPS, with --tls-cert-file and --tls-key-file (paddock).")
+	fs.StringVar(&o.E2BDomain, "e2b-domain", o.E2BDomain, "Domain of E2B sandbox hosts {port}-{id}.<domain>, returned to the SDK as the sandbox's domain (paddock).")
+	fs.StringVar(&o.E2BAPIKeyNamespace, "e2b-api-key-namespace", o.E2BAPIKeyNamespace, "Namespace of the E2B API-key Secrets (label "+e2b.APIKeyNamespaceLabel+"=<namespace the key may use>) (paddock).")
+	fs.StringVar(&o.E2BCredentialsSecret, "e2b-credentials-secret", o.E2BCredentialsSecret, "namespace/name of the credentials key Secret the sandbox tokens derive from (paddock).")
+	fs.DurationVar(&o.E2BCreateTimeout, "e2b-create-timeout", o.E2BCreateTimeout, "Bound on an E2B create or connect waiting for the sandbox's daemon (paddock).")
 }
 
 // Validate reports every invalid option, naming the flag and the fix.
@@ -173,11 +189,27 @@ func (o *Options) Validate() error {
 	default:
 		bad("--authz-mode=%q is not one of allow-all, tokenreview, scoped-token", o.AuthzMode)
 	}
+	if o.E2BAddr != "" || o.E2BHTTPSAddr != "" {
+		if o.E2BHTTPSAddr != "" && (o.TLSCertFile == "" || o.TLSKeyFile == "") {
+			bad("--e2b-https-bind-address needs --tls-cert-file and --tls-key-file")
+		}
+		if o.E2BAPIKeyNamespace == "" {
+			bad("--e2b-api-key-namespace is empty; name the namespace of the API-key Secrets")
+		}
+		if ns, name, ok := strings.Cut(o.E2BCredentialsSecret, "/"); !ok || ns == "" || name == "" {
+			bad("--e2b-credentials-secret=%q must be namespace/name, e.g. paddock-system/%s", o.E2BCredentialsSecret, credentials.KeySecretName)
+		}
+		if o.E2BCreateTimeout <= 0 {
+			bad("--e2b-create-timeout=%s must be positive", o.E2BCreateTimeout)
+		}
+	}
 	return errors.Join(errs...)
 }
 
 // NeedsKube reports whether the options need an API server connection.
-func (o *Options) NeedsKube() bool { return o.SandboxCache || o.AuthzMode == router.AuthzTokenReview }
+func (o *Options) NeedsKube() bool {
+	return o.SandboxCache || o.AuthzMode == router.AuthzTokenReview || o.E2BAddr != "" || o.E2BHTTPSAddr != ""
+}
 
 // Config turns validated options into the router's configuration.
 func (o *Options) Config() router.Config {
@@ -188,8 +220,16 @@ func (o *Options) Config() router.Config {
 	if retryMax == 0 {
 		retryMax = 800 * time.Millisecond
 	}
+	var e2bConfig *router.E2BConfig
+	if o.E2BAddr != "" || o.E2BHTTPSAddr != "" {
+		ns, name, _ := strings.Cut(o.E2BCredentialsSecret, "/")
+		e2bConfig = &router.E2BConfig{Domain: o.E2BDomain, KeysNamespace: o.E2BAPIKeyNamespace,
+			CredentialsSecret: types.NamespacedName{Namespace: ns, Name: name}, CreateTimeout: o.E2BCreateTimeout}
+	}
 	return router.Config{
+		E2B: e2bConfig,
 		Server: server.Options{HTTPAddr: o.HTTPAddr, HTTPSAddr: o.HTTPSAddr, MetricsAddr: o.MetricsAddr,
+			E2BHTTPAddr: o.E2BAddr, E2BHTTPSAddr: o.E2BHTTPSAddr,
 			HealthAddr: o.HealthAddr, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 			MaxHeaderBytes: o.MaxHeaderBytes, ShutdownDelay: o.ShutdownDelay, ShutdownTimeout: o.ShutdownTimeout},
 		TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSKeyFile, TLSClientCAFile: o.TLSClientCAFile, MTLSMode: o.MTLSMode,

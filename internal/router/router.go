@@ -16,10 +16,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/paddock-dev/paddock/internal/router/authz"
+	"github.com/paddock-dev/paddock/internal/router/e2b"
 	"github.com/paddock-dev/paddock/internal/router/headers"
 	"github.com/paddock-dev/paddock/internal/router/metrics"
 	"github.com/paddock-dev/paddock/internal/router/proxy"
@@ -69,9 +71,24 @@ type Config struct {
 	// Tracer records a span per request and propagates W3C trace context upstream; optional.
 	Tracer trace.Tracer
 
+	// E2B turns on the E2B-compatible front door (internal/router/e2b) on Server.E2BHTTPAddr
+	// and Server.E2BHTTPSAddr; optional.
+	E2B *E2BConfig
+
 	// Policy relaxes the address checks. It exists for tests that run upstreams on 127.0.0.1;
 	// no flag sets it.
 	Policy headers.Policy
+}
+
+// E2BConfig configures the E2B front door; the router supplies its connection, address policy,
+// transport and log.
+type E2BConfig struct {
+	Domain            string
+	KeysNamespace     string
+	CredentialsSecret types.NamespacedName
+	CreateTimeout     time.Duration
+	// DaemonPort replaces the daemon's port 49983 upstream. Only tests set it; no flag does.
+	DaemonPort int
 }
 
 // Router is a built router, ready to Listen and Serve.
@@ -79,6 +96,7 @@ type Router struct {
 	cfg      Config
 	srv      *server.Server
 	cache    *resolve.Cache
+	e2b      *e2b.FrontDoor
 	reloader *tlsreload.Reloader
 	// Registry holds every metric the router exports.
 	Registry *prometheus.Registry
@@ -112,13 +130,21 @@ func New(cfg Config) (*Router, error) {
 			return nil, err
 		}
 	}
+	transport := proxy.NewTransport(cfg.Policy, cfg.DialTimeout, cfg.ResponseTimeout, cfg.UpstreamIdleConnsPerHost)
 	handler := proxy.New(proxy.Config{
 		Resolver: resolver, Authorizer: authorizer, Metrics: m, Log: cfg.Log.WithName("proxy"),
 		AccessLog: cfg.AccessLog, ProxyTimeout: cfg.ProxyTimeout, MaxRequestBodyBytes: cfg.MaxRequestBody,
-		Retry: cfg.Retry, Tracer: cfg.Tracer,
-		Transport: proxy.NewTransport(cfg.Policy, cfg.DialTimeout, cfg.ResponseTimeout, cfg.UpstreamIdleConnsPerHost),
+		Retry: cfg.Retry, Tracer: cfg.Tracer, Transport: transport,
 	})
 	opts := cfg.Server
+	if e := cfg.E2B; e != nil {
+		if r.e2b, err = e2b.New(e2b.Config{Kube: cfg.Kube, Domain: e.Domain, KeysNamespace: e.KeysNamespace,
+			CredentialsSecret: e.CredentialsSecret, CreateTimeout: e.CreateTimeout, Policy: cfg.Policy,
+			Transport: transport, DaemonPort: e.DaemonPort, Log: cfg.Log.WithName("e2b")}); err != nil {
+			return nil, err
+		}
+		opts.E2B = r.e2b
+	}
 	opts.Gatherer = r.Registry
 	opts.Log = cfg.Log.WithName("server")
 	r.srv = server.New(opts, handler)
@@ -182,13 +208,25 @@ func (r *Router) Serve(ctx context.Context) error {
 	bg, stop := context.WithCancel(context.Background())
 	defer stop()
 	var cacheErr = make(chan error, 1)
+	var e2bErr = make(chan error, 1)
+	var syncs []func(context.Context) bool
 	if r.cache != nil {
 		go func() { cacheErr <- r.cache.Start(bg) }()
+		syncs = append(syncs, r.cache.WaitForSync)
+	}
+	if r.e2b != nil {
+		go func() { e2bErr <- r.e2b.Start(bg) }()
+		syncs = append(syncs, r.e2b.WaitForSync)
+	}
+	if len(syncs) > 0 {
 		synced := make(chan struct{})
 		go func() {
-			if r.cache.WaitForSync(bg) {
-				close(synced)
+			for _, wait := range syncs {
+				if !wait(bg) {
+					return
+				}
 			}
+			close(synced)
 		}()
 		r.srv.SetReady(func() bool {
 			select {
@@ -209,6 +247,11 @@ func (r *Router) Serve(ctx context.Context) error {
 	if r.cache != nil {
 		if cerr := <-cacheErr; cerr != nil && !errors.Is(cerr, context.Canceled) {
 			err = errors.Join(err, fmt.Errorf("sandbox cache: %w", cerr))
+		}
+	}
+	if r.e2b != nil {
+		if cerr := <-e2bErr; cerr != nil && !errors.Is(cerr, context.Canceled) {
+			err = errors.Join(err, fmt.Errorf("E2B front door cache: %w", cerr))
 		}
 	}
 	return err

@@ -302,21 +302,23 @@ func (f *FrontDoor) setTimeout(w http.ResponseWriter, r *http.Request, ns string
 	})
 }
 
-// setExpiry replaces the claim's lifecycle (nil: no expiry) with one optimistic-lock patch.
+// setExpiry replaces the claim's lifecycle (nil: no expiry) with one merge patch. No optimistic
+// lock: the controller's status writes change the resourceVersion, and the front door is the only
+// writer of an E2B claim's lifecycle, so the last write winning is the intent.
 func (f *FrontDoor) setExpiry(ctx context.Context, c *extensionsv1beta1.SandboxClaim, l *extensionsv1beta1.Lifecycle) error {
 	orig := c.DeepCopy()
 	c.Spec.Lifecycle = l
-	if err := f.client.Patch(ctx, c, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := f.client.Patch(ctx, c, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("updating the expiry of SandboxClaim %s/%s: %w", c.Namespace, c.Name, err)
 	}
 	return nil
 }
 
-// setMode asks the Sandbox to be Running or Suspended.
+// setMode asks the Sandbox to be Running or Suspended, with a merge patch of that one field.
 func (f *FrontDoor) setMode(ctx context.Context, sb *agentsv1beta1.Sandbox, mode agentsv1beta1.SandboxOperatingMode) error {
 	orig := sb.DeepCopy()
 	sb.Spec.OperatingMode = mode
-	if err := f.client.Patch(ctx, sb, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := f.client.Patch(ctx, sb, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("setting operatingMode %s on Sandbox %s/%s: %w", mode, sb.Namespace, sb.Name, err)
 	}
 	return nil

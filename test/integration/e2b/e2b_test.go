@@ -155,11 +155,25 @@ func TestAPIKeysAndTenancy(t *testing.T) {
 	if r := h.call(t, http.MethodPost, "/sandboxes/"+sbx.SandboxID+"/snapshots", h.apiKey, map[string]any{}); r.status != http.StatusNotImplemented || r.code(t) != 501 {
 		t.Errorf("snapshots: %d %s; want 501", r.status, r.body)
 	}
-	// Rotation: a new key works without a restart, a deleted one stops working.
-	h.addKey(t, "team-a-2", "rotated-key", h.ns)
+	// Rotation: a key made by `paddock e2b create-key` works without a restart, and stops working
+	// once its Secret is deleted.
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	key, secret, err := e2b.CreateAPIKey(ctx, env.Client, h.keysNS, h.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
 	framework.Eventually(t, func(context.Context) error {
-		if r := h.call(t, http.MethodGet, "/v2/sandboxes", "rotated-key", nil); r.status != http.StatusOK {
-			return fmt.Errorf("new key: %d", r.status)
+		if r := h.call(t, http.MethodGet, "/sandboxes/"+sbx.SandboxID, key, nil); r.status != http.StatusOK {
+			return fmt.Errorf("new key: %d %s", r.status, r.body)
+		}
+		return nil
+	})
+	if err := env.Client.Delete(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, func(context.Context) error {
+		if r := h.call(t, http.MethodGet, "/v2/sandboxes", key, nil); r.status != http.StatusUnauthorized {
+			return fmt.Errorf("revoked key: %d, want 401", r.status)
 		}
 		return nil
 	})

@@ -119,7 +119,7 @@ func New(cfg Config) (*Router, error) {
 		}
 		resolver.Lookup = r.cache
 	}
-	if cfg.Server.HTTPSAddr != "" {
+	if cfg.Server.HTTPSAddr != "" || cfg.Server.E2BHTTPSAddr != "" {
 		if r.reloader, err = tlsreload.New(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Log.WithName("tls")); err != nil {
 			return nil, err
 		}

@@ -20,7 +20,7 @@ K8S_BIN = $(shell hack/build-k8s.sh kube-apiserver etcd)
 GO_TEST_FLAGS ?=
 # Debian packages of the local dev cluster's real node (containerd, runc, CNI plugins) and of its
 # busybox image; `make e2e-deps` installs the missing ones through hack/install-deps.sh.
-DEV_DEBIAN_PACKAGES := containerd runc containernetworking-plugins busybox-static iproute2 iptables
+DEV_DEBIAN_PACKAGES := containerd runc containernetworking-plugins busybox-static bash-static iproute2 iptables
 
 ##@ General
 

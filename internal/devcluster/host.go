@@ -15,7 +15,7 @@ import (
 )
 
 // Packages are the Debian packages the real node needs.
-var Packages = []string{"containerd", "runc", "containernetworking-plugins", "busybox-static", "iproute2", "iptables"}
+var Packages = []string{"containerd", "runc", "containernetworking-plugins", "busybox-static", "bash-static", "iproute2", "iptables"}
 
 func requireRoot() error {
 	if os.Geteuid() != 0 {

@@ -10,6 +10,9 @@ import (
 // busyboxBinary is where Debian's busybox-static installs the static shell.
 const busyboxBinary = "/bin/busybox"
 
+// bashBinary is where Debian's bash-static installs a bash with no library dependencies.
+const bashBinary = "/bin/bash-static"
+
 // pushImages builds the pause and busybox images and pushes them to the registry. Both are
 // reproducible, so a second push is a manifest check and nothing else.
 func (cl *cluster) pushImages(ctx context.Context) (string, bool, error) {

@@ -29,15 +29,23 @@ const RouterPodLabelValue = "paddock-router"
 // CreateAPIKey stores a fresh API key bound to namespace in a new Secret in keysNamespace and
 // returns the key. The router picks it up from its watch; no restart is needed.
 func CreateAPIKey(ctx context.Context, c client.Client, keysNamespace, namespace string) (string, *corev1.Secret, error) {
+	return CreateNamedAPIKey(ctx, c, keysNamespace, "", namespace)
+}
+
+// CreateNamedAPIKey is CreateAPIKey with the Secret's name given; "" generates one.
+func CreateNamedAPIKey(ctx context.Context, c client.Client, keysNamespace, name, namespace string) (string, *corev1.Secret, error) {
 	raw := make([]byte, 24)
 	if _, err := rand.Read(raw); err != nil {
 		return "", nil, fmt.Errorf("generating an API key: %w", err)
 	}
 	key := APIKeyPrefix + hex.EncodeToString(raw)
 	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2b-api-key-", Namespace: keysNamespace,
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: keysNamespace,
 			Labels: map[string]string{APIKeyNamespaceLabel: namespace}},
 		Data: map[string][]byte{APIKeyDataKey: []byte(key)},
+	}
+	if name == "" {
+		s.GenerateName = "e2b-api-key-"
 	}
 	if err := c.Create(ctx, s); err != nil {
 		return "", nil, fmt.Errorf("creating the API key Secret in namespace %q (the router's --e2b-api-key-namespace): %w", keysNamespace, err)

@@ -15,6 +15,7 @@ import (
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/credentials"
+	"github.com/paddock-dev/paddock/internal/devcluster"
 	"github.com/paddock-dev/paddock/internal/router/e2b"
 	"github.com/paddock-dev/paddock/test/framework"
 )
@@ -262,4 +263,25 @@ func TestKillDeletesTheClaim(t *testing.T) {
 		}
 		return fmt.Errorf("claim still there: %v", err)
 	})
+}
+
+// The `base` template and pool that `paddock dev up` installs pass admission as they are.
+func TestDevClusterBasePoolIsAdmitted(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	for _, gvisor := range []bool{false, true} {
+		tpl, pool := devcluster.E2BTemplate("127.0.0.1:5001/paddock/sandbox:dev", gvisor), devcluster.E2BPool()
+		tpl.Namespace, pool.Namespace = ns, ns
+		if gvisor {
+			tpl.Name += "-gvisor"
+			pool.Name += "-gvisor"
+			pool.Spec.TemplateRef.Name = tpl.Name
+		}
+		if err := env.Client.Create(ctx, tpl, client.DryRunAll); err != nil {
+			t.Errorf("template (gVisor %v): %v", gvisor, err)
+		}
+		if err := env.Client.Create(ctx, pool, client.DryRunAll); err != nil {
+			t.Errorf("pool: %v", err)
+		}
+	}
 }

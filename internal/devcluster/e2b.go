@@ -45,8 +45,8 @@ func E2BTemplate(image string, gvisor bool) *extensionsv1beta1.SandboxTemplate {
 						RunAsNonRoot: ptr.To(true), FSGroup: ptr.To[int64](1000)},
 					Containers: []corev1.Container{{
 						Name: "sandboxd", Image: image,
-						Args: []string{"--root-dir=/home/user", "--listen-host=0.0.0.0"},
-						Ports: []corev1.ContainerPort{{Name: "envd", ContainerPort: e2b.EnvdPort}, {Name: "rest", ContainerPort: 8080}},
+						Args:         []string{"--root-dir=/home/user", "--listen-host=0.0.0.0"},
+						Ports:        []corev1.ContainerPort{{Name: "envd", ContainerPort: e2b.EnvdPort}, {Name: "rest", ContainerPort: 8080}},
 						VolumeMounts: []corev1.VolumeMount{{Name: "home", MountPath: "/home/user"}},
 					}},
 				}},

@@ -41,7 +41,7 @@ func newDataProxy(f *FrontDoor) *dataProxy {
 			pr.Out.Header.Del(TrafficAccessTokenHeader)
 			pr.SetXForwarded()
 		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			f.cfg.Log.Info("E2B data-plane upstream failed", "err", err.Error())
 			// 502 is what the SDK reads as "sandbox gone or not reachable".
 			writeError(w, http.StatusBadGateway, "could not reach the sandbox's daemon; it may have stopped")

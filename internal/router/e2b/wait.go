@@ -42,7 +42,7 @@ var claimFailures = map[string]bool{
 // daemon answers ProbePath with the sandbox's token. It does not wait for the claim's status
 // write, which the controller makes in parallel.
 func (f *FrontDoor) awaitDaemon(ctx context.Context, c *extensionsv1beta1.SandboxClaim) (*agentsv1beta1.Sandbox, error) {
-	last := "no Sandbox is bound to the claim yet"
+	var last string
 	for {
 		changed := f.waits.changed(c.Namespace)
 		retry := (<-chan time.Time)(nil)

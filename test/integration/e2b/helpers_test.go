@@ -113,7 +113,12 @@ func start(t *testing.T, poolSize int32) *harness {
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.fd.Start(runCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("front door cache: %v", err)
+		}
+	})
 	if !h.fd.WaitForSync(ctx) {
 		t.Fatal("the front door's cache did not sync")
 	}

@@ -1,7 +1,7 @@
-// Package e2b proves the E2B front door against a real API server with every controller running
+// Package e2bfrontdoor proves the E2B front door against a real API server with every controller running
 // as main wires them; the test plays the kubelet, and a loopback stand-in plays the sandboxes'
 // daemon (sandboxd's envd protocol is tested in sandboxd's own packages).
-package e2b
+package e2bfrontdoor
 
 import (
 	"testing"

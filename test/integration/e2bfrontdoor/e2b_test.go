@@ -285,3 +285,84 @@ func TestDevClusterBasePoolIsAdmitted(t *testing.T) {
 		}
 	}
 }
+
+// Fifty concurrent creates against a pool of twenty all succeed, twenty warm and the rest cold;
+// no Sandbox is bound to two claims, and the pool refills.
+func TestConcurrentCreates(t *testing.T) {
+	const pool, creates = 20, 50
+	h := start(t, pool)
+	framework.EventuallyWithin(t, 3*framework.DefaultTimeout, func(ctx context.Context) error {
+		var p extensionsv1beta1.SandboxWarmPool
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: "python"}, &p); err != nil {
+			return err
+		}
+		if p.Status.ReadyReplicas != pool {
+			return fmt.Errorf("pool ready %d, want %d", p.Status.ReadyReplicas, pool)
+		}
+		return nil
+	})
+	ids := make(chan string, creates)
+	errs := make(chan error, creates)
+	for range creates {
+		go func() {
+			r := h.call(t, http.MethodPost, "/v2/sandboxes", h.apiKey, map[string]any{"templateID": "base"})
+			if r.status != http.StatusCreated {
+				errs <- fmt.Errorf("create: %d %s", r.status, r.body)
+				return
+			}
+			var c created
+			r.into(t, &c)
+			ids <- c.SandboxID
+		}()
+	}
+	seen := map[string]bool{}
+	for range creates {
+		select {
+		case err := <-errs:
+			t.Error(err)
+		case id := <-ids:
+			seen[id] = true
+		}
+	}
+	if len(seen) != creates {
+		t.Fatalf("%d distinct sandbox IDs from %d creates", len(seen), creates)
+	}
+	var sandboxes agentsv1beta1.SandboxList
+	if err := env.Client.List(framework.Context(t, framework.DefaultTimeout), &sandboxes, client.InNamespace(h.ns)); err != nil {
+		t.Fatal(err)
+	}
+	boundTo := map[string]string{} // claim UID -> Sandbox
+	warm := 0
+	for _, sb := range sandboxes.Items {
+		uid := sb.Labels[agentsv1beta1.ClaimUIDLabel]
+		if uid == "" {
+			continue
+		}
+		if other, ok := boundTo[uid]; ok {
+			t.Errorf("claim UID %s bound to Sandboxes %s and %s", uid, other, sb.Name)
+		}
+		boundTo[uid] = sb.Name
+		if sb.Labels[agentsv1beta1.LaunchTypeLabel] == agentsv1beta1.LaunchTypeWarm {
+			warm++
+		}
+	}
+	if len(boundTo) != creates {
+		t.Errorf("%d Sandboxes bound to claims, want %d", len(boundTo), creates)
+	}
+	for id := range seen {
+		if c := h.claim(t, id); boundTo[string(c.UID)] == "" {
+			t.Errorf("claim %s has no Sandbox", id)
+		}
+	}
+	t.Logf("%d of %d creates served warm", warm, creates)
+	framework.EventuallyWithin(t, 3*framework.DefaultTimeout, func(ctx context.Context) error {
+		var p extensionsv1beta1.SandboxWarmPool
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: "python"}, &p); err != nil {
+			return err
+		}
+		if p.Status.ReadyReplicas != pool {
+			return fmt.Errorf("pool refilled to %d ready, want %d", p.Status.ReadyReplicas, pool)
+		}
+		return nil
+	})
+}

@@ -79,7 +79,11 @@ type harness struct {
 // start creates the credentials key, API keys for ns and for a second namespace, template and
 // pool "base" of poolSize in ns, and a front door whose transport dials the daemon stand-in
 // whatever pod IP the Sandbox reports.
-func start(t *testing.T, poolSize int32) *harness {
+func start(t *testing.T, poolSize int32) *harness { return startWith(t, poolSize, "") }
+
+// startWith is start with the front door dialling upstream instead of the stand-in daemon
+// (whose requests are then not recorded); "" means the stand-in.
+func startWith(t *testing.T, poolSize int32, upstream string) *harness {
 	t.Helper()
 	ctx := framework.Context(t, framework.DefaultTimeout)
 	h := &harness{ns: env.Namespace(t), keysNS: env.Namespace(t), otherNS: env.Namespace(t), daemon: newDaemon(t),
@@ -99,9 +103,12 @@ func start(t *testing.T, poolSize int32) *harness {
 	pool.Labels = map[string]string{e2b.TemplateLabel: "base"}
 	framework.MustCreate(t, ctx, env.Client, pool)
 
+	if upstream == "" {
+		upstream = h.daemon.srv.Listener.Addr().String()
+	}
 	dial := &net.Dialer{Timeout: 5 * time.Second}
 	transport := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		return dial.DialContext(ctx, network, h.daemon.srv.Listener.Addr().String())
+		return dial.DialContext(ctx, network, upstream)
 	}}
 	h.fd, err = e2b.New(e2b.Config{Kube: env.Config, Domain: domain, KeysNamespace: h.keysNS,
 		CredentialsSecret: types.NamespacedName{Namespace: h.keysNS, Name: credentials.KeySecretName},

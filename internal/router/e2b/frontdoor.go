@@ -53,6 +53,12 @@ type Config struct {
 	Now func() time.Time
 }
 
+// The front door's API client budget.
+const (
+	kubeQPS   = 200
+	kubeBurst = 400
+)
+
 // FrontDoor serves E2B's control plane and data plane.
 type FrontDoor struct {
 	cfg    Config
@@ -78,7 +84,13 @@ func New(cfg Config) (*FrontDoor, error) {
 			return nil, fmt.Errorf("building the E2B front door's scheme: %w", err)
 		}
 	}
-	c, err := client.New(cfg.Kube, client.Options{Scheme: scheme})
+	// client-go's default of 5 requests per second would queue a burst of creates behind its rate
+	// limiter: every create is a write and a few reads, so the front door gets its own budget.
+	kube := rest.CopyConfig(cfg.Kube)
+	if kube.QPS >= 0 { // negative turns the limiter off; keep that
+		kube.QPS, kube.Burst = max(kube.QPS, kubeQPS), max(kube.Burst, kubeBurst)
+	}
+	c, err := client.New(kube, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("creating the E2B front door's client: %w", err)
 	}

@@ -291,16 +291,7 @@ func TestDevClusterBasePoolIsAdmitted(t *testing.T) {
 func TestConcurrentCreates(t *testing.T) {
 	const pool, creates = 20, 50
 	h := start(t, pool)
-	framework.EventuallyWithin(t, 3*framework.DefaultTimeout, func(ctx context.Context) error {
-		var p extensionsv1beta1.SandboxWarmPool
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: "python"}, &p); err != nil {
-			return err
-		}
-		if p.Status.ReadyReplicas != pool {
-			return fmt.Errorf("pool ready %d, want %d", p.Status.ReadyReplicas, pool)
-		}
-		return nil
-	})
+	framework.EventuallyWithin(t, 3*framework.DefaultTimeout, func(ctx context.Context) error { return poolReady(ctx, h, pool) })
 	ids := make(chan string, creates)
 	errs := make(chan error, creates)
 	for range creates {
@@ -355,14 +346,6 @@ func TestConcurrentCreates(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d creates served warm", warm, creates)
-	framework.EventuallyWithin(t, 3*framework.DefaultTimeout, func(ctx context.Context) error {
-		var p extensionsv1beta1.SandboxWarmPool
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: "python"}, &p); err != nil {
-			return err
-		}
-		if p.Status.ReadyReplicas != pool {
-			return fmt.Errorf("pool refilled to %d ready, want %d", p.Status.ReadyReplicas, pool)
-		}
-		return nil
-	})
+	// The pool refills.
+	framework.EventuallyWithin(t, 3*framework.DefaultTimeout, func(ctx context.Context) error { return poolReady(ctx, h, pool) })
 }

@@ -40,7 +40,7 @@ type daemon struct {
 	tokens    []string
 }
 
-func newDaemon(t *testing.T) *daemon {
+func newDaemon(t testing.TB) *daemon {
 	d := &daemon{}
 	d.accepting.Store(true)
 	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -79,11 +79,11 @@ type harness struct {
 // start creates the credentials key, API keys for ns and for a second namespace, template and
 // pool "base" of poolSize in ns, and a front door whose transport dials the daemon stand-in
 // whatever pod IP the Sandbox reports.
-func start(t *testing.T, poolSize int32) *harness { return startWith(t, poolSize, "") }
+func start(t testing.TB, poolSize int32) *harness { return startWith(t, poolSize, "") }
 
 // startWith is start with the front door dialling upstream instead of the stand-in daemon
 // (whose requests are then not recorded); "" means the stand-in.
-func startWith(t *testing.T, poolSize int32, upstream string) *harness {
+func startWith(t testing.TB, poolSize int32, upstream string) *harness {
 	t.Helper()
 	ctx := framework.Context(t, framework.DefaultTimeout)
 	h := &harness{ns: env.Namespace(t), keysNS: env.Namespace(t), otherNS: env.Namespace(t), daemon: newDaemon(t),
@@ -113,7 +113,7 @@ func startWith(t *testing.T, poolSize int32, upstream string) *harness {
 	h.fd, err = e2b.New(e2b.Config{Kube: env.Config, Domain: domain, KeysNamespace: h.keysNS,
 		CredentialsSecret: types.NamespacedName{Namespace: h.keysNS, Name: credentials.KeySecretName},
 		CreateTimeout:     framework.DefaultTimeout, Transport: transport,
-		Log: testr.NewWithOptions(t, testr.Options{Verbosity: 0})})
+		Log: testr.NewWithInterface(t, testr.Options{Verbosity: 0})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func startWith(t *testing.T, poolSize int32, upstream string) *harness {
 	return h
 }
 
-func (h *harness) addKey(t *testing.T, name, key, ns string) {
+func (h *harness) addKey(t testing.TB, name, key, ns string) {
 	t.Helper()
 	framework.MustCreate(t, framework.Context(t, framework.DefaultTimeout), env.Client, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.keysNS, Labels: map[string]string{e2b.APIKeyNamespaceLabel: ns}},
@@ -149,7 +149,7 @@ type response struct {
 	body   []byte
 }
 
-func (r response) into(t *testing.T, v any) {
+func (r response) into(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal(r.body, v); err != nil {
 		t.Fatalf("body %q: %v", r.body, err)
@@ -157,7 +157,7 @@ func (r response) into(t *testing.T, v any) {
 }
 
 // code is the "code" of an E2B error body; the SDK reads it, so every error must carry it.
-func (r response) code(t *testing.T) int {
+func (r response) code(t testing.TB) int {
 	t.Helper()
 	var e struct {
 		Code    int    `json:"code"`
@@ -171,7 +171,7 @@ func (r response) code(t *testing.T) int {
 }
 
 // call sends one control-plane request with key (none when empty).
-func (h *harness) call(t *testing.T, method, path, key string, body any) response {
+func (h *harness) call(t testing.TB, method, path, key string, body any) response {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -184,7 +184,7 @@ func (h *harness) call(t *testing.T, method, path, key string, body any) respons
 	return h.do(t, method, h.url+path, rd, map[string]string{"X-API-KEY": key, "Content-Type": "application/json"}, "")
 }
 
-func (h *harness) do(t *testing.T, method, url string, body io.Reader, hdr map[string]string, host string) response {
+func (h *harness) do(t testing.TB, method, url string, body io.Reader, hdr map[string]string, host string) response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(framework.Context(t, 2*framework.DefaultTimeout), method, url, body)
 	if err != nil {
@@ -216,7 +216,7 @@ type created struct {
 	Domain          *string `json:"domain"`
 }
 
-func (h *harness) create(t *testing.T, path string, body map[string]any) created {
+func (h *harness) create(t testing.TB, path string, body map[string]any) created {
 	t.Helper()
 	r := h.call(t, http.MethodPost, path, h.apiKey, body)
 	if r.status != http.StatusCreated {
@@ -228,7 +228,7 @@ func (h *harness) create(t *testing.T, path string, body map[string]any) created
 }
 
 // claim reads the claim behind a sandbox ID.
-func (h *harness) claim(t *testing.T, id string) *extensionsv1beta1.SandboxClaim {
+func (h *harness) claim(t testing.TB, id string) *extensionsv1beta1.SandboxClaim {
 	t.Helper()
 	c := &extensionsv1beta1.SandboxClaim{}
 	if err := env.Client.Get(framework.Context(t, framework.DefaultTimeout), client.ObjectKey{Namespace: h.ns, Name: id}, c); err != nil {
@@ -238,7 +238,7 @@ func (h *harness) claim(t *testing.T, id string) *extensionsv1beta1.SandboxClaim
 }
 
 // boundSandbox is the Sandbox labelled with the claim's UID.
-func (h *harness) boundSandbox(t *testing.T, c *extensionsv1beta1.SandboxClaim) *agentsv1beta1.Sandbox {
+func (h *harness) boundSandbox(t testing.TB, c *extensionsv1beta1.SandboxClaim) *agentsv1beta1.Sandbox {
 	t.Helper()
 	var list agentsv1beta1.SandboxList
 	if err := env.Client.List(framework.Context(t, framework.DefaultTimeout), &list, client.InNamespace(h.ns),
@@ -246,4 +246,16 @@ func (h *harness) boundSandbox(t *testing.T, c *extensionsv1beta1.SandboxClaim) 
 		t.Fatalf("Sandboxes bound to claim %s: %d, %v; want 1", c.Name, len(list.Items), err)
 	}
 	return &list.Items[0]
+}
+
+// poolReady reports, as an error, how far the harness's pool is from n ready members.
+func poolReady(ctx context.Context, h *harness, n int32) error {
+	var p extensionsv1beta1.SandboxWarmPool
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: "python"}, &p); err != nil {
+		return err
+	}
+	if p.Status.ReadyReplicas != n {
+		return fmt.Errorf("pool python: %d ready, want %d", p.Status.ReadyReplicas, n)
+	}
+	return nil
 }

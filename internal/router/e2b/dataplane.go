@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"slices"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,6 +52,27 @@ func newDataProxy(f *FrontDoor) *dataProxy {
 }
 
 func (p *dataProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.serve(&refusalCounter{ResponseWriter: w, m: p.f.stats}, r)
+}
+
+// refusalCounter counts the answers the data plane writes itself: writeError goes through
+// WriteHeader before any upstream byte, so a refusal is a WriteHeader with no upstream yet.
+type refusalCounter struct {
+	http.ResponseWriter
+	m        *frontDoorMetrics
+	upstream bool
+}
+
+func (c *refusalCounter) WriteHeader(code int) {
+	if !c.upstream && code >= 400 {
+		c.m.data.WithLabelValues(strconv.Itoa(code)).Inc()
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *refusalCounter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+func (p *dataProxy) serve(w *refusalCounter, r *http.Request) {
 	t, ok, err := TargetFromHeaders(r.Header.Get(SandboxIDHeader), r.Header.Get(SandboxPortHeader))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -84,7 +106,8 @@ func (p *dataProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, rerr.Status, rerr.Detail)
 		return
 	}
-	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, ep)))
+	w.upstream = true
+	p.rp.ServeHTTP(w.ResponseWriter, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, ep)))
 }
 
 // routeFor finds the Sandbox of the front-door claim named t.ID whose token is token, and

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -49,6 +50,8 @@ type Config struct {
 	// change it; no flag sets it.
 	DaemonPort int
 	Log        logr.Logger
+	// Registry receives the front door's metrics; optional.
+	Registry prometheus.Registerer
 	// Now is the clock; optional.
 	Now func() time.Time
 }
@@ -61,13 +64,14 @@ const (
 
 // FrontDoor serves E2B's control plane and data plane.
 type FrontDoor struct {
-	cfg    Config
-	client client.Client // uncached: writes, and reads that must see the caller's last write
-	cache  cache.Cache   // API keys, front-door claims and Sandboxes: lists, waits and routing
-	waits  *notifier
-	key    keyMemo
-	proxy  http.Handler
-	mux    *http.ServeMux
+	cfg     Config
+	client  client.Client // uncached: writes, and reads that must see the caller's last write
+	cache   cache.Cache   // API keys, front-door claims and Sandboxes: lists, waits and routing
+	waits   *notifier
+	key     keyMemo
+	proxy   http.Handler
+	control http.Handler
+	stats   *frontDoorMetrics
 }
 
 // New builds the front door; Start runs its cache.
@@ -114,8 +118,9 @@ func New(cfg Config) (*FrontDoor, error) {
 	if err := f.registerInformers(context.Background()); err != nil {
 		return nil, err
 	}
+	f.stats = newMetrics(cfg.Registry)
 	f.proxy = newDataProxy(f)
-	f.mux = f.routes()
+	f.control = f.stats.instrument(f.routes())
 	return f, nil
 }
 
@@ -174,7 +179,7 @@ func (f *FrontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.proxy.ServeHTTP(w, r)
 		return
 	}
-	f.mux.ServeHTTP(w, r)
+	f.control.ServeHTTP(w, r)
 }
 
 // namespaceOf authenticates the API key and returns the namespace it is bound to.

@@ -3,6 +3,7 @@ package router
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +37,9 @@ func TestE2BListener(t *testing.T) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusUnauthorized || body.Code != 401 || body.Message == "" {
 		t.Errorf("GET /v2/sandboxes without a key: %d %+v %v; want 401 with E2B's error body", resp.StatusCode, body, err)
+	}
+	if _, metrics, err := get(r.metricsURL + "/metrics"); err != nil || !strings.Contains(metrics, `sandbox_router_e2b_requests_total{code="401",operation="GET /v2/sandboxes"} 1`) {
+		t.Errorf("metrics lack the 401 of GET /v2/sandboxes (%v):\n%s", err, metrics)
 	}
 	if code, _, err := get(r.proxyURL + "/v2/sandboxes"); err != nil || code != http.StatusBadRequest {
 		t.Errorf("the proxy listener answered %d %v; want its own 400 for a request naming no sandbox", code, err)

@@ -349,3 +349,16 @@ func TestConcurrentCreates(t *testing.T) {
 	// The pool refills.
 	framework.EventuallyWithin(t, 3*framework.DefaultTimeout, func(ctx context.Context) error { return poolReady(ctx, h, pool) })
 }
+
+// A sandbox is gone after its timeout: the claim controller enforces the expiry the front door
+// wrote, and the front door then answers 404.
+func TestSandboxGoneAfterTimeout(t *testing.T) {
+	h := start(t, 1)
+	sbx := h.create(t, "/v2/sandboxes", map[string]any{"timeout": 6})
+	framework.Eventually(t, func(context.Context) error {
+		if r := h.call(t, http.MethodGet, "/sandboxes/"+sbx.SandboxID, h.apiKey, nil); r.status != http.StatusNotFound {
+			return fmt.Errorf("getInfo after the timeout: %d %s", r.status, r.body)
+		}
+		return nil
+	})
+}

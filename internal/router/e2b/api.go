@@ -105,6 +105,12 @@ func (f *FrontDoor) create(w http.ResponseWriter, r *http.Request, ns string) {
 		writeError(w, http.StatusNotFound, err.Error())
 		return
 	}
+	// Without the credentials key no sandbox token can be handed out: refuse before writing.
+	if _, err := f.key.get(r.Context(), f.client, f.cfg.CredentialsSecret, f.cfg.Now()); err != nil {
+		f.cfg.Log.Error(err, "E2B create refused")
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
 	claim, err := f.createClaim(r.Context(), ns, pool, &req, lifetime)
 	if err != nil {
 		f.internal(w, err)

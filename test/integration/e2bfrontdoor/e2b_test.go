@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
@@ -361,4 +363,33 @@ func TestSandboxGoneAfterTimeout(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Without the credentials key Secret no token can be handed out: create answers 503 naming the
+// Secret, and writes no claim.
+func TestCreateWithoutTheCredentialsKey(t *testing.T) {
+	h := start(t, 1)
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	if err := env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.keysNS, Name: credentials.KeySecretName}}); err != nil {
+		t.Fatal(err)
+	}
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, &extensionsv1beta1.SandboxClaimList{}, client.InNamespace(h.ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	r := h.call(t, http.MethodPost, "/v2/sandboxes", h.apiKey, map[string]any{})
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), credentials.KeySecretName) {
+		t.Errorf("create without the key: %d %s; want 503 naming %s", r.status, r.body, credentials.KeySecretName)
+	}
+	// A claim written and deleted again would have shown up on the watch by now.
+	select {
+	case ev := <-w.ResultChan():
+		t.Errorf("a refused create wrote a claim: %s %v", ev.Type, ev.Object)
+	default:
+	}
 }

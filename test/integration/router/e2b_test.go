@@ -1,8 +1,12 @@
 package router
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -43,5 +47,40 @@ func TestE2BListener(t *testing.T) {
 	}
 	if code, _, err := get(r.proxyURL + "/v2/sandboxes"); err != nil || code != http.StatusBadRequest {
 		t.Errorf("the proxy listener answered %d %v; want its own 400 for a request naming no sandbox", code, err)
+	}
+}
+
+// The E2B listener over TLS alone (no proxy HTTPS listener) serves with the router's reloaded
+// certificate, over HTTP/2 as the SDK negotiates it, and routes {port}-{id}.{domain} hosts to
+// the data plane.
+func TestE2BHTTPSHostRouting(t *testing.T) {
+	ns := env.Namespace(t)
+	dir := t.TempDir()
+	cert := writeServingPair(t, dir, 1)
+	r := startRouter(t, func(c *router.Config) {
+		c.Server.E2BHTTPSAddr = "127.0.0.1:0"
+		c.TLSCertFile, c.TLSKeyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+		c.E2B = &router.E2BConfig{KeysNamespace: ns, Domain: "e2b.test", CreateTimeout: framework.DefaultTimeout,
+			CredentialsSecret: types.NamespacedName{Namespace: ns, Name: credentials.KeySecretName}}
+	})
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{ForceAttemptHTTP2: true,
+		TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}}}
+	for host, want := range map[string]string{
+		"49983-abc123.e2b.test": "needs its envdAccessToken", // data plane: no token
+		"api.e2b.test":          "missing API key",           // control plane: no key
+	} {
+		req, _ := http.NewRequest(http.MethodGet, "https://"+r.Addr(server.E2BHTTPS)+"/health", nil)
+		req.Host = host
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", host, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), want) || resp.ProtoMajor != 2 {
+			t.Errorf("Host %s: %s %d %s; want HTTP/2 401 saying %q", host, resp.Proto, resp.StatusCode, b, want)
+		}
 	}
 }

@@ -43,21 +43,26 @@ var claimFailures = map[string]bool{
 // write, which the controller makes in parallel.
 func (f *FrontDoor) awaitDaemon(ctx context.Context, c *extensionsv1beta1.SandboxClaim) (*agentsv1beta1.Sandbox, error) {
 	var last string
+	seen := false // the claim has been in the cache: its absence afterwards is a deletion
 	for {
 		changed := f.waits.changed(c.Namespace)
 		retry := (<-chan time.Time)(nil)
-		if sb, why := f.readySandbox(ctx, c.Namespace, c.Name, c.UID); sb != nil {
-			err := f.probe(ctx, sb)
-			if err == nil {
-				return sb, nil
-			}
+		present, msg, failed := claimState(ctx, f, c)
+		switch {
+		case failed:
+			return nil, fmt.Errorf("claim %s/%s cannot be served: %s", c.Namespace, c.Name, msg)
+		case present:
+			seen = true
+		case seen:
+			return nil, fmt.Errorf("claim %s/%s was deleted (expired or killed) before its sandbox was ready", c.Namespace, c.Name)
+		}
+		if sb, why := f.readySandbox(ctx, c.Namespace, c.Name, c.UID); sb == nil {
+			last = why
+		} else if err := f.probe(ctx, sb); err != nil {
 			last = err.Error()
 			retry = time.After(probeRetry)
 		} else {
-			last = why
-			if msg, failed := claimFailed(ctx, f, c.Namespace, c.Name); failed {
-				return nil, fmt.Errorf("claim %s/%s cannot be served: %s", c.Namespace, c.Name, msg)
-			}
+			return sb, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -68,17 +73,19 @@ func (f *FrontDoor) awaitDaemon(ctx context.Context, c *extensionsv1beta1.Sandbo
 	}
 }
 
-// claimFailed returns the message of a claim whose Ready condition carries a terminal reason.
-func claimFailed(ctx context.Context, f *FrontDoor, ns, name string) (string, bool) {
+// claimState reports whether the cache holds the claim (this UID, not being deleted), and the
+// message of a Ready condition that carries a terminal reason.
+func claimState(ctx context.Context, f *FrontDoor, want *extensionsv1beta1.SandboxClaim) (present bool, msg string, failed bool) {
 	var c extensionsv1beta1.SandboxClaim
-	if f.cache.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &c) != nil {
-		return "", false
+	if f.cache.Get(ctx, types.NamespacedName{Namespace: want.Namespace, Name: want.Name}, &c) != nil ||
+		c.UID != want.UID || c.DeletionTimestamp != nil {
+		return false, "", false
 	}
 	ready := meta.FindStatusCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionReady)
 	if ready == nil || ready.Status == metav1.ConditionTrue || !claimFailures[ready.Reason] {
-		return "", false
+		return true, "", false
 	}
-	return ready.Reason + ": " + ready.Message, true
+	return true, ready.Reason + ": " + ready.Message, true
 }
 
 // readySandbox is the routable Sandbox bound to the claim in the cache, or nil and why not.

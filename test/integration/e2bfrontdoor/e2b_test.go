@@ -393,3 +393,23 @@ func TestCreateWithoutTheCredentialsKey(t *testing.T) {
 	default:
 	}
 }
+
+// A claim deleted while its create waits (expired, or killed by hand) ends the wait with a 503
+// that says so, instead of waiting out the create timeout.
+func TestCreateEndsWhenItsClaimIsDeleted(t *testing.T) {
+	h := start(t, 1)
+	h.daemon.accepting.Store(false) // the create keeps waiting for the daemon
+	done := make(chan response, 1)
+	go func() { done <- h.call(t, http.MethodPost, "/v2/sandboxes", h.apiKey, map[string]any{}) }()
+	framework.Eventually(t, func(ctx context.Context) error {
+		var claims extensionsv1beta1.SandboxClaimList
+		if err := env.Client.List(ctx, &claims, client.InNamespace(h.ns)); err != nil || len(claims.Items) != 1 {
+			return fmt.Errorf("claims: %d, %v", len(claims.Items), err)
+		}
+		return client.IgnoreNotFound(env.Client.Delete(ctx, &claims.Items[0]))
+	})
+	r := <-done
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "was deleted") {
+		t.Errorf("create whose claim was deleted: %d %s; want 503 saying the claim was deleted", r.status, r.body)
+	}
+}

@@ -19,7 +19,8 @@ CHART := charts/paddock
 K8S_BIN = $(shell hack/build-k8s.sh kube-apiserver etcd)
 GO_TEST_FLAGS ?=
 # Debian packages of the local dev cluster's real node (containerd, runc, CNI plugins) and of its
-# busybox image; `make e2e-deps` installs the missing ones through hack/install-deps.sh.
+# busybox image; `make e2e-deps` installs the missing ones through hack/install-deps.sh, and
+# Node.js with npm when they are not on PATH (a NodeSource node bundles npm; Debian's does not).
 DEV_DEBIAN_PACKAGES := containerd runc containernetworking-plugins busybox-static bash-static iproute2 iptables
 
 ##@ General
@@ -69,7 +70,7 @@ fmt: ## Format the Go code.
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) helm-lint ## Run golangci-lint, with the Kubernetes API linter, and helm lint.
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
 .PHONY: helm-lint
 helm-lint: $(HELM) ## Lint the Helm chart with its default values and with every optional part on.
@@ -97,6 +98,8 @@ test-e2e: e2e-deps $(HELM) ## Run end-to-end tests: bring a local dev cluster up
 .PHONY: e2e-deps
 e2e-deps: ## Install the dev cluster's Debian packages and build its binaries (once per machine).
 	@hack/install-deps.sh $(DEV_DEBIAN_PACKAGES)
+	@# The MCP test drives paddock mcp with the official TypeScript client (npm ci in its testdata).
+	@command -v node >/dev/null && command -v npm >/dev/null || hack/install-deps.sh nodejs npm
 	@hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kube-scheduler kubelet >/dev/null
 	@hack/build-dev-tools.sh kwok coredns >/dev/null
 

@@ -43,7 +43,9 @@ type Options struct {
 	// RESTPort is sandboxd's REST filesystem API port on the pod (default 8080), used by
 	// Sandbox.Files. Through the router it is sent as X-Sandbox-Port.
 	RESTPort int
-	// Token, when set, is sent as "Authorization: Bearer <token>" (sandboxd --token).
+	// Token, when set, is sent as "Authorization: Bearer <token>": to the router, the caller's
+	// own credential; straight to a pod, it replaces the sandbox token that is otherwise read
+	// from the Sandbox's Secret "<sandbox>-credentials" (data key "token").
 	Token string
 	// HTTPClient carries runtime requests; nil means a client with no proxy from the environment.
 	HTTPClient *http.Client

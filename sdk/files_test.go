@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 // filesUnderTest is Files on a fresh in-process sandboxd, and the daemon's root on disk.
@@ -244,7 +245,8 @@ func TestSandboxFilesStrategy(t *testing.T) {
 	if got := f.rt.headers.Get(HeaderSandboxPort); got != "8080" || f.rt.headers.Get(HeaderSandboxID) != "sb-7" {
 		t.Errorf("routed Files headers = %v, want sandbox sb-7 on port 8080", f.rt.headers)
 	}
-	direct := &Sandbox{c: &Client{opts: Options{RESTPort: 8081}}, sandbox: "sb-7", podIPs: []string{"198.18.0.7"}}
+	// No credentials Secret (credentials off): no Authorization header either.
+	direct := &Sandbox{c: &Client{kube: fake.NewClientBuilder().Build(), opts: Options{RESTPort: 8081}}, sandbox: "sb-7", podIPs: []string{"198.18.0.7"}}
 	if f, err = direct.Files(); err != nil || f.rt.base.String() != "http://198.18.0.7:8081" || len(f.rt.headers) != 0 {
 		t.Errorf("direct Files = %v, %v; want http://198.18.0.7:8081 without router headers", f, err)
 	}

@@ -18,6 +18,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 	"github.com/paddock-dev/paddock/test/sandboxdtest"
@@ -321,7 +325,8 @@ func TestSandboxRuntimeStrategy(t *testing.T) {
 		t.Errorf("router headers = %v, want sandbox sb-7 in team on port 8888", h)
 	}
 
-	direct := &Sandbox{c: &Client{opts: Options{RuntimePort: 9000, GRPCPort: 9001}}, namespace: "team", sandbox: "sb-7",
+	// No credentials Secret (credentials off): no Authorization header either.
+	direct := &Sandbox{c: &Client{kube: fake.NewClientBuilder().Build(), opts: Options{RuntimePort: 9000, GRPCPort: 9001}}, namespace: "team", sandbox: "sb-7",
 		podIPs: []string{"fd00::7", "198.18.0.7"}}
 	if rt, err = direct.Runtime(); err != nil || rt.base.String() != "http://[fd00::7]:9000" || rt.grpcAddr != "[fd00::7]:9001" || len(rt.headers) != 0 {
 		t.Errorf("direct Runtime = %v, %v; want http://[fd00::7]:9000 and gRPC [fd00::7]:9001 without router headers", rt, err)
@@ -377,6 +382,28 @@ func TestRuntimeExecStdin(t *testing.T) {
 	}
 	if _, err := rt.Exec(ctx, ExecOptions{Argv: []string{"true"}}); err == nil {
 		t.Error("Exec without Stdout succeeded, want an error naming ExecOptions.Stdout")
+	}
+}
+
+// TestRuntimeExecCwdAndEnv: the command starts in Cwd with Env added, and a Cwd outside the
+// sandbox root is refused by sandboxd.
+func TestRuntimeExecCwdAndEnv(t *testing.T) {
+	rt := runtimeUnderTest(t)
+	if rt.grpcAddr == "" {
+		t.Skip("PADDOCK_SANDBOXD_GRPC is not set")
+	}
+	ctx := context.Background()
+	if _, err := rt.Run(ctx, "mkdir -p work/dir"); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code, err := rt.Exec(ctx, ExecOptions{Argv: []string{"sh", "-c", `echo "$MODE $(basename "$PWD")"`}, Stdout: &stdout, Stderr: &stderr,
+		Cwd: "work/dir", Env: map[string]string{"MODE": "fast"}})
+	if err != nil || code != 0 || stdout.String() != "fast dir\n" {
+		t.Errorf("Exec with Cwd and Env: code %d, %v, stdout %q, stderr %q; want \"fast dir\\n\"", code, err, stdout.String(), stderr.String())
+	}
+	if _, err := rt.Exec(ctx, ExecOptions{Argv: []string{"pwd"}, Stdout: &stdout, Stderr: &stderr, Cwd: "../.."}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("Exec with Cwd ../..: %v, want PermissionDenied", err)
 	}
 }
 

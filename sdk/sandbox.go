@@ -21,6 +21,9 @@ type Sandbox struct {
 	mu               sync.Mutex
 	podIPs           []string
 	runtime          *Runtime
+	// token is the sandbox token from the credentials Secret, once tokenRead (credentials.go).
+	token     string
+	tokenRead bool
 }
 
 func (c *Client) newSandbox(claim *extensionsv1beta1.SandboxClaim) *Sandbox {
@@ -46,7 +49,8 @@ func (s *Sandbox) PodIPs() []string {
 
 // Runtime returns the connection to the sandbox's runtime: through the router when
 // Options.RouterURL is set, else straight to the first pod IP on Options.RuntimePort (and
-// Options.GRPCPort for Stream).
+// Options.GRPCPort for Stream) with the sandbox's token from its credentials Secret (which the
+// caller must be allowed to get) unless Options.Token is set.
 func (s *Sandbox) Runtime() (*Runtime, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -60,6 +64,11 @@ func (s *Sandbox) Runtime() (*Runtime, error) {
 		if len(s.podIPs) == 0 {
 			return nil, fmt.Errorf("sandbox %s/%s has no pod IP yet; set Options.RouterURL to go through the router", s.namespace, s.sandbox)
 		}
+		tok, err := s.directToken()
+		if err != nil {
+			return nil, err
+		}
+		e.Token = tok
 		e.URL = "http://" + net.JoinHostPort(s.podIPs[0], strconv.Itoa(s.c.opts.RuntimePort))
 		e.GRPCAddr = net.JoinHostPort(s.podIPs[0], strconv.Itoa(s.c.opts.GRPCPort))
 	}
@@ -83,6 +92,11 @@ func (s *Sandbox) Files() (*Files, error) {
 		if len(s.podIPs) == 0 {
 			return nil, fmt.Errorf("sandbox %s/%s has no pod IP yet; set Options.RouterURL to go through the router", s.namespace, s.sandbox)
 		}
+		tok, err := s.directToken()
+		if err != nil {
+			return nil, err
+		}
+		e.Token = tok
 		e.URL = "http://" + net.JoinHostPort(s.podIPs[0], strconv.Itoa(s.c.opts.RESTPort))
 	}
 	return NewFiles(e)

@@ -44,6 +44,11 @@ type ExecOptions struct {
 	TTY *TerminalSize
 	// Resize, with TTY, delivers new sizes while the command runs (the local window changed).
 	Resize <-chan TerminalSize
+	// Cwd, when set, is the working directory: a path inside the sandbox root, which sandboxd
+	// confines like a file path. Empty means the root.
+	Cwd string
+	// Env is added to the command's environment; it wins over the daemon's and the claim's.
+	Env map[string]string
 }
 
 // Exec runs a command through sandboxd's gRPC ProcessService with its input, output and
@@ -71,7 +76,10 @@ func (r *Runtime) Exec(ctx context.Context, o ExecOptions) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the stdin and resize goroutines
 	procs := processv1.NewProcessServiceClient(conn)
-	req := &processv1.StartRequest{Config: &processv1.ProcessConfig{Command: o.Argv}}
+	req := &processv1.StartRequest{Config: &processv1.ProcessConfig{Command: o.Argv, EnvVars: o.Env}}
+	if o.Cwd != "" {
+		req.Config.Cwd = &o.Cwd
+	}
 	if o.TTY != nil {
 		req.Pty = &processv1.PTY{Cols: uint32(o.TTY.Cols), Rows: uint32(o.TTY.Rows)}
 	}

@@ -14,6 +14,12 @@ const (
 	// RequireClaimEnv ("true") starts sandboxd locked: until claim settings arrive with the
 	// control token, it answers only health and control-token calls. Set on warm-pool members.
 	RequireClaimEnv = "SANDBOXD_REQUIRE_CLAIM"
+	// AllowUnauthenticatedEnv ("true") lets sandboxd serve without a sandbox token. Development
+	// only: without it, and without a token, sandboxd refuses to start.
+	AllowUnauthenticatedEnv = "SANDBOXD_ALLOW_UNAUTHENTICATED"
+	// SecretEnvPrefix starts every variable sandboxd keeps from the commands it runs: its tokens
+	// and its own configuration never reach a child's environment.
+	SecretEnvPrefix = "SANDBOXD_"
 )
 
 // RESTPort is sandboxd's REST API port (claim settings, /v1/...).

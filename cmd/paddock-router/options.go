@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/paddock-dev/paddock/internal/credentials"
@@ -43,6 +44,9 @@ type Options struct {
 	TokenReviewAudiences                         string
 	ScopedTokenSecretFile                        string
 	SandboxCache                                 bool
+	InsecureDNSRouting                           bool
+	InjectSandboxToken                           bool
+	CredentialsSecret                            string
 	SandboxNamespaces                            string
 	Kubeconfig                                   string
 	AccessLog                                    bool
@@ -52,7 +56,6 @@ type Options struct {
 	E2BAddr, E2BHTTPSAddr                        string
 	E2BDomain                                    string
 	E2BAPIKeyNamespace                           string
-	E2BCredentialsSecret                         string
 	E2BCreateTimeout                             time.Duration
 }
 
@@ -64,10 +67,11 @@ func defaultOptions() *Options {
 		ClusterDomain: "cluster.local", ProxyTimeout: 180 * time.Second, ResponseHeaderTimeout: 30 * time.Second,
 		DialTimeout: 30 * time.Second, ShutdownTimeout: 30 * time.Second, ShutdownDelay: 5 * time.Second,
 		MaxHeaderBytes: 64 << 10, Retries: 3, UpstreamIdleConnsPerHost: proxy.DefaultIdleConnsPerHost, RetryInitialDelay: 200 * time.Millisecond, RetryMaxDelay: 800 * time.Millisecond,
-		AuthzMode: router.AuthzAllowAll, TokenReviewTTL: 30 * time.Second, TokenReviewCacheSize: 2048,
-		SandboxCache: true, AccessLog: true,
-		E2BAPIKeyNamespace: "paddock-system", E2BCredentialsSecret: "paddock-system/" + credentials.KeySecretName,
-		E2BCreateTimeout: 60 * time.Second,
+		AuthzMode: router.AuthzTokenReview, TokenReviewTTL: 30 * time.Second, TokenReviewCacheSize: 2048,
+		TokenReviewRequireToken: true, TokenReviewCheckAccess: true,
+		SandboxCache: true, InjectSandboxToken: true, AccessLog: true,
+		CredentialsSecret:  ownNamespace() + "/" + credentials.KeySecretName,
+		E2BAPIKeyNamespace: e2b.DefaultAPIKeyNamespace, E2BCreateTimeout: 60 * time.Second,
 	}
 	if v := os.Getenv("CLUSTER_DOMAIN"); v != "" {
 		o.ClusterDomain = v
@@ -76,6 +80,19 @@ func defaultOptions() *Options {
 		o.ProxyTimeout = time.Duration(s * float64(time.Second))
 	}
 	return o
+}
+
+// ownNamespace is the namespace the router runs in: POD_NAMESPACE, else the service account's,
+// else paddock-system (where the bundles install it). The controller keeps the credentials key
+// in its own namespace, which the bundles make the same.
+func ownNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b))
+	}
+	return "paddock-system"
 }
 
 // tracingFlag is named by parse, which turns tracing on from the environment when the flag is
@@ -105,14 +122,17 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"Idle keep-alive connections kept to each sandbox; more concurrent requests to one sandbox than this open and close a connection each (paddock).")
 	fs.DurationVar(&o.RetryInitialDelay, "upstream-retry-initial-delay", o.RetryInitialDelay, "First retry delay; doubles each retry.")
 	fs.DurationVar(&o.RetryMaxDelay, "upstream-retry-max-delay", o.RetryMaxDelay, "Longest retry delay.")
-	fs.StringVar(&o.AuthzMode, "authz-mode", o.AuthzMode, "allow-all (development), tokenreview or scoped-token.")
+	fs.StringVar(&o.AuthzMode, "authz-mode", o.AuthzMode, "tokenreview (Kubernetes tokens, checked per sandbox), scoped-token, or allow-all (no authentication at all; local development only).")
 	fs.DurationVar(&o.TokenReviewTTL, "authz-tokenreview-ttl", o.TokenReviewTTL, "How long a TokenReview or SubjectAccessReview result is cached.")
 	fs.IntVar(&o.TokenReviewCacheSize, "authz-tokenreview-cache-size", o.TokenReviewCacheSize, "Entries in the review cache.")
-	fs.BoolVar(&o.TokenReviewRequireToken, "authz-tokenreview-require-token", o.TokenReviewRequireToken, "Refuse requests without a Bearer token.")
-	fs.BoolVar(&o.TokenReviewCheckAccess, "authz-tokenreview-check-access", o.TokenReviewCheckAccess, "Also require create on sandboxes/proxy for the named sandbox via SubjectAccessReview; implies require-token (paddock).")
+	fs.BoolVar(&o.TokenReviewRequireToken, "authz-tokenreview-require-token", o.TokenReviewRequireToken, "Refuse requests without a Bearer token; always true in tokenreview mode (false is refused: use --authz-mode=allow-all for development).")
+	fs.BoolVar(&o.TokenReviewCheckAccess, "authz-tokenreview-check-access", o.TokenReviewCheckAccess, "Also require create on sandboxes/proxy for the named sandbox via SubjectAccessReview; false lets any authenticated identity reach every sandbox (paddock).")
 	fs.StringVar(&o.TokenReviewAudiences, "authz-tokenreview-audiences", o.TokenReviewAudiences, "Comma-separated audiences the token must carry.")
 	fs.StringVar(&o.ScopedTokenSecretFile, "authz-scoped-token-secret-file", o.ScopedTokenSecretFile, "Key file for scoped tokens: one key of at least 32 bytes per line, the first signs.")
-	fs.BoolVar(&o.SandboxCache, "sandbox-cache", o.SandboxCache, "Resolve sandboxes from a Sandbox informer (paddock); false dials <name>.<namespace>.svc.<cluster-domain>.")
+	fs.BoolVar(&o.SandboxCache, "sandbox-cache", o.SandboxCache, "Resolve sandboxes from a Sandbox informer, which limits the router to Ready, claimed Sandboxes and their declared ports (paddock); false dials <name>.<namespace>.svc.<cluster-domain> and needs --insecure-dns-routing.")
+	fs.BoolVar(&o.InsecureDNSRouting, "insecure-dns-routing", o.InsecureDNSRouting, "Allow --sandbox-cache=false: route by DNS name to any Service on any port, as upstream does, without checking the Sandbox (paddock).")
+	fs.BoolVar(&o.InjectSandboxToken, "inject-sandbox-token", o.InjectSandboxToken, "Replace the client's Authorization with \"Bearer <sandbox token>\" derived from --credentials-secret, so a sandboxd that requires its token answers (paddock).")
+	fs.StringVar(&o.CredentialsSecret, "credentials-secret", o.CredentialsSecret, "namespace/name of the credentials key Secret the controller creates; the router watches it (paddock).")
 	fs.BoolVar(&o.SandboxCache, "cache-enabled", o.SandboxCache, "Alias of --sandbox-cache, for upstream deployment arguments.")
 	fs.StringVar(&o.SandboxNamespaces, "sandbox-namespaces", o.SandboxNamespaces, "Comma-separated namespaces to watch; empty watches all (paddock).")
 	fs.StringVar(&o.SandboxNamespaces, "cache-namespace", o.SandboxNamespaces, "Alias of --sandbox-namespaces, for upstream deployment arguments.")
@@ -126,7 +146,6 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.E2BHTTPSAddr, "e2b-https-bind-address", o.E2BHTTPSAddr, "E2B-compatible API and data plane over HTTPS, with --tls-cert-file and --tls-key-file (paddock).")
 	fs.StringVar(&o.E2BDomain, "e2b-domain", o.E2BDomain, "Domain of E2B sandbox hosts {port}-{id}.<domain>, returned to the SDK as the sandbox's domain (paddock).")
 	fs.StringVar(&o.E2BAPIKeyNamespace, "e2b-api-key-namespace", o.E2BAPIKeyNamespace, "Namespace of the E2B API-key Secrets (label "+e2b.APIKeyNamespaceLabel+"=<namespace the key may use>) (paddock).")
-	fs.StringVar(&o.E2BCredentialsSecret, "e2b-credentials-secret", o.E2BCredentialsSecret, "namespace/name of the credentials key Secret the sandbox tokens derive from (paddock).")
 	fs.DurationVar(&o.E2BCreateTimeout, "e2b-create-timeout", o.E2BCreateTimeout, "Bound on an E2B create or connect waiting for the sandbox's daemon (paddock).")
 }
 
@@ -181,7 +200,11 @@ func (o *Options) Validate() error {
 		bad("--authz-tokenreview-cache-size=%d must be positive", o.TokenReviewCacheSize)
 	}
 	switch o.AuthzMode {
-	case router.AuthzAllowAll, router.AuthzTokenReview:
+	case router.AuthzAllowAll:
+	case router.AuthzTokenReview:
+		if !o.TokenReviewRequireToken {
+			bad("--authz-tokenreview-require-token=false is refused: tokenreview always authenticates; for an open router use --authz-mode=allow-all (development only)")
+		}
 	case router.AuthzScopedToken:
 		if o.ScopedTokenSecretFile == "" {
 			bad("--authz-mode=scoped-token needs --authz-scoped-token-secret-file")
@@ -189,15 +212,23 @@ func (o *Options) Validate() error {
 	default:
 		bad("--authz-mode=%q is not one of allow-all, tokenreview, scoped-token", o.AuthzMode)
 	}
-	if o.E2BAddr != "" || o.E2BHTTPSAddr != "" {
+	if !o.SandboxCache && !o.InsecureDNSRouting {
+		bad("--sandbox-cache=false routes to any <name>.<namespace>.svc name on any port; keep the cache or add --insecure-dns-routing")
+	}
+	if o.InjectSandboxToken && !o.SandboxCache {
+		bad("--inject-sandbox-token needs --sandbox-cache=true (the token derives from the Sandbox's UID); set --inject-sandbox-token=false")
+	}
+	if o.InjectSandboxToken || o.e2bOn() {
+		if _, err := o.credentialsSecret(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if o.e2bOn() {
 		if o.E2BHTTPSAddr != "" && (o.TLSCertFile == "" || o.TLSKeyFile == "") {
 			bad("--e2b-https-bind-address needs --tls-cert-file and --tls-key-file")
 		}
 		if o.E2BAPIKeyNamespace == "" {
 			bad("--e2b-api-key-namespace is empty; name the namespace of the API-key Secrets")
-		}
-		if ns, name, ok := strings.Cut(o.E2BCredentialsSecret, "/"); !ok || ns == "" || name == "" {
-			bad("--e2b-credentials-secret=%q must be namespace/name, e.g. paddock-system/%s", o.E2BCredentialsSecret, credentials.KeySecretName)
 		}
 		if o.E2BCreateTimeout <= 0 {
 			bad("--e2b-create-timeout=%s must be positive", o.E2BCreateTimeout)
@@ -206,9 +237,20 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
+func (o *Options) credentialsSecret() (types.NamespacedName, error) {
+	ns, name, ok := strings.Cut(o.CredentialsSecret, "/")
+	if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return types.NamespacedName{}, fmt.Errorf("--credentials-secret=%q is not namespace/name; the usual value is paddock-system/%s", o.CredentialsSecret, credentials.KeySecretName)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
+}
+
+// e2bOn reports whether a listener of the E2B front door is configured.
+func (o *Options) e2bOn() bool { return o.E2BAddr != "" || o.E2BHTTPSAddr != "" }
+
 // NeedsKube reports whether the options need an API server connection.
 func (o *Options) NeedsKube() bool {
-	return o.SandboxCache || o.AuthzMode == router.AuthzTokenReview || o.E2BAddr != "" || o.E2BHTTPSAddr != ""
+	return o.SandboxCache || o.InjectSandboxToken || o.AuthzMode == router.AuthzTokenReview || o.e2bOn()
 }
 
 // Config turns validated options into the router's configuration.
@@ -221,11 +263,10 @@ func (o *Options) Config() router.Config {
 		retryMax = 800 * time.Millisecond
 	}
 	var e2bConfig *router.E2BConfig
-	if o.E2BAddr != "" || o.E2BHTTPSAddr != "" {
-		ns, name, _ := strings.Cut(o.E2BCredentialsSecret, "/")
-		e2bConfig = &router.E2BConfig{Domain: o.E2BDomain, KeysNamespace: o.E2BAPIKeyNamespace,
-			CredentialsSecret: types.NamespacedName{Namespace: ns, Name: name}, CreateTimeout: o.E2BCreateTimeout}
+	if o.e2bOn() {
+		e2bConfig = &router.E2BConfig{Domain: o.E2BDomain, KeysNamespace: o.E2BAPIKeyNamespace, CreateTimeout: o.E2BCreateTimeout}
 	}
+	secret, _ := o.credentialsSecret()
 	return router.Config{
 		E2B: e2bConfig,
 		Server: server.Options{HTTPAddr: o.HTTPAddr, HTTPSAddr: o.HTTPSAddr, MetricsAddr: o.MetricsAddr,
@@ -234,9 +275,10 @@ func (o *Options) Config() router.Config {
 			MaxHeaderBytes: o.MaxHeaderBytes, ShutdownDelay: o.ShutdownDelay, ShutdownTimeout: o.ShutdownTimeout},
 		TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSKeyFile, TLSClientCAFile: o.TLSClientCAFile, MTLSMode: o.MTLSMode,
 		SandboxCache: o.SandboxCache, SandboxNamespaces: splitCSV(o.SandboxNamespaces), ClusterDomain: o.ClusterDomain,
-		AuthzMode: o.AuthzMode,
-		TokenReview: authz.TokenReviewOptions{Audiences: splitCSV(o.TokenReviewAudiences), RequireToken: o.TokenReviewRequireToken,
-			CheckAccess: o.TokenReviewCheckAccess, TTL: o.TokenReviewTTL, CacheSize: o.TokenReviewCacheSize},
+		AuthzMode:          o.AuthzMode,
+		InsecureDNSRouting: o.InsecureDNSRouting, InjectSandboxToken: o.InjectSandboxToken, CredentialsSecret: secret,
+		TokenReview: authz.TokenReviewOptions{Audiences: splitCSV(o.TokenReviewAudiences),
+			SkipAccessCheck: !o.TokenReviewCheckAccess, TTL: o.TokenReviewTTL, CacheSize: o.TokenReviewCacheSize},
 		ScopedTokenKeys: o.ScopedTokenSecretFile, ProxyTimeout: o.ProxyTimeout, DialTimeout: o.DialTimeout,
 		ResponseTimeout: o.ResponseHeaderTimeout, MaxRequestBody: o.MaxRequestBodyBytes, UpstreamIdleConnsPerHost: o.UpstreamIdleConnsPerHost,
 		Retry:     proxy.RetryPolicy{Max: o.Retries, InitialDelay: retryInitial, MaxDelay: retryMax},

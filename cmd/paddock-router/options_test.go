@@ -32,6 +32,12 @@ func TestParseValidation(t *testing.T) {
 		{name: "unknown mode", args: []string{"--authz-mode=open"}, wantErr: `--authz-mode="open"`},
 		{name: "the loopback escape hatch is no flag", args: []string{"--allow-loopback-pod-ip"}, wantErr: "flag provided but not defined"},
 		{name: "positional", args: []string{"extra"}, wantErr: "unexpected arguments"},
+		{name: "tokenreview without a token", args: []string{"--authz-tokenreview-require-token=false"}, wantErr: "tokenreview always authenticates"},
+		{name: "dns routing needs the opt-in", args: []string{"--sandbox-cache=false", "--inject-sandbox-token=false"}, wantErr: "add --insecure-dns-routing"},
+		{name: "dns routing opted in", args: []string{"--sandbox-cache=false", "--insecure-dns-routing", "--inject-sandbox-token=false"}},
+		{name: "token injection needs the cache", args: []string{"--sandbox-cache=false", "--insecure-dns-routing"}, wantErr: "--inject-sandbox-token needs --sandbox-cache=true"},
+		{name: "bad credentials secret", args: []string{"--credentials-secret=just-a-name"}, wantErr: `--credentials-secret="just-a-name" is not namespace/name`},
+		{name: "allow-all is an explicit opt-in", args: []string{"--authz-mode=allow-all"}},
 		{name: "no idle upstream connections", args: []string{"--upstream-max-idle-conns-per-host=0"}, wantErr: "--upstream-max-idle-conns-per-host=0 must be at least 1"},
 	}
 	for _, tc := range cases {
@@ -118,6 +124,22 @@ func TestManifestArgs(t *testing.T) {
 	// The components patch argument 9 in place; it must stay the authorization mode.
 	if !strings.HasPrefix(args[9], "--authz-mode=") {
 		t.Errorf("argument 9 is %q; components/*/kustomization.yaml replace it as --authz-mode", args[9])
+	}
+}
+
+// TestDefaultsFailClosed pins the secure defaults: authenticated and authorized per sandbox,
+// resolved through the Sandbox cache, with the sandbox's own token sent upstream.
+func TestDefaultsFailClosed(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "paddock-system")
+	o, err := parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := o.Config()
+	got := []any{cfg.AuthzMode, !cfg.TokenReview.SkipAccessCheck, cfg.SandboxCache, cfg.InsecureDNSRouting, cfg.InjectSandboxToken, cfg.CredentialsSecret.String()}
+	want := []any{"tokenreview", true, true, false, true, "paddock-system/paddock-credentials-key"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
 }
 

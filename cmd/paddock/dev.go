@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,7 @@ type devOptions struct {
 	KWOKMaxPods     int
 	InstallPackages bool
 	InstallPaddock  bool
+	RouterAuthz     string
 }
 
 func (o *devOptions) AddFlags(fs *pflag.FlagSet) {
@@ -32,6 +34,19 @@ func (o *devOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.KWOKMaxPods, "kwok-max-pods", devcluster.DefaultKWOKMaxPods, "Pods each KWOK fake node holds; raise it to hold thousands of Sandboxes on a few fake nodes")
 	fs.BoolVar(&o.InstallPackages, "install-packages", true, "install missing Debian packages with apt-get")
 	fs.BoolVar(&o.InstallPaddock, "install-paddock", true, "build Paddock's images from the source tree and install the controller (core and extensions) into the cluster")
+	fs.StringVar(&o.RouterAuthz, "router-authz", devcluster.RouterAuthzTokenReview, "the router's --authz-mode: tokenreview (callers send a Kubernetes token with access to the sandbox) or allow-all (no authentication; anyone who reaches the router reaches every sandbox)")
+}
+
+// validateRouterAuthz refuses an unknown --router-authz and warns about allow-all.
+func (o *devOptions) validateRouterAuthz(out io.Writer) error {
+	switch o.RouterAuthz {
+	case devcluster.RouterAuthzTokenReview:
+		return nil
+	case devcluster.RouterAuthzAllowAll:
+		fmt.Fprintln(out, "WARNING: --router-authz=allow-all: the router serves every request without authentication; anyone who reaches it reaches every claimed sandbox. Local development only.")
+		return nil
+	}
+	return fmt.Errorf("--router-authz=%q is not one of %s, %s", o.RouterAuthz, devcluster.RouterAuthzTokenReview, devcluster.RouterAuthzAllowAll)
 }
 
 // Config validates the flags and turns them into the cluster configuration.
@@ -88,7 +103,11 @@ func newDevCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return devcluster.Up(cmd.Context(), cfg, devcluster.UpOptions{InstallPackages: o.InstallPackages, InstallPaddock: o.InstallPaddock, Out: cmd.OutOrStdout()})
+			if err := o.validateRouterAuthz(cmd.ErrOrStderr()); err != nil {
+				return err
+			}
+			return devcluster.Up(cmd.Context(), cfg, devcluster.UpOptions{InstallPackages: o.InstallPackages, InstallPaddock: o.InstallPaddock,
+				RouterAuthz: o.RouterAuthz, Out: cmd.OutOrStdout()})
 		},
 	}
 	o.AddFlags(up.Flags())

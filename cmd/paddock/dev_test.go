@@ -37,6 +37,7 @@ func TestDevFlagsValidation(t *testing.T) {
 		{[]string{"dev", "up", "--kwok-nodes=-3", "--source-dir=/src"}, "--kwok-nodes -3 is out of range"},
 		{[]string{"dev", "status", "--state-dir=/"}, "--state-dir must not be /"},
 		{[]string{"dev", "up", "extra"}, `unknown command "extra"`},
+		{[]string{"dev", "up", "--router-authz=open", "--source-dir=/src"}, `--router-authz="open" is not one of tokenreview, allow-all`},
 	}
 	for _, tc := range cases {
 		cmd := newRootCommand()

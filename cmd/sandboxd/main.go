@@ -16,8 +16,10 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 
+	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 )
 
@@ -51,6 +53,19 @@ func run(args []string) int {
 	if err := opts.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "sandboxd: invalid options:\n%v\n", err)
 		return 2
+	}
+	if err := protectSecrets(); err != nil {
+		klog.ErrorS(err, "cannot keep the tokens from the commands sandboxd runs")
+		return 1
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "token" {
+			klog.InfoS("WARNING: --token on the command line is readable by every process of the sandbox in /proc/<pid>/cmdline; pass the token in env " + sandboxd.TokenEnv)
+		}
+	})
+	// Serving without a token is warned about by the daemon itself when it starts serving.
+	if opts.Token != "" && opts.AllowUnauthenticated {
+		klog.InfoS("--allow-unauthenticated is ignored: a sandbox token is configured, so every call must carry it")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -104,12 +119,28 @@ func listen(opts Options) (server.Listeners, error) {
 	return ls, nil
 }
 
-// childEnviron is the environment commands inherit: sandboxd's own, minus its bearer token, which
-// must not be readable by the code the token protects the sandbox from.
+// protectSecrets keeps the tokens, already read into the options, from the commands sandboxd
+// runs as its own user: it removes them from its environment and marks the process not dumpable,
+// which makes /proc/<sandboxd>/environ, mem, fd, maps and ptrace root-only (the kernel still
+// shows the environment sandboxd started with there, so removing it is not enough).
+func protectSecrets() error {
+	for _, name := range []string{sandboxd.TokenEnv, sandboxd.ControlTokenEnv} {
+		if err := os.Unsetenv(name); err != nil {
+			return fmt.Errorf("unsetting %s: %w", name, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE, 0): %w", err)
+	}
+	return nil
+}
+
+// childEnviron is the environment commands inherit: sandboxd's own without any SANDBOXD_*
+// variable, so neither a token nor sandboxd's configuration (a token file's path) reaches them.
 func childEnviron(environ []string) []string {
 	out := make([]string, 0, len(environ))
 	for _, kv := range environ {
-		if !strings.HasPrefix(kv, "SANDBOXD_TOKEN=") {
+		if !strings.HasPrefix(kv, sandboxd.SecretEnvPrefix) {
 			out = append(out, kv)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 )
 
@@ -22,7 +23,10 @@ type Options struct {
 	RootDir               string
 	Token                 string
 	TokenFile             string
-	ClaimTokenFile        string
+	AllowUnauthenticated  bool
+	ControlTokenFile      string
+	RequireClaim          bool
+	MaxProcesses          int
 	MetadataEnvPrefix     string
 	ShutdownTimeout       time.Duration
 	HTTPIdleTimeout       time.Duration
@@ -32,7 +36,7 @@ type Options struct {
 	LegacyExecTimeout     time.Duration
 	Version               bool
 
-	claimToken string // read from ClaimTokenFile by Validate
+	controlToken string // from env SANDBOXD_CONTROL_TOKEN, or read from ControlTokenFile by Validate
 }
 
 // env looks up an environment variable, like os.LookupEnv.
@@ -62,6 +66,13 @@ func (o *Options) AddFlags(fs *flag.FlagSet, lookup env) {
 		}
 		fs.Int64Var(p, name, def, fmt.Sprintf("%s (env %s)", usage, envName))
 	}
+	boolean := func(p *bool, name, envName, usage string) {
+		def := false
+		if v, ok := lookup(envName); ok {
+			def, _ = strconv.ParseBool(v)
+		}
+		fs.BoolVar(p, name, def, fmt.Sprintf("%s (env %s)", usage, envName))
+	}
 	dur := func(p *time.Duration, name, envName string, def time.Duration, usage string) {
 		if v, ok := lookup(envName); ok {
 			if d, err := time.ParseDuration(v); err == nil {
@@ -75,15 +86,21 @@ func (o *Options) AddFlags(fs *flag.FlagSet, lookup env) {
 	num(&o.RESTPort, "rest-port", "SANDBOXD_REST_PORT", 8080, "port of the REST filesystem and runtime API /v1/... (1-65535)")
 	num(&o.LegacyPort, "legacy-port", "SANDBOXD_LEGACY_PORT", 8888, "port of the legacy Python-runtime API (/execute, /upload, ...); 0 turns it off")
 	str(&o.RootDir, "root-dir", "SANDBOXD_ROOT_DIR", "/workspace", "sandbox root: created if missing; every client path is confined to it and commands start in it")
-	str(&o.Token, "token", "SANDBOXD_TOKEN", "", "bearer token every API call except health must carry (Authorization: Bearer <token>); empty means no authentication")
-	str(&o.TokenFile, "token-file", "SANDBOXD_TOKEN_FILE", "", "file holding the bearer token, for a mounted Secret; used when --token is empty")
-	str(&o.ClaimTokenFile, "claim-token-file", "SANDBOXD_CLAIM_TOKEN_FILE", "", "file holding the token that authorizes PUT /v1/claim-settings (per-claim env and files); empty disables that endpoint")
+	str(&o.Token, "token", sandboxd.TokenEnv, "", "sandbox token every API call except health must carry (Authorization: Bearer <token>, gRPC metadata authorization, or X-Access-Token); prefer the environment variable: a flag is readable by every process in /proc/<pid>/cmdline")
+	str(&o.TokenFile, "token-file", "SANDBOXD_TOKEN_FILE", "", "file holding the sandbox token, used when --token is empty; the sandbox's commands must not be able to read it (they run as sandboxd's user), so prefer the environment variable")
+	boolean(&o.AllowUnauthenticated, "allow-unauthenticated", sandboxd.AllowUnauthenticatedEnv, "serve without a sandbox token: anyone who reaches sandboxd's ports can run commands (development only; without it sandboxd refuses to start with no token)")
+	if v, ok := lookup(sandboxd.ControlTokenEnv); ok {
+		o.controlToken = strings.TrimSpace(v)
+	}
+	str(&o.ControlTokenFile, "control-token-file", "SANDBOXD_CONTROL_TOKEN_FILE", "", "file holding the controller's control token (which authorizes PUT /v1/claim-settings and calls to a locked sandbox), used when env "+sandboxd.ControlTokenEnv+" is empty; without either, claim settings are disabled")
+	boolean(&o.RequireClaim, "require-claim", sandboxd.RequireClaimEnv, "start locked: answer only health and control-token calls until claim settings arrive (set on warm-pool members)")
+	num(&o.MaxProcesses, "max-processes", "SANDBOXD_MAX_PROCESSES", 256, "most commands running at once (429 / RESOURCE_EXHAUSTED beyond it; their descendants are bounded by the pod's PID limit); 0 means no limit")
 	str(&o.MetadataEnvPrefix, "metadata-env-prefix", "SANDBOXD_METADATA_ENV_PREFIX", "SANDBOX_", "prefix of the environment variables GET /v1/metadata shows (names that look secret are withheld)")
 	dur(&o.ShutdownTimeout, "shutdown-timeout", "SANDBOXD_SHUTDOWN_TIMEOUT", 10*time.Second, "bound on graceful shutdown after SIGTERM")
 	dur(&o.HTTPIdleTimeout, "http-idle-timeout", "SANDBOXD_HTTP_IDLE_TIMEOUT", 60*time.Second, "keep-alive idle timeout of the HTTP servers")
 	num(&o.StreamChunkSize, "stream-chunk-size", "SANDBOXD_STREAM_CHUNK_SIZE", 0, "largest stdout/stderr chunk of a Start stream in bytes; 0 means 4096")
-	num64(&o.MaxUploadBytes, "max-upload-bytes", "SANDBOXD_MAX_UPLOAD_BYTES", 0, "largest accepted upload in bytes (413 beyond it, the old file is kept); 0 means no limit")
-	num(&o.MaxExecuteOutputBytes, "max-execute-output-bytes", "SANDBOXD_MAX_EXECUTE_OUTPUT_BYTES", 64<<20, "largest stdout or stderr that Execute and legacy /execute buffer; beyond it the process is killed and the call fails; 0 means no limit")
+	num64(&o.MaxUploadBytes, "max-upload-bytes", "SANDBOXD_MAX_UPLOAD_BYTES", 256<<20, "largest accepted upload in bytes (413 beyond it, the old file is kept); 0 means no limit")
+	num(&o.MaxExecuteOutputBytes, "max-execute-output-bytes", "SANDBOXD_MAX_EXECUTE_OUTPUT_BYTES", 8<<20, "largest stdout or stderr that Execute and legacy /execute buffer; beyond it the process is killed and the call fails (stream larger output with Start); 0 means no limit")
 	legacy := 300 * time.Second
 	if v, ok := lookup("SANDBOX_EXEC_TIMEOUT_SECONDS"); ok {
 		if n, err := strconv.Atoi(v); err == nil {
@@ -111,7 +128,7 @@ func (o *Options) Validate() error {
 	if o.RootDir == "" {
 		errs = append(errs, errors.New("--root-dir is empty; pass the sandbox root, e.g. /workspace (sandboxd never defaults to /)"))
 	}
-	for name, v := range map[string]int64{"stream-chunk-size": int64(o.StreamChunkSize), "max-upload-bytes": o.MaxUploadBytes, "max-execute-output-bytes": int64(o.MaxExecuteOutputBytes)} {
+	for name, v := range map[string]int64{"stream-chunk-size": int64(o.StreamChunkSize), "max-upload-bytes": o.MaxUploadBytes, "max-execute-output-bytes": int64(o.MaxExecuteOutputBytes), "max-processes": int64(o.MaxProcesses)} {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("--%s=%d must not be negative", name, v))
 		}
@@ -124,10 +141,17 @@ func (o *Options) Validate() error {
 		errs = append(errs, err)
 		o.Token = tok
 	}
-	if o.ClaimTokenFile != "" {
-		tok, err := readToken("--claim-token-file", o.ClaimTokenFile)
+	if o.controlToken == "" && o.ControlTokenFile != "" {
+		tok, err := readToken("--control-token-file", o.ControlTokenFile)
 		errs = append(errs, err)
-		o.claimToken = tok
+		o.controlToken = tok
+	}
+	if o.Token == "" && !o.AllowUnauthenticated {
+		errs = append(errs, fmt.Errorf("no sandbox token: set env %s (the controller does, from Secret <sandbox>-credentials) or --token-file; "+
+			"or pass --allow-unauthenticated (env %s=true) to serve without authentication, for development only", sandboxd.TokenEnv, sandboxd.AllowUnauthenticatedEnv))
+	}
+	if o.RequireClaim && o.controlToken == "" {
+		errs = append(errs, fmt.Errorf("--require-claim (env %s) needs the control token that unlocks the sandbox: set env %s or --control-token-file", sandboxd.RequireClaimEnv, sandboxd.ControlTokenEnv))
 	}
 	return errors.Join(errs...)
 }
@@ -149,7 +173,10 @@ func (o *Options) Config(environ []string) server.Config {
 	return server.Config{
 		RootDir:               o.RootDir,
 		Token:                 o.Token,
-		ClaimToken:            o.claimToken,
+		AllowUnauthenticated:  o.AllowUnauthenticated,
+		ControlToken:          o.controlToken,
+		RequireClaim:          o.RequireClaim,
+		MaxProcesses:          o.MaxProcesses,
 		MetadataEnvPrefix:     o.MetadataEnvPrefix,
 		Environ:               environ,
 		StreamChunkSize:       o.StreamChunkSize,

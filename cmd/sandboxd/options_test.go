@@ -25,12 +25,26 @@ func parse(t *testing.T, environ map[string]string, args ...string) (*Options, e
 }
 
 func TestDefaultsMatchTheReferenceDaemon(t *testing.T) {
-	o, err := parse(t, nil)
+	o, err := parse(t, map[string]string{"SANDBOXD_TOKEN": "tok"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := []any{o.ListenHost, o.GRPCPort, o.RESTPort, o.LegacyPort, o.RootDir, o.MetadataEnvPrefix, o.ShutdownTimeout, o.HTTPIdleTimeout, o.LegacyExecTimeout}
 	want := []any{"0.0.0.0", 9090, 8080, 8888, "/workspace", "SANDBOX_", 10 * time.Second, 60 * time.Second, 300 * time.Second}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+}
+
+// TestSafeDefaults: the limits that keep one caller from exhausting the sandbox are on unless
+// turned off, and nothing is served unauthenticated without the opt-in.
+func TestSafeDefaults(t *testing.T) {
+	o, err := parse(t, map[string]string{"SANDBOXD_TOKEN": "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{o.MaxUploadBytes, o.MaxExecuteOutputBytes, o.MaxProcesses, o.AllowUnauthenticated, o.RequireClaim}
+	want := []any{int64(256 << 20), 8 << 20, 256, false, false}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
@@ -47,13 +61,17 @@ func TestEnvironmentAndFlags(t *testing.T) {
 		"SANDBOXD_TOKEN_FILE":          tokenFile,
 		"SANDBOX_EXEC_TIMEOUT_SECONDS": "7",
 		"SANDBOXD_MAX_UPLOAD_BYTES":    "1048576",
+		"SANDBOXD_CONTROL_TOKEN":       "control",
+		"SANDBOXD_REQUIRE_CLAIM":       "true",
+		"SANDBOXD_MAX_PROCESSES":       "3",
 	}
 	o, err := parse(t, env, "--root-dir=/from-flag")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []any{o.RESTPort, o.RootDir, o.Token, o.LegacyExecTimeout, o.MaxUploadBytes}
-	want := []any{7000, "/from-flag", "tok", 7 * time.Second, int64(1 << 20)}
+	cfg := o.Config(nil)
+	got := []any{o.RESTPort, o.RootDir, cfg.Token, o.LegacyExecTimeout, o.MaxUploadBytes, cfg.ControlToken, cfg.RequireClaim, cfg.MaxProcesses}
+	want := []any{7000, "/from-flag", "tok", 7 * time.Second, int64(1 << 20), "control", true, 3}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
 	}
@@ -76,15 +94,22 @@ func TestValidate(t *testing.T) {
 		{[]string{"--max-upload-bytes=-1"}, "--max-upload-bytes=-1 must not be negative"},
 		{[]string{"--legacy-exec-timeout=0s"}, "--legacy-exec-timeout=0s must be positive"},
 		{[]string{"--token-file=/no/such/file"}, "--token-file: open /no/such/file"},
-		{[]string{"--claim-token-file=" + empty}, "is empty; write the token into it"},
+		{[]string{"--control-token-file=" + empty}, "is empty; write the token into it"},
+		{[]string{"--max-processes=-1"}, "--max-processes=-1 must not be negative"},
+		{nil, "no sandbox token: set env SANDBOXD_TOKEN"},
+		{nil, "or pass --allow-unauthenticated (env SANDBOXD_ALLOW_UNAUTHENTICATED=true)"},
+		{[]string{"--token=t", "--require-claim"}, "--require-claim (env SANDBOXD_REQUIRE_CLAIM) needs the control token"},
 	}
 	for _, tc := range cases {
 		if _, err := parse(t, nil, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want it to contain %q", tc.args, err, tc.want)
 		}
 	}
-	if _, err := parse(t, nil, "--legacy-port=0"); err != nil {
+	if _, err := parse(t, nil, "--legacy-port=0", "--allow-unauthenticated"); err != nil {
 		t.Errorf("--legacy-port=0 (off) refused: %v", err)
+	}
+	if _, err := parse(t, map[string]string{"SANDBOXD_ALLOW_UNAUTHENTICATED": "true"}); err != nil {
+		t.Errorf("the opt-in through the environment refused: %v", err)
 	}
 }
 
@@ -95,6 +120,7 @@ func TestRunExitCodes(t *testing.T) {
 	}{
 		{[]string{"--version"}, 0},
 		{[]string{"--grpc-port=0"}, 2},
+		{nil, 2}, // no token and no opt-in
 		{[]string{"--no-such-flag"}, 2},
 	} {
 		if got := run(tc.args); got != tc.want {
@@ -103,9 +129,9 @@ func TestRunExitCodes(t *testing.T) {
 	}
 }
 
-func TestChildEnvironDropsTheToken(t *testing.T) {
-	got := childEnviron([]string{"A=1", "SANDBOXD_TOKEN=secret", "SANDBOXD_TOKEN_FILE=/f"})
-	if diff := cmp.Diff([]string{"A=1", "SANDBOXD_TOKEN_FILE=/f"}, got); diff != "" {
+func TestChildEnvironDropsSandboxdVariables(t *testing.T) {
+	got := childEnviron([]string{"A=1", "SANDBOXD_TOKEN=secret", "SANDBOXD_CONTROL_TOKEN=c", "SANDBOXD_TOKEN_FILE=/f", "SANDBOX_NAME=n"})
+	if diff := cmp.Diff([]string{"A=1", "SANDBOX_NAME=n"}, got); diff != "" {
 		t.Errorf("childEnviron (-want +got):\n%s", diff)
 	}
 }

@@ -13,13 +13,20 @@ import (
 	"sync/atomic"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/paddock-dev/paddock/internal/credentials"
+	"github.com/paddock-dev/paddock/internal/router/authz"
 	"github.com/paddock-dev/paddock/sdk"
 )
 
@@ -113,11 +120,15 @@ func (r *Runner) runtime(ctx context.Context, ns string, s Scenario) (Result, er
 	if err != nil {
 		return Result{}, err
 	}
+	token, err := r.sandboxToken(ctx, ns)
+	if err != nil {
+		return Result{}, err
+	}
 	m := &Runtime{Sandbox: runtimeSandbox, PodIP: ip}
 	hc := runtimeHTTPClient(max(s.Concurrency, 1))
 	direct := runtimeEndpoints{
 		health: "http://" + net.JoinHostPort(ip, strconv.Itoa(rt.RESTPort)) + "/v1/health",
-		exec:   sdk.Endpoint{URL: "http://" + net.JoinHostPort(ip, strconv.Itoa(rt.LegacyPort)), HTTPClient: hc},
+		exec:   sdk.Endpoint{URL: "http://" + net.JoinHostPort(ip, strconv.Itoa(rt.LegacyPort)), HTTPClient: hc, Token: token},
 	}
 	if err := waitAnswers(ctx, hc, direct.health, nil, s.Timeout); err != nil {
 		return Result{}, fmt.Errorf("sandboxd in Sandbox %s/%s does not answer at %s: the harness reaches sandboxes by Pod IP, so run it on a node of the cluster (make bench does), or leave the runtime scenario out with --runtime=0: %w",
@@ -152,10 +163,29 @@ func (r *Runner) runtime(ctx context.Context, ns string, s Scenario) (Result, er
 	return Result{Name: s.Name(), Kind: s.Kind, Count: s.Count, Writes: Writes{}, Runtime: m}, nil
 }
 
+// sandboxToken reads the scenario Sandbox's token from its credentials Secret, which calls by
+// Pod IP present as a client would; none when the controller runs without per-Sandbox
+// credentials (no Secret).
+func (r *Runner) sandboxToken(ctx context.Context, ns string) (string, error) {
+	secret := &corev1.Secret{}
+	name := credentials.SandboxSecretName(runtimeSandbox)
+	err := r.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("reading the token of Sandbox %s/%s from Secret %s (the harness needs get on secrets in its namespace): %w", ns, runtimeSandbox, name, err)
+	}
+	return string(secret.Data[credentials.TokenDataKey]), nil
+}
+
 // startRuntimeSandbox creates the scenario's Sandbox on a real node and returns its Pod IP once
 // it is Ready.
 func (r *Runner) startRuntimeSandbox(ctx context.Context, ns string, timeout time.Duration) (string, error) {
 	sb := newSandbox(ns, runtimeSandbox, r.runtimeTarget.Image, false)
+	// The router reaches only declared ports.
+	sb.Spec.PodTemplate.Spec.Containers[0].Ports = []corev1.ContainerPort{
+		{Name: "rest", ContainerPort: int32(r.runtimeTarget.RESTPort)}, {Name: "legacy", ContainerPort: int32(r.runtimeTarget.LegacyPort)}}
 	if err := r.c.Create(ctx, sb); err != nil {
 		return "", fmt.Errorf("creating Sandbox %s/%s: %w", ns, runtimeSandbox, err)
 	}
@@ -186,19 +216,46 @@ func (r *Runner) routerEndpoints(ctx context.Context, ns string, hc *http.Client
 		return nil, fmt.Errorf("measuring no router: %w (install dist/paddock-router.yaml, or set --router-namespace and --router-selector; an empty --router-selector leaves the router out)", err)
 	}
 	base := "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(rt.Router.Port))
+	token, err := r.routerToken(ctx, ns)
+	if err != nil {
+		return nil, fmt.Errorf("measuring no router: %w", err)
+	}
 	hdr := http.Header{}
+	hdr.Set("Authorization", "Bearer "+token)
 	hdr.Set(sdk.HeaderSandboxID, runtimeSandbox)
 	hdr.Set(sdk.HeaderSandboxNamespace, ns)
 	hdr.Set(sdk.HeaderSandboxPort, strconv.Itoa(rt.RESTPort))
 	e := &runtimeEndpoints{
 		health: base + "/v1/health", headers: hdr,
-		exec: sdk.Endpoint{URL: base, Sandbox: runtimeSandbox, Namespace: ns, Port: rt.LegacyPort, HTTPClient: hc},
+		exec: sdk.Endpoint{URL: base, Sandbox: runtimeSandbox, Namespace: ns, Port: rt.LegacyPort, HTTPClient: hc, Token: token},
 	}
 	if err := waitAnswers(ctx, hc, e.health, hdr, timeout); err != nil {
 		return nil, fmt.Errorf("measuring no router: router Pod %s/%s at %s does not route to Sandbox %s/%s: %w", pod.Namespace, pod.Name, base, ns, runtimeSandbox, err)
 	}
 	m.RouterPod = pod.Name
 	return e, nil
+}
+
+// routerToken returns a token of a ServiceAccount in ns that may reach the scenario's sandbox
+// through a router in its default tokenreview mode (create on sandboxes/proxy).
+func (r *Runner) routerToken(ctx context.Context, ns string) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "bench-router-client", Namespace: ns}}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: sa.Name, Namespace: ns}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{authz.SandboxAccess.Group}, Resources: []string{authz.SandboxAccess.Resource + "/" + authz.SandboxAccess.Subresource},
+		Verbs: []string{authz.SandboxAccess.Verb}, ResourceNames: []string{runtimeSandbox}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa.Name, Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}}}
+	for _, obj := range []client.Object{sa, role, binding} {
+		if err := r.c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("creating the router client's %T %s/%s: %w", obj, ns, obj.GetName(), err)
+		}
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	if err := r.c.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return "", fmt.Errorf("requesting a token for ServiceAccount %s/%s: %w", ns, sa.Name, err)
+	}
+	return tr.Status.Token, nil
 }
 
 // readyPod returns the oldest Ready Pod matching selector in ns that is not being deleted.

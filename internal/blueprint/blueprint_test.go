@@ -11,6 +11,7 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/api/sandboxd"
 )
 
 func template() *extensionsv1beta1.SandboxTemplate {
@@ -149,6 +150,38 @@ func TestPoolMember(t *testing.T) {
 	tpl.Spec.PodTemplate.ObjectMeta.Annotations = map[string]string{agentsv1beta1.SafeToEvictAnnotation: "false"}
 	if got := PoolMember(pool, tpl, PoolOptions{SafeToEvict: true}).Spec.PodTemplate.ObjectMeta.Annotations[agentsv1beta1.SafeToEvictAnnotation]; got != "false" {
 		t.Errorf("safe-to-evict = %q, want the template's false", got)
+	}
+}
+
+// Members of a sandboxd template start locked in every container; others do not, and the lock
+// does not make a member stale.
+func TestPoolMemberOfASandboxdTemplateIsLocked(t *testing.T) {
+	pool := &extensionsv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "pool-uid"}}
+	tpl := template()
+	tpl.Spec.PodTemplate.Spec.Containers = append(tpl.Spec.PodTemplate.Spec.Containers, corev1.Container{Name: "sidecar",
+		Env: []corev1.EnvVar{{Name: sandboxd.RequireClaimEnv, Value: "false"}}})
+	if sb := PoolMember(pool, tpl, PoolOptions{}); LockedUntilClaimed(&sb.Spec.PodTemplate.Spec) {
+		t.Fatal("a member of a template without the runtime annotation is locked")
+	}
+	tpl.Annotations = map[string]string{extensionsv1beta1.RuntimeAnnotation: extensionsv1beta1.RuntimeSandboxd}
+	sb := PoolMember(pool, tpl, PoolOptions{})
+	for _, c := range sb.Spec.PodTemplate.Spec.Containers {
+		var values []string
+		for _, e := range c.Env {
+			if e.Name == sandboxd.RequireClaimEnv {
+				values = append(values, e.Value)
+			}
+		}
+		if diff := cmp.Diff([]string{"true"}, values); diff != "" {
+			t.Errorf("container %q %s (-want +got):\n%s", c.Name, sandboxd.RequireClaimEnv, diff)
+		}
+	}
+	if tpl.Spec.PodTemplate.Spec.Containers[1].Env[0].Value != "false" {
+		t.Error("PoolMember modified the template")
+	}
+	sb.Labels[agentsv1beta1.SandboxTemplateHashLabel] = "old" // force the slow path
+	if Stale(tpl, sb) {
+		t.Error("a locked member of an unchanged template is stale")
 	}
 }
 

@@ -47,6 +47,9 @@ func Stale(tpl *extensionsv1beta1.SandboxTemplate, sb *agentsv1beta1.Sandbox) bo
 	}
 	want := tpl.Spec.SandboxBlueprint.DeepCopy()
 	ApplySecureDefaults(&tpl.Spec, &want.PodTemplate.Spec)
+	if RunsSandboxd(tpl) {
+		LockUntilClaimed(&want.PodTemplate.Spec)
+	}
 	return specHash(*want) != specHash(sb.Spec.SandboxBlueprint)
 }
 

@@ -54,6 +54,9 @@ func PoolMember(pool *extensionsv1beta1.SandboxWarmPool, tpl *extensionsv1beta1.
 		bp.PodTemplate.ObjectMeta.Annotations = withKey(bp.PodTemplate.ObjectMeta.Annotations, agentsv1beta1.SafeToEvictAnnotation, "true")
 	}
 	ApplySecureDefaults(&tpl.Spec, &bp.PodTemplate.Spec)
+	if RunsSandboxd(tpl) {
+		LockUntilClaimed(&bp.PodTemplate.Spec)
+	}
 	return &agentsv1beta1.Sandbox{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName:    pool.Name + "-",

@@ -1,10 +1,13 @@
 package blueprint
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/api/sandboxd"
 )
 
 // PublicNameservers replace cluster DNS in secure-by-default sandboxes: the default
@@ -17,6 +20,34 @@ var PublicNameservers = []string{"8.8.8.8", "1.1.1.1"}
 func SecureByDefault(spec *extensionsv1beta1.SandboxTemplateSpec) bool {
 	managed := spec.NetworkPolicyManagement == "" || spec.NetworkPolicyManagement == extensionsv1beta1.NetworkPolicyManagementManaged
 	return managed && spec.NetworkPolicy == nil
+}
+
+// RunsSandboxd reports whether the template's runtime is sandboxd (RuntimeAnnotation).
+func RunsSandboxd(tpl *extensionsv1beta1.SandboxTemplate) bool {
+	return tpl.Annotations[extensionsv1beta1.RuntimeAnnotation] == extensionsv1beta1.RuntimeSandboxd
+}
+
+// LockUntilClaimed starts every container of a sandboxd pool member locked
+// (SANDBOXD_REQUIRE_CLAIM=true): until the controller binds it to a claim with the control
+// token, sandboxd serves nobody else, so nothing can be planted in an unclaimed member.
+func LockUntilClaimed(spec *corev1.PodSpec) {
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == sandboxd.RequireClaimEnv })
+		c.Env = append(c.Env, corev1.EnvVar{Name: sandboxd.RequireClaimEnv, Value: "true"})
+	}
+}
+
+// LockedUntilClaimed reports whether a Sandbox's pod spec starts sandboxd locked.
+func LockedUntilClaimed(spec *corev1.PodSpec) bool {
+	for _, c := range spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == sandboxd.RequireClaimEnv && e.Value == "true" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ApplySecureDefaults hardens the pod spec of a Sandbox made from a template: no service

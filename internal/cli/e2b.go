@@ -18,7 +18,7 @@ func newE2BCommand(g *Globals) *cobra.Command {
 }
 
 func newE2BCreateKeyCommand(g *Globals) *cobra.Command {
-	keysNamespace, routerNamespace, apiURL := "paddock-system", "paddock-system", ""
+	keysNamespace, routerNamespace, apiURL := e2b.DefaultAPIKeyNamespace, "paddock-system", ""
 	port := e2b.DefaultPort
 	cmd := &cobra.Command{
 		Use:   "create-key",

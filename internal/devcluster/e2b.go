@@ -27,7 +27,7 @@ const (
 	e2bNamespace     = "default"
 	e2bPoolReplicas  = 2
 	e2bKeySecretName = "e2b-api-key-dev"
-	e2bKeysNamespace = "paddock-system"
+	e2bKeysNamespace = e2b.DefaultAPIKeyNamespace
 	gvisorClass      = "gvisor"
 )
 
@@ -36,7 +36,10 @@ const (
 // cluster has its RuntimeClass.
 func E2BTemplate(image string, gvisor bool) *extensionsv1beta1.SandboxTemplate {
 	t := &extensionsv1beta1.SandboxTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: e2b.DefaultTemplate, Namespace: e2bNamespace},
+		// sandboxd runtime: members start locked and are bound with the claim's settings, so a
+		// create's envVars are served warm.
+		ObjectMeta: metav1.ObjectMeta{Name: e2b.DefaultTemplate, Namespace: e2bNamespace,
+			Annotations: map[string]string{extensionsv1beta1.RuntimeAnnotation: extensionsv1beta1.RuntimeSandboxd}},
 		Spec: extensionsv1beta1.SandboxTemplateSpec{
 			EnvVarsInjectionPolicy: extensionsv1beta1.EnvVarsInjectionPolicyOverrides,
 			SandboxBlueprint: agentsv1beta1.SandboxBlueprint{
@@ -102,7 +105,7 @@ func (cl *cluster) installE2B(ctx context.Context) (string, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for url == "" {
-		if url, err = e2b.RouterURL(ctx, c, e2bKeysNamespace, e2b.DefaultPort); err == nil {
+		if url, err = e2b.RouterURL(ctx, c, "paddock-system", e2b.DefaultPort); err == nil {
 			break
 		}
 		select {

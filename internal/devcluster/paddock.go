@@ -149,7 +149,7 @@ func (cl *cluster) bundle(file string, images map[string]string) ([]*unstructure
 			continue
 		}
 		if u.GetKind() == "Deployment" {
-			if err := cl.pointAtAPIServer(u); err != nil {
+			if err := cl.adaptDeployment(u); err != nil {
 				return nil, err
 			}
 		}
@@ -158,7 +158,9 @@ func (cl *cluster) bundle(file string, images map[string]string) ([]*unstructure
 	return objs, nil
 }
 
-func (cl *cluster) pointAtAPIServer(u *unstructured.Unstructured) error {
+// adaptDeployment points a bundle's Deployment at this cluster's API server, runs one replica
+// that always pulls, and gives the router the authorization mode `--router-authz` chose.
+func (cl *cluster) adaptDeployment(u *unstructured.Unstructured) error {
 	d := &appsv1.Deployment{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
 		return err
@@ -172,6 +174,13 @@ func (cl *cluster) pointAtAPIServer(u *unstructured.Unstructured) error {
 	c.ImagePullPolicy = corev1.PullAlways
 	// One real node: a second replica would only take CPU from the tests.
 	d.Spec.Replicas = ptr.To[int32](1)
+	if d.Name == "paddock-router" && cl.routerAuthz != "" {
+		for i, arg := range c.Args {
+			if strings.HasPrefix(arg, "--authz-mode=") {
+				c.Args[i] = "--authz-mode=" + cl.routerAuthz
+			}
+		}
+	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package devcluster
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -51,5 +52,38 @@ func TestBundlesRunOnTheDevCluster(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Deployments as installed on the dev cluster (-want +got):\n%s", diff)
+	}
+}
+
+// TestRouterAuthzReachesTheRouter: the committed bundle is fail-closed, and --router-authz
+// replaces the router's mode and nothing else's.
+func TestRouterAuthzReachesTheRouter(t *testing.T) {
+	got := map[string][]string{}
+	for _, mode := range []string{"", RouterAuthzAllowAll} {
+		cfg := testCfg
+		cfg.SourceDir = filepath.Join("..", "..")
+		cl := &cluster{cfg: cfg, routerAuthz: mode}
+		objs, err := cl.bundle("paddock-router.yaml", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range objs {
+			if u.GetKind() != "Deployment" {
+				continue
+			}
+			d := &appsv1.Deployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
+				t.Fatal(err)
+			}
+			for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
+				if strings.HasPrefix(arg, "--authz-mode=") {
+					got[mode] = append(got[mode], arg)
+				}
+			}
+		}
+	}
+	want := map[string][]string{"": {"--authz-mode=tokenreview"}, RouterAuthzAllowAll: {"--authz-mode=allow-all"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("router --authz-mode by --router-authz (-want +got):\n%s", diff)
 	}
 }

@@ -26,14 +26,24 @@ type UpOptions struct {
 	// InstallPaddock builds Paddock's images from the source tree and installs the controller
 	// (core and extensions) into the cluster.
 	InstallPaddock bool
+	// RouterAuthz is the router's --authz-mode: RouterAuthzTokenReview (the bundle's, when
+	// empty) or RouterAuthzAllowAll.
+	RouterAuthz string
 }
 
+// The router authorization modes `paddock dev up --router-authz` accepts.
+const (
+	RouterAuthzTokenReview = "tokenreview"
+	RouterAuthzAllowAll    = "allow-all"
+)
+
 type cluster struct {
-	cfg    Config
-	bin    Binaries
-	tokens tokens
-	client kubernetes.Interface
-	out    io.Writer
+	cfg         Config
+	routerAuthz string
+	bin         Binaries
+	tokens      tokens
+	client      kubernetes.Interface
+	out         io.Writer
 	// e2bExports are the E2B variables installE2B prints at the end.
 	e2bExports string
 }
@@ -54,7 +64,7 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 	if err := requireRoot(); err != nil {
 		return err
 	}
-	cl := &cluster{cfg: cfg, out: opts.Out}
+	cl := &cluster{cfg: cfg, out: opts.Out, routerAuthz: opts.RouterAuthz}
 	steps := []step{
 		{"debian packages", func(context.Context) (string, bool, error) {
 			missing := missingPackages(Packages)

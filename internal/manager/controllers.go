@@ -27,13 +27,23 @@ func SetupControllers(ctx context.Context, mgr ctrl.Manager, o *Options, tp trac
 	if err := indexes.Register(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	if err := setupSandbox(mgr, o, tp); err != nil {
+	var key []byte
+	if o.SandboxCredentials {
+		secret, err := o.credentialsSecretKey()
+		if err != nil {
+			return err
+		}
+		if key, err = EnsureCredentialsKey(ctx, mgr.GetAPIReader(), mgr.GetClient(), secret); err != nil {
+			return err
+		}
+	}
+	if err := setupSandbox(mgr, o, tp, key); err != nil {
 		return err
 	}
 	if !o.Extensions {
 		return nil
 	}
-	return setupExtensions(mgr, o, tp)
+	return setupExtensions(mgr, o, tp, key)
 }
 
 // RegisterMetrics registers Paddock's own metrics next to controller-runtime's; reader (the
@@ -61,10 +71,16 @@ func tracerOrNil(tp trace.TracerProvider) trace.TracerProvider {
 	return tp
 }
 
-func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
-	r, err := sandbox.New(mgr.GetClient(), mgr.GetScheme(), mgr.GetEventRecorder(sandbox.ControllerName),
+// setupSandbox registers the Sandbox controller; key (nil: credentials off) derives the tokens.
+func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider, key []byte) error {
+	opts := []sandbox.Option{
 		sandbox.WithClusterDomain(o.ClusterDomain), sandbox.WithWorkers(o.SandboxWorkers), sandbox.WithStatusCoalesceWindow(o.SandboxStatusCoalesceWindow), sandbox.WithTracerProvider(tp),
-		sandbox.WithAPIReader(mgr.GetAPIReader()), sandbox.WithWriteBehindWindow(o.SandboxWriteBehindWindow))
+		sandbox.WithAPIReader(mgr.GetAPIReader()), sandbox.WithWriteBehindWindow(o.SandboxWriteBehindWindow),
+	}
+	if key != nil {
+		opts = append(opts, sandbox.WithCredentialsKey(key))
+	}
+	r, err := sandbox.New(mgr.GetClient(), mgr.GetScheme(), mgr.GetEventRecorder(sandbox.ControllerName), opts...)
 	if err != nil {
 		return err
 	}
@@ -74,11 +90,14 @@ func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
 	return nil
 }
 
-func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
+func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider, key []byte) error {
 	template := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxtemplate.ControllerName), sandboxtemplate.Options{
 		Workers:         o.SandboxTemplateWorkers,
 		RouterNamespace: o.RouterNamespace,
 		RouterPodLabels: o.RouterPodLabels,
+		EgressDenyCIDRs: o.SandboxEgressDenyCIDRs,
+		EgressDiscovery: o.SandboxEgressDiscovery,
+		Reader:          mgr.GetAPIReader(),
 	})
 	poolOpts := sandboxwarmpool.DefaultOptions()
 	poolOpts.Workers = o.SandboxWarmPoolWorkers
@@ -102,6 +121,7 @@ func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider) erro
 		Workers:             o.SandboxClaimWorkers,
 		AllowedLabelDomains: domains,
 		TracerProvider:      tracerOrNil(tp),
+		CredentialsKey:      key,
 	})
 	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
 		"SandboxTemplate": template, "SandboxWarmPool": pool, "SandboxClaim": claim,

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/paddock-dev/paddock/internal/controller/sandbox"
+	"github.com/paddock-dev/paddock/internal/egress"
 )
 
 // Options is the controller manager's configuration. Flag names follow the reference controller
@@ -60,9 +62,21 @@ type Options struct {
 	RouterNamespace string
 	RouterPodLabels map[string]string
 
+	// SandboxEgressDenyCIDRs (nil unless set) replaces discovery of the ranges the default
+	// NetworkPolicy denies besides the private and link-local defaults; SandboxEgressDiscovery
+	// turns discovery on (the default).
+	SandboxEgressDenyCIDRs []string
+	SandboxEgressDiscovery bool
+
 	// AllowedLabelDomainsFile lists the label domains a claim's additionalPodMetadata may use,
 	// one per line; a missing file means the built-in list.
 	AllowedLabelDomainsFile string
+
+	// SandboxCredentials gives every Sandbox its own tokens (docs/design/credentials.md), derived
+	// from the key in CredentialsSecret ("namespace/name"; empty: credentials.KeySecretName in
+	// the controller's namespace), which the controller creates when it is missing.
+	SandboxCredentials bool
+	CredentialsSecret  string
 
 	ShowVersion bool
 
@@ -93,7 +107,9 @@ func NewOptions() *Options {
 		EnableWarmPoolEviction:               true,
 		RouterNamespace:                      "paddock-system",
 		RouterPodLabels:                      map[string]string{"app": "paddock-router"},
+		SandboxEgressDiscovery:               true,
 		AllowedLabelDomainsFile:              "/etc/sandbox-config/allowed-label-domains",
+		SandboxCredentials:                   true,
 	}
 }
 
@@ -130,6 +146,23 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.DisableClaimObservabilityAnnotations, "disable-claim-observability-annotations", o.DisableClaimObservabilityAnnotations, "Do not stamp first-observed and trace-context annotations on claims.")
 	fs.StringVar(&o.RouterNamespace, "router-namespace", o.RouterNamespace, "Namespace of paddock-router; a template's default NetworkPolicy admits traffic from it.")
 	fs.StringVar(&o.AllowedLabelDomainsFile, "allowed-label-domains-file", o.AllowedLabelDomainsFile, "File listing, one per line, the label domains a claim's additionalPodMetadata may use; a missing file means the built-in list.")
+	fs.Func("sandbox-egress-deny-cidrs", "Comma-separated CIDRs or addresses a template's default NetworkPolicy denies egress to, besides 10/8, 172.16/12, 192.168/16, 169.254/16, fc00::/7 and fe80::/10; set, it replaces discovery (--sandbox-egress-discovery).",
+		func(s string) error {
+			o.SandboxEgressDenyCIDRs = []string{}
+			for _, c := range strings.Split(s, ",") {
+				if c = strings.TrimSpace(c); c != "" {
+					o.SandboxEgressDenyCIDRs = append(o.SandboxEgressDenyCIDRs, c)
+				}
+			}
+			return egress.Validate(o.SandboxEgressDenyCIDRs)
+		})
+	fs.BoolVar(&o.SandboxEgressDiscovery, "sandbox-egress-discovery", o.SandboxEgressDiscovery,
+		"Deny the default NetworkPolicy's egress to the cluster's own ranges, discovered from Nodes (podCIDRs, InternalIPs), ServiceCIDRs and the kubernetes Service's EndpointSlices.")
+
+	fs.BoolVar(&o.SandboxCredentials, "sandbox-credentials", o.SandboxCredentials,
+		"Give every Sandbox its own sandboxd tokens: a Secret <sandbox>-credentials and SANDBOXD_TOKEN/SANDBOXD_CONTROL_TOKEN in every container. false is UNSAFE: sandboxd then needs its own token configuration (docs/security.md).")
+	fs.StringVar(&o.CredentialsSecret, "credentials-secret", o.CredentialsSecret,
+		"Secret holding the credentials key, as namespace/name; created when missing. Empty means paddock-credentials-key in the controller's namespace.")
 	fs.Var(labelsValue{&o.RouterPodLabels}, "router-pod-labels", "Labels of paddock-router Pods, as k=v[,k=v]; a template's default NetworkPolicy admits traffic from them.")
 }
 
@@ -185,6 +218,9 @@ func (o *Options) Validate() error {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("--%s=%q: want host:port or :port (%v)", flagName, addr, err))
 		}
+	}
+	if _, err := o.credentialsSecretKey(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.ClusterDomain == "" {
 		errs = append(errs, errors.New("--cluster-domain: must not be empty (the usual value is cluster.local)"))

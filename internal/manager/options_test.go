@@ -30,6 +30,16 @@ func TestDefaultsAreValid(t *testing.T) {
 	if o.SandboxWriteBehindWindow != 0 {
 		t.Errorf("--sandbox-write-behind-window defaults to %s, want 0 (off)", o.SandboxWriteBehindWindow)
 	}
+	if !o.SandboxCredentials {
+		t.Error("--sandbox-credentials defaults to false, want true: every Sandbox gets its own tokens")
+	}
+	if key, err := o.credentialsSecretKey(); err != nil || key.Name != "paddock-credentials-key" || key.Namespace == "" {
+		t.Errorf("default credentials Secret = %v, %v; want paddock-credentials-key in the controller's namespace", key, err)
+	}
+	o, err = parse(t, "--credentials-secret=sec/key", "--sandbox-credentials=false")
+	if key, kerr := o.credentialsSecretKey(); err != nil || kerr != nil || key.String() != "sec/key" || o.SandboxCredentials {
+		t.Errorf("--credentials-secret=sec/key --sandbox-credentials=false: %v, %v, %v", key, kerr, o.SandboxCredentials)
+	}
 }
 
 func TestFlagsParse(t *testing.T) {
@@ -69,6 +79,9 @@ func TestInvalidOptionsNameTheFlag(t *testing.T) {
 		{[]string{"--health-probe-bind-address=localhost"}, "--health-probe-bind-address"},
 		{[]string{"--cluster-domain="}, "--cluster-domain"},
 		{[]string{"--sandbox-write-behind-window=-1ms"}, "--sandbox-write-behind-window"},
+		{[]string{"--credentials-secret=no-namespace"}, "--credentials-secret"},
+		{[]string{"--credentials-secret=ns/"}, "--credentials-secret"},
+		{[]string{"--credentials-secret=a/b/c"}, "--credentials-secret"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -26,6 +26,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/router/metrics"
 	"github.com/paddock-dev/paddock/internal/router/proxy"
 	"github.com/paddock-dev/paddock/internal/router/resolve"
+	"github.com/paddock-dev/paddock/internal/router/sandboxtoken"
 	"github.com/paddock-dev/paddock/internal/router/scopedtoken"
 	"github.com/paddock-dev/paddock/internal/router/server"
 	"github.com/paddock-dev/paddock/internal/router/tlsreload"
@@ -47,14 +48,24 @@ type Config struct {
 	// TLSClientCAFile and MTLSMode ("off", "optional", "required") verify client certificates.
 	TLSClientCAFile, MTLSMode string
 
-	// Kube is the API server connection; required for the Sandbox cache and TokenReview.
+	// Kube is the API server connection; required for the Sandbox cache, TokenReview and the
+	// credentials key.
 	Kube *rest.Config
-	// SandboxCache resolves targets from an informer of Sandboxes; without it the router
-	// dials <name>.<namespace>.svc.<ClusterDomain> like the upstream router.
-	SandboxCache      bool
-	SandboxNamespaces []string
-	ClusterDomain     string
+	// SandboxCache resolves targets from an informer of Sandboxes, which is what limits the
+	// router to Ready, claimed Sandboxes and their declared ports. Without it the router dials
+	// <name>.<namespace>.svc.<ClusterDomain> like the upstream router, which InsecureDNSRouting
+	// must acknowledge.
+	SandboxCache       bool
+	InsecureDNSRouting bool
+	SandboxNamespaces  []string
+	ClusterDomain      string
+	// InjectSandboxToken replaces the client's Authorization with the sandbox's own token,
+	// derived from the key in CredentialsSecret; it needs the Sandbox cache (for the UID). The
+	// E2B front door derives the tokens it hands out from the same Secret.
+	InjectSandboxToken bool
+	CredentialsSecret  types.NamespacedName
 
+	// AuthzMode is AuthzTokenReview when empty.
 	AuthzMode       string
 	TokenReview     authz.TokenReviewOptions
 	ScopedTokenKeys string // path of the key file
@@ -81,12 +92,11 @@ type Config struct {
 }
 
 // E2BConfig configures the E2B front door; the router supplies its connection, address policy,
-// transport and log.
+// transport, log and the sandbox tokens (from CredentialsSecret).
 type E2BConfig struct {
-	Domain            string
-	KeysNamespace     string
-	CredentialsSecret types.NamespacedName
-	CreateTimeout     time.Duration
+	Domain        string
+	KeysNamespace string
+	CreateTimeout time.Duration
 	// DaemonPort replaces the daemon's port 49983 upstream. Only tests set it; no flag does.
 	DaemonPort int
 }
@@ -97,6 +107,7 @@ type Router struct {
 	srv      *server.Server
 	cache    *resolve.Cache
 	e2b      *e2b.FrontDoor
+	tokens   *sandboxtoken.Source
 	reloader *tlsreload.Reloader
 	// Registry holds every metric the router exports.
 	Registry *prometheus.Registry
@@ -113,11 +124,32 @@ func New(cfg Config) (*Router, error) {
 		return nil, err
 	}
 	resolver := &resolve.Resolver{ClusterDomain: cfg.ClusterDomain, Policy: cfg.Policy}
-	if cfg.SandboxCache {
+	switch {
+	case cfg.SandboxCache:
 		if r.cache, err = resolve.NewCache(cfg.Kube, cfg.SandboxNamespaces); err != nil {
 			return nil, err
 		}
 		resolver.Lookup = r.cache
+	case !cfg.InsecureDNSRouting:
+		return nil, errors.New("without the Sandbox cache the router would dial any <name>.<namespace>.svc name on any port; keep --sandbox-cache=true or acknowledge with --insecure-dns-routing")
+	default:
+		cfg.Log.Info("WARNING: --insecure-dns-routing: requests are routed by DNS name without checking that the target is a Ready, claimed Sandbox or that the port is declared")
+	}
+	if cfg.InjectSandboxToken && !cfg.SandboxCache {
+		return nil, errors.New("--inject-sandbox-token needs --sandbox-cache=true (the token derives from the Sandbox's UID); set --inject-sandbox-token=false with --insecure-dns-routing")
+	}
+	// The E2B front door hands each sandbox's token to the SDK, so it needs the key even when
+	// the proxy does not inject tokens.
+	if cfg.InjectSandboxToken || cfg.E2B != nil {
+		cs, err := kubernetes.NewForConfig(cfg.Kube)
+		if err != nil {
+			return nil, fmt.Errorf("creating the Kubernetes client for the credentials key: %w", err)
+		}
+		r.tokens = sandboxtoken.New(cs, cfg.CredentialsSecret)
+	}
+	var creds proxy.Credentials
+	if cfg.InjectSandboxToken {
+		creds = r.tokens
 	}
 	if cfg.Server.HTTPSAddr != "" || cfg.Server.E2BHTTPSAddr != "" {
 		if r.reloader, err = tlsreload.New(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Log.WithName("tls")); err != nil {
@@ -134,12 +166,12 @@ func New(cfg Config) (*Router, error) {
 	handler := proxy.New(proxy.Config{
 		Resolver: resolver, Authorizer: authorizer, Metrics: m, Log: cfg.Log.WithName("proxy"),
 		AccessLog: cfg.AccessLog, ProxyTimeout: cfg.ProxyTimeout, MaxRequestBodyBytes: cfg.MaxRequestBody,
-		Retry: cfg.Retry, Tracer: cfg.Tracer, Transport: transport,
+		Retry: cfg.Retry, Tracer: cfg.Tracer, Credentials: creds, Transport: transport,
 	})
 	opts := cfg.Server
 	if e := cfg.E2B; e != nil {
 		if r.e2b, err = e2b.New(e2b.Config{Kube: cfg.Kube, Domain: e.Domain, KeysNamespace: e.KeysNamespace,
-			CredentialsSecret: e.CredentialsSecret, CreateTimeout: e.CreateTimeout, Policy: cfg.Policy,
+			Tokens: r.tokens, CreateTimeout: e.CreateTimeout, Policy: cfg.Policy,
 			Transport: transport, DaemonPort: e.DaemonPort, Log: cfg.Log.WithName("e2b"), Registry: r.Registry}); err != nil {
 			return nil, err
 		}
@@ -174,9 +206,10 @@ func serverTLS(cfg Config, reloader *tlsreload.Reloader) (*tls.Config, error) {
 
 func newAuthorizer(cfg Config) (authz.Authorizer, error) {
 	switch cfg.AuthzMode {
-	case AuthzAllowAll, "":
+	case AuthzAllowAll:
+		cfg.Log.Info("WARNING: --authz-mode=allow-all: every request is served without authentication; anyone who reaches the router reaches every claimed sandbox. For local development only")
 		return authz.AllowAll{}, nil
-	case AuthzTokenReview:
+	case AuthzTokenReview, "":
 		cs, err := kubernetes.NewForConfig(cfg.Kube)
 		if err != nil {
 			return nil, fmt.Errorf("creating the Kubernetes client for TokenReview: %w", err)
@@ -203,7 +236,8 @@ func (r *Router) Listen() error { return r.srv.Listen() }
 func (r *Router) Addr(name string) string { return r.srv.Addr(name) }
 
 // Serve runs the Sandbox cache, certificate reloads and the listeners until ctx ends, then
-// drains. /readyz reports ready once the listeners are bound and the cache has synced.
+// drains. /readyz reports ready once the listeners are bound and the Sandbox cache and the
+// credentials key watch have synced (the key need not exist yet).
 func (r *Router) Serve(ctx context.Context) error {
 	bg, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -213,6 +247,10 @@ func (r *Router) Serve(ctx context.Context) error {
 	if r.cache != nil {
 		go func() { cacheErr <- r.cache.Start(bg) }()
 		syncs = append(syncs, r.cache.WaitForSync)
+	}
+	if r.tokens != nil {
+		go r.tokens.Run(bg)
+		syncs = append(syncs, r.tokens.WaitForSync)
 	}
 	if r.e2b != nil {
 		go func() { e2bErr <- r.e2b.Start(bg) }()

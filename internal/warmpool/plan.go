@@ -17,6 +17,9 @@ import (
 type Member struct {
 	Name string
 	UID  types.UID
+	// ResourceVersion is the version the plan saw. A delete is conditional on it, so that a
+	// member a claim took after the observation is never deleted.
+	ResourceVersion string
 	// Owned is true when the pool is the member's controller; false for an orphan.
 	Owned bool
 	// Deleting is true when the member has a deletionTimestamp.
@@ -61,10 +64,12 @@ const (
 
 // Deletion is a member to delete.
 type Deletion struct {
-	Name   string
-	UID    types.UID
-	Owned  bool
-	Reason DeleteReason
+	Name string
+	UID  types.UID
+	// ResourceVersion is the member's version the plan saw; the delete is conditional on it.
+	ResourceVersion string
+	Owned           bool
+	Reason          DeleteReason
 }
 
 // Plan is what one reconcile does.
@@ -98,7 +103,7 @@ func Make(members []Member, in Input) Plan {
 			}
 			continue
 		case in.TemplateKnown && m.Stale && (in.Recreate || !m.Owned):
-			p.Delete = append(p.Delete, Deletion{Name: m.Name, UID: m.UID, Owned: m.Owned, Reason: DeleteStale})
+			p.Delete = append(p.Delete, Deletion{Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion, Owned: m.Owned, Reason: DeleteStale})
 			terminating++
 			continue
 		case !m.Owned && !in.TemplateKnown:
@@ -118,7 +123,7 @@ func Make(members []Member, in Input) Plan {
 			case m.Unschedulable:
 				p.Unschedulable++
 			default:
-				p.Delete = append(p.Delete, Deletion{Name: m.Name, UID: m.UID, Owned: true, Reason: DeleteStuck})
+				p.Delete = append(p.Delete, Deletion{Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion, Owned: true, Reason: DeleteStuck})
 				terminating++
 				continue
 			}
@@ -137,7 +142,7 @@ func Make(members []Member, in Input) Plan {
 	}
 	if excess := len(active) - in.Desired; excess > 0 {
 		for _, m := range excessOrder(active)[:min(excess, in.MaxBatch)] {
-			p.Delete = append(p.Delete, Deletion{Name: m.Name, UID: m.UID, Owned: m.Owned, Reason: DeleteExcess})
+			p.Delete = append(p.Delete, Deletion{Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion, Owned: m.Owned, Reason: DeleteExcess})
 		}
 	}
 	return p

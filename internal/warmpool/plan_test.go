@@ -12,7 +12,7 @@ import (
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func ready(name string, age time.Duration) Member {
-	return Member{Name: name, UID: uidOf(name), Owned: true, Ready: true, LaunchTypeWarm: true, Created: t0.Add(-age)}
+	return Member{Name: name, UID: uidOf(name), ResourceVersion: "rv-" + name, Owned: true, Ready: true, LaunchTypeWarm: true, Created: t0.Add(-age)}
 }
 
 func notReady(name string, age time.Duration) Member {
@@ -65,7 +65,7 @@ func TestMake(t *testing.T) {
 			name:    "stale members are replaced under Recreate",
 			members: []Member{with(ready("a", time.Minute), func(m *Member) { m.Stale = true }), ready("b", time.Minute), ready("c", time.Minute)},
 			in:      in(func(i *Input) { i.Recreate = true }),
-			want:    Plan{Delete: []Deletion{{Name: "a", UID: uidOf("a"), Owned: true, Reason: DeleteStale}}, Replicas: 2, ReadyReplicas: 2},
+			want:    Plan{Delete: []Deletion{{Name: "a", UID: uidOf("a"), ResourceVersion: "rv-a", Owned: true, Reason: DeleteStale}}, Replicas: 2, ReadyReplicas: 2},
 		},
 		{
 			name:    "stale members stay under OnReplenish",
@@ -81,7 +81,7 @@ func TestMake(t *testing.T) {
 				with(ready("c", time.Minute), func(m *Member) { m.LaunchTypeWarm = false }),
 			},
 			in: base,
-			want: Plan{Adopt: []string{"a"}, Relabel: []string{"c"}, Delete: []Deletion{{Name: "b", UID: uidOf("b"), Reason: DeleteStale}},
+			want: Plan{Adopt: []string{"a"}, Relabel: []string{"c"}, Delete: []Deletion{{Name: "b", UID: uidOf("b"), ResourceVersion: "rv-b", Reason: DeleteStale}},
 				Replicas: 2, ReadyReplicas: 2},
 		},
 		{
@@ -94,14 +94,14 @@ func TestMake(t *testing.T) {
 			name:    "stuck members are replaced, unschedulable ones held",
 			members: []Member{notReady("a", time.Hour), with(notReady("b", time.Hour), func(m *Member) { m.Unschedulable = true }), ready("c", time.Hour)},
 			in:      base,
-			want: Plan{Delete: []Deletion{{Name: "a", UID: uidOf("a"), Owned: true, Reason: DeleteStuck}},
+			want: Plan{Delete: []Deletion{{Name: "a", UID: uidOf("a"), ResourceVersion: "rv-a", Owned: true, Reason: DeleteStuck}},
 				Replicas: 2, ReadyReplicas: 1, Unschedulable: 1},
 		},
 		{
 			name:    "scale-down removes not-Ready members first, then the newest",
 			members: []Member{ready("old", time.Hour), ready("new", time.Minute), notReady("slow", time.Second), ready("mid", 30*time.Minute)},
 			in:      in(func(i *Input) { i.Desired = 2 }),
-			want: Plan{Delete: []Deletion{{Name: "slow", UID: uidOf("slow"), Owned: true, Reason: DeleteExcess}, {Name: "new", UID: uidOf("new"), Owned: true, Reason: DeleteExcess}},
+			want: Plan{Delete: []Deletion{{Name: "slow", UID: uidOf("slow"), ResourceVersion: "rv-slow", Owned: true, Reason: DeleteExcess}, {Name: "new", UID: uidOf("new"), ResourceVersion: "rv-new", Owned: true, Reason: DeleteExcess}},
 				Replicas: 4, ReadyReplicas: 3, RecheckAt: t0.Add(5*time.Minute - time.Second)},
 		},
 	}

@@ -40,11 +40,10 @@ func (w *TemplateWrapper) Annotation(k, v string) *TemplateWrapper {
 	return w
 }
 
-// ClaimSettings opts the template in to serving claims with env warm through sandboxd, reading
-// the claim token from the named Secret.
-func (w *TemplateWrapper) ClaimSettings(secret string) *TemplateWrapper {
-	return w.Annotation(extensionsv1beta1.ClaimSettingsAnnotation, extensionsv1beta1.ClaimSettingsSandboxd).
-		Annotation(extensionsv1beta1.ClaimSettingsSecretAnnotation, secret)
+// Sandboxd marks the template's runtime as sandboxd: members start locked, every warm claim binds
+// them with claim settings, and claims with env may go warm.
+func (w *TemplateWrapper) Sandboxd() *TemplateWrapper {
+	return w.Annotation(extensionsv1beta1.RuntimeAnnotation, extensionsv1beta1.RuntimeSandboxd)
 }
 
 // PodLabel sets a label in the pod template.

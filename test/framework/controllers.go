@@ -6,6 +6,9 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/paddock-dev/paddock/internal/manager"
 )
@@ -30,6 +33,13 @@ func StartControllersWith(e *Env, mutate func(*manager.Options), tp trace.Tracer
 	}
 	if err := o.Validate(); err != nil {
 		return nil, err
+	}
+	if o.SandboxCredentials && o.CredentialsSecret == "" {
+		// The key Secret lives in the controller's namespace, which a test API server lacks.
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: manager.DefaultNamespace}}
+		if err := e.Client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating the controller's namespace %s: %w", ns.Name, err)
+		}
 	}
 	mgr, err := manager.NewManager(e.Config, e.Scheme, o)
 	if err != nil {

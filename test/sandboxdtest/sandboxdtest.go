@@ -12,10 +12,25 @@ import (
 )
 
 // Serve runs a real sandboxd in the test process on the listeners in ls (nil ones are
-// not served), rooted in a temporary directory, until the test ends, and returns its root.
+// not served), rooted in a temporary directory, until the test ends, and returns its root. It
+// serves without authentication (--allow-unauthenticated): for tests of what sandboxd does, not
+// of who may ask. ServeWithToken requires a token.
 func Serve(t testing.TB, ls server.Listeners) string {
 	t.Helper()
-	d, err := server.New(server.Config{RootDir: t.TempDir(), Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
+	return serve(t, ls, server.Config{AllowUnauthenticated: true})
+}
+
+// ServeWithToken is Serve with the sandbox token required on every call but health, as the
+// Sandbox controller configures sandboxd.
+func ServeWithToken(t testing.TB, ls server.Listeners, token string) string {
+	t.Helper()
+	return serve(t, ls, server.Config{Token: token})
+}
+
+func serve(t testing.TB, ls server.Listeners, cfg server.Config) string {
+	t.Helper()
+	cfg.RootDir, cfg.Environ, cfg.ShutdownTimeout = t.TempDir(), os.Environ(), 5*time.Second
+	d, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

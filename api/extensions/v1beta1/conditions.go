@@ -5,9 +5,10 @@ package v1beta1
 const (
 	ClaimConditionReady    = "Ready"
 	ClaimConditionFinished = "Finished"
-	// ClaimConditionSettingsDelivered exists only on claims with spec.env that a warm Sandbox
-	// served through claim settings: True once sandboxd has the env, False while it is pending
-	// or after delivery failed and the claim fell back to a cold Sandbox.
+	// ClaimConditionSettingsDelivered exists on claims that a warm Sandbox of a sandboxd template
+	// (RuntimeAnnotation) served, and on claims with spec.env that tried to: True once sandboxd
+	// is bound to the claim (and has its env), False while that is pending or after it failed
+	// and the claim fell back to a cold Sandbox.
 	ClaimConditionSettingsDelivered = "SettingsDelivered"
 )
 
@@ -17,6 +18,10 @@ const (
 	ClaimReasonSettingsDelivered = "ClaimSettingsDelivered"
 	ClaimReasonSettingsPending   = "ClaimSettingsPending"
 	ClaimReasonSettingsFailed    = "ClaimSettingsFailed"
+	// ClaimReasonWarmMemberTampered: sandboxd in the adopted member was already bound to another
+	// claim (409), so someone reached it before the controller; the member is deleted and the
+	// claim served cold. Also the reason of the Warning event.
+	ClaimReasonWarmMemberTampered = "WarmMemberTampered"
 )
 
 // Reasons of a claim's Ready condition that the claim controller sets itself. Other reasons are
@@ -34,4 +39,31 @@ const (
 	ClaimReasonSandboxMissing            = "SandboxMissing"
 	ClaimReasonSandboxExpired            = "SandboxExpired"
 	ClaimReasonSandboxNotReady           = "SandboxNotReady"
+)
+
+// Condition types of a SandboxWarmPool. Each names the cause when the pool is short of members.
+const (
+	// PoolConditionTemplateReady is True when the pool's SandboxTemplate exists.
+	PoolConditionTemplateReady = "TemplateReady"
+	// PoolConditionMembersCreated is True when the pool's last member creates succeeded (or it
+	// needed none); False with the cause when they failed or could not be sent.
+	PoolConditionMembersCreated = "MembersCreated"
+	// PoolConditionProgressing is False when members never become Ready: replaced after the
+	// readiness grace period (MembersNotReady) or held because no node fits them
+	// (MembersUnschedulable).
+	PoolConditionProgressing = "Progressing"
+)
+
+// Reasons of the pool conditions. TemplateNotFound is shared with the claim's Ready condition.
+const (
+	PoolReasonTemplateFound        = "TemplateFound"
+	PoolReasonTemplateNotFound     = ClaimReasonTemplateNotFound
+	PoolReasonMembersCreated       = "MembersCreated"
+	PoolReasonQuotaExceeded        = "QuotaExceeded"
+	PoolReasonNameTooLong          = "NameTooLong"
+	PoolReasonRuntimeClassNotFound = "RuntimeClassNotFound"
+	PoolReasonCreateFailed         = "CreateFailed"
+	PoolReasonMembersProgressing   = "MembersProgressing"
+	PoolReasonMembersNotReady      = "MembersNotReady"
+	PoolReasonMembersUnschedulable = "MembersUnschedulable"
 )

@@ -16,6 +16,13 @@ const (
 	WebhookFirstObservedAtAnnotation = "agents.x-k8s.io/webhook-first-observed-at"
 )
 
+// Labels on a SandboxClaim.
+const (
+	// MCPSessionLabel carries the id of the `paddock mcp` session that claimed the sandbox; the
+	// server deletes the session's claims by it when the session ends.
+	MCPSessionLabel = "paddock.dev/mcp-session"
+)
+
 // FirstReadyAtUnknown is the value of ClaimFirstReadyAtAnnotation when the time is not known.
 const FirstReadyAtUnknown = "unknown"
 
@@ -27,26 +34,20 @@ const (
 	TemplateRefField = ".spec.sandboxTemplateRef.name"
 )
 
-// Annotations on a SandboxTemplate that let warm Sandboxes serve claims with spec.env, through
-// sandboxd's PUT /v1/claim-settings (docs/design/sandboxd-claim-settings.md).
+// Annotations on a SandboxTemplate.
 const (
-	// ClaimSettingsAnnotation says the template's runtime accepts claim settings. The only value
-	// is ClaimSettingsSandboxd: the template's first container runs sandboxd with
-	// --claim-token-file, listening for REST on ClaimSettingsPort.
-	ClaimSettingsAnnotation = "extensions.agents.x-k8s.io/claim-settings"
-	// ClaimSettingsSecretAnnotation names the Secret, in the template's namespace, whose
-	// ClaimTokenSecretKey holds the claim token; DefaultClaimTokenSecret when absent.
-	ClaimSettingsSecretAnnotation = "extensions.agents.x-k8s.io/claim-settings-secret"
+	// RuntimeAnnotation names the runtime a template's first container runs. RuntimeSandboxd
+	// (docs/design/credentials.md) locks pool members until the controller binds them to a claim
+	// with the control token (SANDBOXD_REQUIRE_CLAIM), makes every warm claim send claim
+	// settings before it turns Ready, and lets claims with spec.env be served warm
+	// (docs/design/sandboxd-claim-settings.md). It needs per-Sandbox credentials (manager
+	// --sandbox-credentials, the default).
+	RuntimeAnnotation = "paddock.dev/runtime"
 )
 
-// Values of the claim-settings annotations.
+// Values of RuntimeAnnotation.
 const (
-	// ClaimSettingsSandboxd is the value of ClaimSettingsAnnotation for sandboxd.
-	ClaimSettingsSandboxd = "sandboxd"
-	// DefaultClaimTokenSecret is the Secret read when the template does not name one.
-	DefaultClaimTokenSecret = "sandboxd-claim-token"
-	// ClaimTokenSecretKey is the key of the claim token in that Secret.
-	ClaimTokenSecretKey = "token"
-	// ClaimSettingsPort is sandboxd's REST port, where the controller sends claim settings.
-	ClaimSettingsPort = 8080
+	// RuntimeSandboxd says the template's first container runs sandboxd, serving REST on
+	// api/sandboxd.RESTPort.
+	RuntimeSandboxd = "sandboxd"
 )

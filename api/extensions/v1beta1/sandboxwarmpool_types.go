@@ -68,6 +68,18 @@ type SandboxWarmPoolStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions report why the pool is short of members: TemplateReady (the template exists),
+	// MembersCreated (the last creates succeeded, or why they failed) and Progressing (members
+	// become Ready rather than being replaced or held). A Paddock addition; clients that do not
+	// know it ignore it.
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // SandboxWarmPool keeps a number of ready Sandboxes from a template, for claims to take at once.

@@ -2,21 +2,28 @@ package sandbox
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 )
 
 // CacheOptions returns the cache settings that keep the controller's memory small at scale:
 // managed fields are dropped from every object, and Pods keep only their metadata (without
 // finalizers), spec.nodeName and status. The controller only ever patches Pod metadata with a
 // patch computed against the same stripped object, so the stripped fields are never sent back.
-// Merge the result into the manager's cache.Options.
+// Secrets are cached only when they carry the tracking label (the credentials Secrets). Merge
+// the result into the manager's cache.Options.
 func CacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}: {Transform: StripPod},
+			// Only the Secrets this controller makes (credentials), never the cluster's others.
+			&corev1.Secret{}: {Label: trackedSelector()},
 		},
 	}
 }
@@ -34,3 +41,12 @@ func StripPod(obj any) (any, error) {
 }
 
 var _ toolscache.TransformFunc = StripPod
+
+// trackedSelector selects objects that carry the tracking label, whatever its value.
+func trackedSelector() labels.Selector {
+	req, err := labels.NewRequirement(agentsv1beta1.SandboxNameHashLabel, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant, valid key
+	}
+	return labels.NewSelector().Add(*req)
+}

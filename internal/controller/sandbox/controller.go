@@ -59,6 +59,8 @@ type Reconciler struct {
 	// statusHold holds back start-up-only status changes (--sandbox-status-coalesce-window).
 	statusHold   *holdClock
 	statusWindow time.Duration
+	// credentialsKey derives each Sandbox's tokens; nil turns per-Sandbox credentials off.
+	credentialsKey []byte
 }
 
 // Option configures a Reconciler.
@@ -183,6 +185,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 func (r *Reconciler) reconcileChildren(ctx context.Context, sb *agentsv1beta1.Sandbox) observation {
 	var obs observation
 	obs.addErr(stepPVC, r.reconcilePVCs(ctx, sb))
+	if err := r.reconcileCredentials(ctx, sb); err != nil {
+		obs.credentialsMissing = true // no Pod is created without its tokens
+		obs.addErr(stepCredentials, err)
+	}
 	r.reconcilePod(ctx, sb, &obs)
 	if obs.multiplePods != nil {
 		obs.serviceSkipped = true // nothing is decided while the Pod is ambiguous
@@ -275,6 +281,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&agentsv1beta1.Sandbox{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: beyondStatus})).
 		Owns(&corev1.Pod{}, tracked).
 		Owns(&corev1.Service{}, tracked).
+		// The credentials Secret: repaired when changed, re-created when deleted. Its creation
+		// is this controller's own doing and needs no pass.
+		Owns(&corev1.Secret{}, tracked, builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
 		Complete(r)
 }
@@ -306,17 +315,20 @@ type observation struct {
 	// podPatchWait is how long it is still held back.
 	podPatchPending bool
 	podPatchWait    time.Duration
-	errs            []error
+	// credentialsMissing is set when the credentials Secret could not be made sure of.
+	credentialsMissing bool
+	errs               []error
 }
 
 // Steps of a pass, the label of the reconcile error metric.
 const (
-	stepPVC      = "pvc"
-	stepPod      = "pod"
-	stepService  = "service"
-	stepExpiry   = "expiry"
-	stepStatus   = "status"
-	stepMetadata = "metadata"
+	stepPVC         = "pvc"
+	stepPod         = "pod"
+	stepCredentials = "credentials"
+	stepService     = "service"
+	stepExpiry      = "expiry"
+	stepStatus      = "status"
+	stepMetadata    = "metadata"
 )
 
 // soonest adds a requeue after d (when d > 0) to res, keeping the earlier of the two.

@@ -16,6 +16,10 @@
 //   - Status is computed from observation on every pass and written at most once per pass, only
 //     when it changed; events follow a successful status write. A pass that reads a Sandbox older
 //     than the controller's own last write waits for the cache instead of writing again.
+//   - With a credentials key (WithCredentialsKey, manager --sandbox-credentials) every Sandbox
+//     gets Secret "<sandbox>-credentials" with its derived sandbox and control tokens before its
+//     Pod, and every container gets them by secretKeyRef; a deleted Secret is re-created, a
+//     foreign Secret of that name blocks the Pod (docs/design/credentials.md).
 //   - With a write-behind window (--sandbox-write-behind-window, capped at 1s) the metadata patch
 //     of an already-owned Pod, and nothing else, waits until the window since the Pod was first
 //     found out of date has passed; edits within it reach the Pod in one patch.

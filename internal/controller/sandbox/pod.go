@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/kube"
 	"github.com/paddock-dev/paddock/internal/naming"
 	"github.com/paddock-dev/paddock/internal/podmeta"
@@ -109,6 +110,9 @@ func (r *Reconciler) suspendPod(ctx context.Context, sb *agentsv1beta1.Sandbox, 
 // adoptable one, and keeps the metadata of the owned one in line with the Sandbox.
 func (r *Reconciler) runPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod, obs *observation) error {
 	if pod == nil {
+		if obs.credentialsMissing {
+			return fmt.Errorf("not creating pod of sandbox %q before its credentials secret %q exists", sb.Name, credentials.SandboxSecretName(sb.Name))
+		}
 		created, existing, err := r.createPod(ctx, sb)
 		switch {
 		case err != nil:
@@ -150,14 +154,13 @@ func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (
 		return nil, nil, err
 	}
 	pod := constructPod(sb, owner)
+	if r.credentialsKey != nil {
+		withCredentialEnv(&pod.Spec, credentials.SandboxSecretName(sb.Name))
+	}
 	err = r.client.Create(ctx, pod, fieldOwner)
 	if apierrors.IsAlreadyExists(err) {
 		existing = &corev1.Pod{}
-		reader := r.apiReader
-		if reader == nil {
-			reader = r.client
-		}
-		if err := reader.Get(ctx, client.ObjectKeyFromObject(pod), existing); err != nil {
+		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(pod), existing); err != nil {
 			return nil, nil, fmt.Errorf("reading pod %q that already exists: %w", pod.Name, err)
 		}
 		return nil, existing, nil

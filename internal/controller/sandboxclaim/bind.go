@@ -34,7 +34,7 @@ func (r *Reconciler) bind(ctx context.Context, claim *extensionsv1beta1.SandboxC
 		return nil, "", err
 	}
 	// A claim with env goes warm only through claim settings (claimsettings.go).
-	if len(claim.Spec.VolumeClaimTemplates) == 0 && (len(claim.Spec.Env) == 0 || r.servesEnvWarm(claim, tpl)) {
+	if len(claim.Spec.VolumeClaimTemplates) == 0 && r.servesWarm(claim, tpl) {
 		sb, networkPending, err := r.adoptWarm(ctx, claim, pool, tpl)
 		if err != nil || sb != nil {
 			return sb, agentsv1beta1.LaunchTypeWarm, err

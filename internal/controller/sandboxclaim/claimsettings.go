@@ -1,8 +1,11 @@
 package sandboxclaim
 
-// Claim settings: a claim with spec.env is served by a warm Sandbox whose runtime is sandboxd.
-// After adoption the controller PUTs the env to sandboxd's /v1/claim-settings and only then lets
-// the claim turn Ready. The design is docs/design/sandboxd-claim-settings.md.
+// Claim settings: a warm member of a sandboxd template (extensionsv1beta1.RuntimeAnnotation)
+// starts locked. After adoption the controller PUTs the claim's identity, and its env if any, to
+// sandboxd's /v1/claim-settings with the member's control token, which binds and unlocks it, and
+// only then lets the claim turn Ready. A 409 means somebody bound the member first: it is
+// deleted and the claim served cold. The design is docs/design/sandboxd-claim-settings.md and
+// docs/design/credentials.md.
 
 import (
 	"bytes"
@@ -28,7 +31,9 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/blueprint"
+	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
 )
 
@@ -95,7 +100,16 @@ func podAddress(sb *agentsv1beta1.Sandbox) (string, error) {
 	if len(sb.Status.PodIPs) == 0 {
 		return "", fmt.Errorf("sandbox %q has no pod IP yet", sb.Name)
 	}
-	return net.JoinHostPort(sb.Status.PodIPs[0], strconv.Itoa(extensionsv1beta1.ClaimSettingsPort)), nil
+	return net.JoinHostPort(sb.Status.PodIPs[0], strconv.Itoa(sandboxd.RESTPort)), nil
+}
+
+// needsSettings reports whether a Sandbox bound to claim waits for claim settings: a warm one
+// that starts sandboxd locked, or that takes the claim's env.
+func needsSettings(c *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) bool {
+	if sb == nil || sb.Labels[agentsv1beta1.LaunchTypeLabel] != agentsv1beta1.LaunchTypeWarm {
+		return false
+	}
+	return len(c.Spec.Env) > 0 || blueprint.LockedUntilClaimed(&sb.Spec.PodTemplate.Spec)
 }
 
 // settingsError is a pass that could not deliver a claim's settings; reason is the claim's Ready
@@ -107,13 +121,13 @@ type settingsError struct {
 
 func (e *settingsError) Error() string { return e.msg }
 
-// warmSettings returns the settings that let a warm member of tpl serve claim, or false when the
-// claim must start cold: the template has not opted in, an entry is meant for a container other
-// than the first (the one running sandboxd), or the template's policy rejects the env, which the
-// cold path then reports exactly as upstream does.
+// warmSettings returns the settings that let a warm member of tpl serve a claim with env, or
+// false when the claim must start cold: the template's runtime is not sandboxd, an entry is meant
+// for a container other than the first (the one running sandboxd), or the template's policy
+// rejects the env, which the cold path then reports exactly as upstream does.
 func warmSettings(c *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.SandboxTemplate) (claim.Settings, bool) {
 	containers := tpl.Spec.PodTemplate.Spec.Containers
-	if len(c.Spec.Env) == 0 || tpl.Annotations[extensionsv1beta1.ClaimSettingsAnnotation] != extensionsv1beta1.ClaimSettingsSandboxd || len(containers) == 0 {
+	if len(c.Spec.Env) == 0 || !blueprint.RunsSandboxd(tpl) || len(containers) == 0 {
 		return claim.Settings{}, false
 	}
 	spec := tpl.Spec.PodTemplate.Spec.DeepCopy()
@@ -130,19 +144,29 @@ func warmSettings(c *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.Sand
 	return s, true
 }
 
-// servesEnvWarm reports whether a claim with env may take a warm member of tpl. A claim that
-// fell back to a cold Sandbox never tries a warm one again.
-func (r *Reconciler) servesEnvWarm(c *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.SandboxTemplate) bool {
-	if _, ok := warmSettings(c, tpl); !ok || r.settingsFellBack(c) {
+// servesWarm reports whether a claim may take a warm member of tpl: one without env always,
+// one with env only through claim settings, which need the credentials key. A claim that fell
+// back to a cold Sandbox never tries a warm one again.
+func (r *Reconciler) servesWarm(c *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.SandboxTemplate) bool {
+	if r.settingsFellBack(c) {
 		return false
 	}
-	return true
+	if len(c.Spec.Env) == 0 {
+		return true
+	}
+	_, ok := warmSettings(c, tpl)
+	return ok && r.opts.CredentialsKey != nil
 }
 
 func (r *Reconciler) settingsFellBack(c *extensionsv1beta1.SandboxClaim) bool {
 	_, marked := r.settings.fellBack.Load(c.UID)
+	return marked || fallbackRecorded(c)
+}
+
+// fallbackRecorded reports whether the claim's status records that it gave up a warm Sandbox.
+func fallbackRecorded(c *extensionsv1beta1.SandboxClaim) bool {
 	cond := meta.FindStatusCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered)
-	return marked || (cond != nil && cond.Reason == extensionsv1beta1.ClaimReasonSettingsFailed)
+	return cond != nil && (cond.Reason == extensionsv1beta1.ClaimReasonSettingsFailed || cond.Reason == extensionsv1beta1.ClaimReasonWarmMemberTampered)
 }
 
 // recallFallback puts back the SettingsFailed condition this process wrote when the claim as read
@@ -152,7 +176,7 @@ func (r *Reconciler) recallFallback(c *extensionsv1beta1.SandboxClaim) {
 	if !ok {
 		return
 	}
-	if cond := meta.FindStatusCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered); cond == nil || cond.Reason != extensionsv1beta1.ClaimReasonSettingsFailed {
+	if !fallbackRecorded(c) {
 		meta.SetStatusCondition(&c.Status.Conditions, v.(metav1.Condition))
 	}
 }
@@ -168,16 +192,13 @@ func (r *Reconciler) alreadyDelivered(c *extensionsv1beta1.SandboxClaim) bool {
 }
 
 // deliverClaimSettings is the claim-settings step of a pass, after bind. It does nothing for a
-// claim without env or a Sandbox that is not warm. Otherwise it sends the env to sandboxd unless
-// it was delivered already; the claim is not Ready until it was. A delivery that
-// cannot succeed discards the warm Sandbox, and the claim starts cold.
+// Sandbox that is cold, or warm but neither locked nor given env. Otherwise it binds sandboxd to
+// the claim (with its env) unless that was done already; the claim is not Ready until it was. A
+// delivery that cannot succeed discards the warm Sandbox, and the claim starts cold.
 func (r *Reconciler) deliverClaimSettings(ctx context.Context, c *extensionsv1beta1.SandboxClaim,
 	sb *agentsv1beta1.Sandbox, bindErr error) (*agentsv1beta1.Sandbox, error) {
-	if len(c.Spec.Env) == 0 {
-		return sb, bindErr
-	}
 	r.recallFallback(c)
-	if bindErr != nil || sb == nil || sb.Labels[agentsv1beta1.LaunchTypeLabel] != agentsv1beta1.LaunchTypeWarm {
+	if bindErr != nil || !needsSettings(c, sb) {
 		return sb, bindErr
 	}
 	if r.settingsFellBack(c) {
@@ -206,17 +227,24 @@ func (r *Reconciler) deliverClaimSettings(ctx context.Context, c *extensionsv1be
 		return sb, &settingsError{reason: extensionsv1beta1.ClaimReasonSettingsPending, msg: msg}
 	}
 	r.settings.failures.Delete(c.UID)
+	reason := extensionsv1beta1.ClaimReasonSettingsFailed
+	if errors.Is(err, errBoundElsewhere) {
+		// Somebody reached the unclaimed member before the controller: never hand it out.
+		reason = extensionsv1beta1.ClaimReasonWarmMemberTampered
+		msg = fmt.Sprintf("sandboxd in warm Sandbox %q was already bound to another claim: somebody reached it before the controller", sb.Name)
+	}
 	msg += "; discarding the warm Sandbox and starting a cold one"
 	r.settings.fellBack.Store(c.UID, metav1.Condition{Type: extensionsv1beta1.ClaimConditionSettingsDelivered, Status: metav1.ConditionFalse,
-		ObservedGeneration: c.Generation, Reason: extensionsv1beta1.ClaimReasonSettingsFailed, Message: msg})
-	r.event(c, corev1.EventTypeWarning, ReasonClaimSettingsFailed, "Adoption", msg)
-	return nil, errors.Join(&settingsError{reason: extensionsv1beta1.ClaimReasonSettingsFailed, msg: msg}, r.discardWarm(ctx, c, sb))
+		ObservedGeneration: c.Generation, Reason: reason, Message: msg})
+	r.event(c, corev1.EventTypeWarning, reason, "Adoption", msg)
+	return nil, errors.Join(&settingsError{reason: reason, msg: msg}, r.discardWarm(ctx, c, sb))
 }
 
 // discardWarm deletes a warm Sandbox the claim gave up on; the claim's next passes create a cold
-// one once the cache no longer shows it. Nobody else can have it: the claim is its controller.
+// one once the cache no longer shows it. The preconditions make sure the delete hits the Sandbox
+// this pass saw; on a conflict the next pass, which still finds it bound, tries again.
 func (r *Reconciler) discardWarm(ctx context.Context, c *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) error {
-	if err := r.client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+	if err := r.client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID, ResourceVersion: &sb.ResourceVersion}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting warm Sandbox %q of claim %q after claim settings failed: %w", sb.Name, c.Name, err)
 	}
 	return newError(errCreatePending, "warm Sandbox %q could not take the claim's env and is being deleted; a cold Sandbox follows", sb.Name)
@@ -228,20 +256,27 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
-// putClaimSettings sends the claim's env to sandboxd with the template's claim token.
+// errBoundElsewhere is sandboxd's 409: it is bound to another claim already.
+var errBoundElsewhere = errors.New("sandboxd is bound to another claim")
+
+// putClaimSettings binds sandboxd to the claim, with its env, using the Sandbox's control token.
+// A claim without env needs no template: its settings are its name and UID.
 func (r *Reconciler) putClaimSettings(ctx context.Context, c *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) error {
-	_, tpl, err := r.poolAndTemplate(ctx, c)
-	if err != nil {
-		return err
+	settings := claim.Settings{ClaimName: c.Name, ClaimUID: string(c.UID)}
+	if len(c.Spec.Env) > 0 {
+		_, tpl, err := r.poolAndTemplate(ctx, c)
+		if err != nil {
+			return err
+		}
+		var ok bool
+		if settings, ok = warmSettings(c, tpl); !ok {
+			return &permanentError{fmt.Errorf("template %q no longer accepts this claim's env through claim settings", tpl.Name)}
+		}
 	}
-	settings, ok := warmSettings(c, tpl)
-	if !ok {
-		return &permanentError{fmt.Errorf("template %q no longer accepts this claim's env through claim settings", tpl.Name)}
+	if r.opts.CredentialsKey == nil {
+		return &permanentError{fmt.Errorf("no credentials key to derive Sandbox %q's control token: the controller runs with --sandbox-credentials=false", sb.Name)}
 	}
-	token, err := r.claimToken(ctx, tpl)
-	if err != nil {
-		return err
-	}
+	token := credentials.ControlToken(r.opts.CredentialsKey, sb.Namespace, sb.Name, sb.UID)
 	addr, err := r.settings.opts.Address(sb)
 	if err != nil {
 		return err
@@ -274,51 +309,30 @@ func responseError(resp *http.Response) error {
 	text, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	err := fmt.Errorf("sandboxd answered %s: %s", resp.Status, bytes.TrimSpace(text))
 	switch resp.StatusCode {
+	case http.StatusConflict:
+		return &permanentError{fmt.Errorf("%w: %w", errBoundElsewhere, err)}
 	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound,
-		http.StatusConflict, http.StatusRequestEntityTooLarge:
+		http.StatusRequestEntityTooLarge:
 		return &permanentError{err}
 	}
 	return err
 }
 
-// claimToken reads the claim token from the template's Secret, past the cache: the controller
-// does not watch Secrets, and needs only the ones of templates that opted in.
-func (r *Reconciler) claimToken(ctx context.Context, tpl *extensionsv1beta1.SandboxTemplate) (string, error) {
-	name := tpl.Annotations[extensionsv1beta1.ClaimSettingsSecretAnnotation]
-	if name == "" {
-		name = extensionsv1beta1.DefaultClaimTokenSecret
-	}
-	secret := &corev1.Secret{}
-	if err := r.reader.Get(ctx, types.NamespacedName{Namespace: tpl.Namespace, Name: name}, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", &permanentError{fmt.Errorf("claim token Secret %q not found in namespace %q; create it with key %q (the token sandboxd reads from --claim-token-file) or name another Secret in the template annotation %s",
-				name, tpl.Namespace, extensionsv1beta1.ClaimTokenSecretKey, extensionsv1beta1.ClaimSettingsSecretAnnotation)}
-		}
-		return "", fmt.Errorf("reading claim token Secret %q: %w", name, err)
-	}
-	token := string(bytes.TrimSpace(secret.Data[extensionsv1beta1.ClaimTokenSecretKey]))
-	if token == "" {
-		return "", &permanentError{fmt.Errorf("claim token Secret %q in namespace %q has no key %q; put the token sandboxd reads from --claim-token-file there",
-			name, tpl.Namespace, extensionsv1beta1.ClaimTokenSecretKey)}
-	}
-	return token, nil
-}
-
-// setSettingsDelivered sets the SettingsDelivered condition of a claim with env from the pass's
-// outcome. It is left as it was when the pass learnt nothing new: a cold Sandbox keeps the
-// record of why the claim went cold.
+// setSettingsDelivered sets the SettingsDelivered condition from the pass's outcome. It is left
+// as it was when the pass learnt nothing new: a cold Sandbox keeps the record of why the claim
+// went cold. A claim that neither needed settings nor fell back has no such condition.
 func setSettingsDelivered(c *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox, err error) {
 	cond := metav1.Condition{Type: extensionsv1beta1.ClaimConditionSettingsDelivered, ObservedGeneration: c.Generation}
 	var se *settingsError
 	switch {
-	case len(c.Spec.Env) == 0:
-		meta.RemoveStatusCondition(&c.Status.Conditions, cond.Type)
-		return
 	case errors.As(err, &se):
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, se.reason, se.msg
-	case err == nil && sb != nil && sb.Labels[agentsv1beta1.LaunchTypeLabel] == agentsv1beta1.LaunchTypeWarm:
+	case err == nil && needsSettings(c, sb):
 		cond.Status, cond.Reason = metav1.ConditionTrue, extensionsv1beta1.ClaimReasonSettingsDelivered
-		cond.Message = fmt.Sprintf("sandboxd in warm Sandbox %q has the claim's env", sb.Name)
+		cond.Message = fmt.Sprintf("sandboxd in warm Sandbox %q is bound to the claim and has its env", sb.Name)
+	case len(c.Spec.Env) == 0 && !fallbackRecorded(c):
+		meta.RemoveStatusCondition(&c.Status.Conditions, cond.Type)
+		return
 	default:
 		return
 	}

@@ -15,13 +15,14 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/blueprint"
 	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
 )
 
 func settingsTemplate(annotation string, policy extensionsv1beta1.EnvVarsInjectionPolicy, env ...corev1.EnvVar) *extensionsv1beta1.SandboxTemplate {
 	tpl := &extensionsv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "tpl", Namespace: "ns"}}
 	if annotation != "" {
-		tpl.Annotations = map[string]string{extensionsv1beta1.ClaimSettingsAnnotation: annotation}
+		tpl.Annotations = map[string]string{extensionsv1beta1.RuntimeAnnotation: annotation}
 	}
 	tpl.Spec.EnvVarsInjectionPolicy = policy
 	tpl.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: "sandboxd", Env: env}, {Name: "sidecar"}}
@@ -44,7 +45,7 @@ func TestWarmSettings(t *testing.T) {
 		warm  bool
 	}{
 		{name: "no env", claim: claimWithEnv(), tpl: settingsTemplate("sandboxd", allowed)},
-		{name: "template not opted in", claim: claimWithEnv(task), tpl: settingsTemplate("", allowed)},
+		{name: "runtime not annotated", claim: claimWithEnv(task), tpl: settingsTemplate("", allowed)},
 		{name: "unknown runtime", claim: claimWithEnv(task), tpl: settingsTemplate("other", allowed)},
 		{name: "policy Disallowed", claim: claimWithEnv(task), tpl: settingsTemplate("sandboxd", extensionsv1beta1.EnvVarsInjectionPolicyDisallowed)},
 		{
@@ -123,12 +124,20 @@ func TestResponseError(t *testing.T) {
 			if got := errors.As(err, &perm); got != tt.permanent {
 				t.Errorf("permanent = %v, want %v", got, tt.permanent)
 			}
+			if got, want := errors.Is(err, errBoundElsewhere), tt.status == http.StatusConflict; got != want {
+				t.Errorf("bound elsewhere = %v, want %v (a 409 marks a tampered member)", got, want)
+			}
 		})
 	}
 }
 
 func TestSetSettingsDelivered(t *testing.T) {
 	warm := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "warm-1", Labels: map[string]string{agentsv1beta1.LaunchTypeLabel: agentsv1beta1.LaunchTypeWarm}}}
+	locked := warm.DeepCopy()
+	locked.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: "sandboxd"}}
+	blueprint.LockUntilClaimed(&locked.Spec.PodTemplate.Spec)
+	tampered := metav1.Condition{Type: extensionsv1beta1.ClaimConditionSettingsDelivered, Status: metav1.ConditionFalse,
+		Reason: extensionsv1beta1.ClaimReasonWarmMemberTampered, Message: "bound elsewhere", ObservedGeneration: 2}
 	cold := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "c", Labels: map[string]string{agentsv1beta1.LaunchTypeLabel: agentsv1beta1.LaunchTypeCold}}}
 	failed := metav1.Condition{Type: extensionsv1beta1.ClaimConditionSettingsDelivered, Status: metav1.ConditionFalse,
 		Reason: extensionsv1beta1.ClaimReasonSettingsFailed, Message: "gave up", ObservedGeneration: 2}
@@ -140,11 +149,12 @@ func TestSetSettingsDelivered(t *testing.T) {
 		err    error
 		want   []metav1.Condition
 	}{
-		{name: "no env: never set, and removed", before: []metav1.Condition{failed}, sb: warm},
+		{name: "no env, member not locked: never set, and a stale one removed", before: []metav1.Condition{delivered("warm-1")}, sb: warm},
+		{name: "no env, locked member bound", sb: locked, want: []metav1.Condition{delivered("warm-1")}},
+		{name: "no env keeps the record of a tampered member", before: []metav1.Condition{tampered}, sb: cold, want: []metav1.Condition{tampered}},
 		{
 			name: "delivered to a warm Sandbox", env: true, sb: warm,
-			want: []metav1.Condition{{Type: extensionsv1beta1.ClaimConditionSettingsDelivered, Status: metav1.ConditionTrue, ObservedGeneration: 2,
-				Reason: extensionsv1beta1.ClaimReasonSettingsDelivered, Message: `sandboxd in warm Sandbox "warm-1" has the claim's env`}},
+			want: []metav1.Condition{delivered("warm-1")},
 		},
 		{
 			name: "pending", env: true, sb: warm, err: &settingsError{reason: extensionsv1beta1.ClaimReasonSettingsPending, msg: "no route"},
@@ -173,4 +183,9 @@ func TestSetSettingsDelivered(t *testing.T) {
 			}
 		})
 	}
+}
+
+func delivered(sandbox string) metav1.Condition {
+	return metav1.Condition{Type: extensionsv1beta1.ClaimConditionSettingsDelivered, Status: metav1.ConditionTrue, ObservedGeneration: 2,
+		Reason: extensionsv1beta1.ClaimReasonSettingsDelivered, Message: `sandboxd in warm Sandbox "` + sandbox + `" is bound to the claim and has its env`}
 }

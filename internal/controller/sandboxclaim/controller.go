@@ -30,8 +30,12 @@ type Options struct {
 	AllowedLabelDomains []string
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
-	// ClaimSettings configure serving claims with env from warm sandboxd Sandboxes (claimsettings.go).
+	// ClaimSettings configure binding warm sandboxd Sandboxes to their claims (claimsettings.go).
 	ClaimSettings ClaimSettingsOptions
+	// CredentialsKey derives each Sandbox's control token (internal/credentials), with which the
+	// controller binds a warm sandboxd member to its claim; nil (--sandbox-credentials=false)
+	// serves claims with env cold and cannot unlock locked members.
+	CredentialsKey []byte
 	// TracerProvider traces each pass and carries the trace to the claim's Sandbox (tracing.go);
 	// nil, the default, traces nothing.
 	TracerProvider trace.TracerProvider
@@ -105,7 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	sb, launch, bindErr := r.bind(ctx, claim)
-	sb, bindErr = r.deliverClaimSettings(ctx, claim, sb, bindErr) // claim settings; a no-op without spec.env
+	sb, bindErr = r.deliverClaimSettings(ctx, claim, sb, bindErr) // claim settings; a no-op unless warm sandboxd
 	if wait := (*warmWait)(nil); errors.As(bindErr, &wait) {
 		return ctrl.Result{RequeueAfter: wait.retryAfter}, nil
 	}

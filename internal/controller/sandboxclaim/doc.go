@@ -10,10 +10,12 @@
 //     template) and loses the pool's labels. A conflict means someone else changed or took the
 //     member; the next candidate is tried. The claim object itself is never updated, only its
 //     status, so a warm claim costs the user's create, the adoption patch and one status write.
-//   - A claim with env may also go warm when its template opts in to sandboxd claim settings:
-//     after adoption the env is PUT to sandboxd and only then may the claim turn Ready; a
-//     refusal, or failures for longer than GiveUpAfter, discard the warm Sandbox and fall back
-//     to cold (claimsettings.go, docs/design/sandboxd-claim-settings.md).
+//   - Members of a template whose runtime is sandboxd (paddock.dev/runtime) start locked. After
+//     adoption the claim (and its env, which then may go warm too) is PUT to sandboxd with the
+//     member's derived control token, and only then may the claim turn Ready; a 409 is
+//     WarmMemberTampered, and it, other refusals, or failures for longer than GiveUpAfter
+//     discard the warm Sandbox and fall back to cold (claimsettings.go,
+//     docs/design/sandboxd-claim-settings.md).
 //   - Otherwise a cold Sandbox named after the claim is created from the pool's template, with
 //     the claim's env and volume claim templates injected under the template's policies.
 //   - Status mirrors the bound Sandbox (Ready, Finished, name, pod IPs), or says why there is

@@ -14,18 +14,13 @@ import (
 // namespaceNameLabel is set by Kubernetes on every namespace to the namespace's name.
 const namespaceNameLabel = "kubernetes.io/metadata.name"
 
-// Egress of the secure default: any public address. Private, link-local and unique-local ranges
-// are excluded, so sandboxes reach neither the cluster (DNS included) nor cloud metadata.
-var (
-	publicIPv4Except = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"}
-	publicIPv6Except = []string{"fc00::/7", "fe80::/10"}
-)
-
 // PolicyName is the name of a template's NetworkPolicy.
 func PolicyName(templateName string) string { return templateName + "-network-policy" }
 
-// constructPolicy is the NetworkPolicy a Managed template wants.
-func constructPolicy(tpl *extensionsv1beta1.SandboxTemplate, opts Options) *networkingv1.NetworkPolicy {
+// constructPolicy is the NetworkPolicy a Managed template wants. The default egress is any
+// address but the deny ranges (see package egress): sandboxes reach neither the cluster (DNS
+// included) nor cloud metadata.
+func constructPolicy(tpl *extensionsv1beta1.SandboxTemplate, opts Options, deny4, deny6 []string) *networkingv1.NetworkPolicy {
 	spec := networkingv1.NetworkPolicySpec{
 		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{
 			agentsv1beta1.SandboxTemplateRefHashLabel: blueprint.TemplateRefHash(tpl.Name),
@@ -40,8 +35,8 @@ func constructPolicy(tpl *extensionsv1beta1.SandboxTemplate, opts Options) *netw
 			PodSelector:       &metav1.LabelSelector{MatchLabels: maps.Clone(opts.RouterPodLabels)},
 		}}}}
 		spec.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
-			{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: publicIPv4Except}},
-			{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: publicIPv6Except}},
+			{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: deny4}},
+			{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: deny6}},
 		}}}
 	}
 	np := &networkingv1.NetworkPolicy{

@@ -13,8 +13,10 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
@@ -30,11 +32,21 @@ type Options struct {
 	// (default agent-sandbox-system, app=sandbox-router).
 	RouterNamespace string
 	RouterPodLabels map[string]string
+	// EgressDenyCIDRs is --sandbox-egress-deny-cidrs: when not nil, the ranges the default policy
+	// denies besides egress.Defaults, in place of discovery.
+	EgressDenyCIDRs []string
+	// EgressDiscovery is --sandbox-egress-discovery (default true): deny the cluster's own pod,
+	// node, Service and API server ranges as found in its Nodes, ServiceCIDRs and the
+	// kubernetes Service's EndpointSlices.
+	EgressDiscovery bool
+	// Reader reads the API server's EndpointSlices uncached (one namespace's slices are not worth
+	// a cluster-wide informer); the client when nil.
+	Reader client.Reader
 }
 
 // DefaultOptions returns the reference's defaults.
 func DefaultOptions() Options {
-	return Options{Workers: 1, RouterNamespace: "agent-sandbox-system", RouterPodLabels: map[string]string{"app": "sandbox-router"}}
+	return Options{Workers: 1, RouterNamespace: "agent-sandbox-system", RouterPodLabels: map[string]string{"app": "sandbox-router"}, EgressDiscovery: true}
 }
 
 // ReasonPolicyNotControlled is the Warning event of a template whose NetworkPolicy name is taken
@@ -62,6 +74,9 @@ func New(c client.Client, recorder events.EventRecorder, opts Options) *Reconcil
 		opts.RouterPodLabels = def.RouterPodLabels
 	}
 	opts.RouterPodLabels = maps.Clone(opts.RouterPodLabels) // the caller's map stays theirs
+	if opts.Reader == nil {
+		opts.Reader = c
+	}
 	return &Reconciler{client: c, recorder: recorder, opts: opts}
 }
 
@@ -80,7 +95,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if tpl.Spec.NetworkPolicyManagement == extensionsv1beta1.NetworkPolicyManagementUnmanaged {
 		return ctrl.Result{}, r.deleteControlledPolicy(ctx, tpl)
 	}
-	return ctrl.Result{}, r.applyPolicy(ctx, tpl, constructPolicy(tpl, r.opts))
+	deny4, deny6, err := r.egressDeny(ctx, tpl)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.applyPolicy(ctx, tpl, constructPolicy(tpl, r.opts, deny4, deny6))
 }
 
 // ensureRefHashLabel puts the template-ref-hash label on the template itself.
@@ -153,6 +172,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&extensionsv1beta1.SandboxTemplate{}).
 		Owns(&networkingv1.NetworkPolicy{}).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allTemplates), builder.WithPredicates(nodeAddressesChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
 		Named("sandboxtemplate").
 		Complete(r)

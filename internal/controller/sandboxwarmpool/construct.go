@@ -27,16 +27,17 @@ func observeMembers(pool *extensionsv1beta1.SandboxWarmPool, tpl *extensionsv1be
 		}
 		scheduled := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionPodScheduled)
 		out = append(out, warmpool.Member{
-			Name:           sb.Name,
-			UID:            sb.UID,
-			Owned:          ownership == kube.OwnedByUs,
-			Deleting:       !sb.DeletionTimestamp.IsZero(),
-			DeletePending:  deletePending(key, sb.UID),
-			Ready:          meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady),
-			Stale:          tpl != nil && blueprint.Stale(tpl, sb),
-			Unschedulable:  scheduled != nil && scheduled.Status == metav1.ConditionFalse && scheduled.Reason == corev1.PodReasonUnschedulable,
-			LaunchTypeWarm: sb.Labels[agentsv1beta1.LaunchTypeLabel] == agentsv1beta1.LaunchTypeWarm,
-			Created:        sb.CreationTimestamp.Time,
+			Name:            sb.Name,
+			UID:             sb.UID,
+			ResourceVersion: sb.ResourceVersion,
+			Owned:           ownership == kube.OwnedByUs,
+			Deleting:        !sb.DeletionTimestamp.IsZero(),
+			DeletePending:   deletePending(key, sb.UID),
+			Ready:           meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady),
+			Stale:           tpl != nil && blueprint.Stale(tpl, sb),
+			Unschedulable:   scheduled != nil && scheduled.Status == metav1.ConditionFalse && scheduled.Reason == corev1.PodReasonUnschedulable,
+			LaunchTypeWarm:  sb.Labels[agentsv1beta1.LaunchTypeLabel] == agentsv1beta1.LaunchTypeWarm,
+			Created:         sb.CreationTimestamp.Time,
 		})
 	}
 	return out

@@ -55,6 +55,10 @@ const statusCountsInterval = time.Second
 // watch event that would wake it was lost.
 const expectationsRecheck = 30 * time.Second
 
+// takenRecheck is how soon a pool whose delete was refused because the member changed looks
+// again. The member's own watch event usually wakes it first.
+const takenRecheck = time.Second
+
 // Reconciler reconciles SandboxWarmPools.
 type Reconciler struct {
 	client       client.Client
@@ -129,23 +133,43 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		"delete", len(plan.Delete), "adopt", len(plan.Adopt), "replicas", plan.Replicas, "ready", plan.ReadyReplicas)
 
 	create, paced := r.shaping.Allow(key, plan.Create, int(plan.Replicas), now)
+	blocked, blockErr := r.creationBlocker(ctx, pool, tpl)
+	if blocked.reason != "" {
+		create = 0
+		paced = sooner(paced, r.opts.UnschedulableRecheckInterval) // the cause may be fixed without an event we watch
+	}
+	taken, delErr := r.deleteMembers(ctx, pool, plan.Delete)
+	if taken > 0 {
+		// The plan's view of those members is out of date: look again once the cache has caught up.
+		paced = sooner(paced, takenRecheck)
+	}
+	createErr := r.createMembers(ctx, pool, tpl, create)
+	made := createOutcome(create, createErr)
+	if blocked.reason != "" {
+		made = blocked
+	}
 	actErr := errors.Join(
-		r.deleteMembers(ctx, pool, plan.Delete),
+		delErr,
+		blockErr,
 		r.adoptOrphans(ctx, pool, members, plan.Adopt),
 		r.relabel(ctx, members, plan.Relabel),
-		r.createMembers(ctx, pool, tpl, create),
+		createErr,
 	)
 
-	statusWait, err := r.writeStatus(ctx, key, pool, plan, now)
+	original := pool.DeepCopy()
+	setConditions(pool, tpl != nil, tplErr, made, plan)
+	statusWait, err := r.writeStatus(ctx, key, pool, original, plan, now)
 	actErr = errors.Join(actErr, err)
+	if err == nil {
+		r.conditionEvents(pool, original.Status.Conditions)
+	}
 	r.reportProgress(pool, plan)
 	return r.requeue(key, plan, sooner(paced, statusWait), now), errors.Join(actErr, tplErr)
 }
 
 // writeStatus writes the pool's status from plan, unless it only moves the replica counts and
 // the last write was too recent: then it returns how long to wait before writing.
-func (r *Reconciler) writeStatus(ctx context.Context, key string, pool *extensionsv1beta1.SandboxWarmPool, plan warmpool.Plan, now time.Time) (time.Duration, error) {
-	original := pool.DeepCopy()
+func (r *Reconciler) writeStatus(ctx context.Context, key string, pool, original *extensionsv1beta1.SandboxWarmPool, plan warmpool.Plan, now time.Time) (time.Duration, error) {
 	setStatus(pool, plan)
 	if wait := r.statusPacer.Wait(key, countsOnly(original.Status, pool.Status), now); wait > 0 {
 		return wait, nil

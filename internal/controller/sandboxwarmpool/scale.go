@@ -48,9 +48,12 @@ func (r *Reconciler) listMembers(ctx context.Context, pool *extensionsv1beta1.Sa
 	return list.Items, nil
 }
 
-// deleteMembers deletes the planned members. Each delete of an owned member is expected before
-// it is sent; a failed one is un-expected.
-func (r *Reconciler) deleteMembers(ctx context.Context, pool *extensionsv1beta1.SandboxWarmPool, dels []warmpool.Deletion) error {
+// deleteMembers deletes the planned members, each on condition that it is still the version the
+// plan saw: a claim adopting a member changes it, and the API server then refuses the delete
+// (409) instead of destroying the claim's Sandbox. taken counts those refusals; the pool plans
+// again from a fresher cache rather than retrying. Each delete of an owned member is expected
+// before it is sent; a failed one is un-expected.
+func (r *Reconciler) deleteMembers(ctx context.Context, pool *extensionsv1beta1.SandboxWarmPool, dels []warmpool.Deletion) (taken int, err error) {
 	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}.String()
 	var errs []error
 	for _, d := range dels {
@@ -59,17 +62,22 @@ func (r *Reconciler) deleteMembers(ctx context.Context, pool *extensionsv1beta1.
 		}
 		sb := &agentsv1beta1.Sandbox{}
 		sb.Namespace, sb.Name = pool.Namespace, d.Name
-		err := r.client.Delete(ctx, sb, client.Preconditions{UID: &d.UID})
+		err := r.client.Delete(ctx, sb, client.Preconditions{UID: &d.UID, ResourceVersion: &d.ResourceVersion})
 		if err != nil {
 			r.expectations.DeletionObserved(key, d.UID)
-			if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			switch {
+			case apierrors.IsConflict(err):
+				taken++
+				ctrl.LoggerFrom(ctx).V(2).Info("Warm pool member changed since the plan (taken by a claim or updated); not deleting it",
+					"pool", klog.KObj(pool), "sandbox", d.Name, "reason", d.Reason)
+			case !apierrors.IsNotFound(err):
 				errs = append(errs, fmt.Errorf("deleting member %q of warm pool %q: %w", d.Name, pool.Name, err))
 			}
 			continue
 		}
 		ctrl.LoggerFrom(ctx).V(2).Info("Deleted warm pool member", "pool", klog.KObj(pool), "sandbox", d.Name, "reason", d.Reason)
 	}
-	return errors.Join(errs...)
+	return taken, errors.Join(errs...)
 }
 
 // adoptOrphans takes over fresh members that lost their controller reference.

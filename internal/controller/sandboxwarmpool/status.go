@@ -1,6 +1,8 @@
 package sandboxwarmpool
 
 import (
+	"k8s.io/apimachinery/pkg/api/equality"
+
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/blueprint"
 	"github.com/paddock-dev/paddock/internal/warmpool"
@@ -18,9 +20,9 @@ func poolStatus(p *extensionsv1beta1.SandboxWarmPool) any { return p.Status }
 
 // countsOnly reports whether before and after differ, and only in the replica counts.
 func countsOnly(before, after extensionsv1beta1.SandboxWarmPoolStatus) bool {
-	if before == after {
+	if equality.Semantic.DeepEqual(before, after) {
 		return false
 	}
 	before.Replicas, before.ReadyReplicas = after.Replicas, after.ReadyReplicas
-	return before == after
+	return equality.Semantic.DeepEqual(before, after)
 }

@@ -54,17 +54,6 @@ type AllowAll struct{}
 // Authorize implements Authorizer.
 func (AllowAll) Authorize(context.Context, *http.Request, headers.Target) error { return nil }
 
-// refuseTargetOverrides denies requests whose headers could change the dialled target after the
-// authorizer checked the named sandbox.
-func refuseTargetOverrides(r *http.Request) error {
-	for _, h := range []string{headers.SandboxPodIP, headers.SandboxUID} {
-		if r.Header.Get(h) != "" {
-			return fmt.Errorf("%w: the %s header is not accepted in this authorization mode; route by X-Sandbox-ID and X-Sandbox-Namespace only", ErrForbidden, h)
-		}
-	}
-	return nil
-}
-
 // Scoped accepts tokens minted by scopedtoken for exactly the sandbox a request names.
 type Scoped struct {
 	Keys scopedtoken.Keys
@@ -85,9 +74,6 @@ func (s *Scoped) Authorize(_ context.Context, r *http.Request, t headers.Target)
 	claims, err := s.Keys.Verify(token, now())
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnauthenticated, err)
-	}
-	if err := refuseTargetOverrides(r); err != nil {
-		return err
 	}
 	if claims.Namespace != t.Namespace || claims.Name != t.Name {
 		return fmt.Errorf("%w: the token is scoped to sandbox %s/%s, not %s/%s", ErrForbidden,

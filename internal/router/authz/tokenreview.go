@@ -28,34 +28,31 @@ var SandboxAccess = authorizationv1.ResourceAttributes{
 // apiCallTimeout bounds one TokenReview or SubjectAccessReview call.
 const apiCallTimeout = 3 * time.Second
 
-// TokenReview authenticates Bearer tokens with the Kubernetes TokenReview API and, when
-// CheckAccess is set, authorizes each sandbox with a SubjectAccessReview. Results, positive and
+// TokenReview authenticates Bearer tokens with the Kubernetes TokenReview API, refusing requests
+// without one, and, unless SkipAccessCheck is set, authorizes each sandbox with a
+// SubjectAccessReview. Results, positive and
 // negative, are cached by a hash of the token for TTL; API failures for a third of it.
 type TokenReview struct {
-	client       kubernetes.Interface
-	audiences    []string
-	requireToken bool
-	checkAccess  bool
-	ttl          time.Duration
-	cache        *cache.LRUExpireCache
+	client      kubernetes.Interface
+	audiences   []string
+	checkAccess bool
+	ttl         time.Duration
+	cache       *cache.LRUExpireCache
 }
 
 // TokenReviewOptions configures NewTokenReview.
 type TokenReviewOptions struct {
 	Audiences []string
-	// RequireToken denies requests without a token; otherwise they pass unauthenticated (as
-	// upstream does by default). CheckAccess implies it.
-	RequireToken bool
-	// CheckAccess adds a SubjectAccessReview for SandboxAccess on the named sandbox.
-	CheckAccess bool
-	TTL         time.Duration
-	CacheSize   int
+	// SkipAccessCheck drops the SubjectAccessReview for SandboxAccess on the named sandbox, so
+	// any authenticated identity reaches every sandbox. The zero value checks.
+	SkipAccessCheck bool
+	TTL             time.Duration
+	CacheSize       int
 }
 
 // NewTokenReview returns a TokenReview authorizer using client.
 func NewTokenReview(client kubernetes.Interface, o TokenReviewOptions) *TokenReview {
-	return &TokenReview{client: client, audiences: o.Audiences, requireToken: o.RequireToken || o.CheckAccess,
-		checkAccess: o.CheckAccess, ttl: o.TTL, cache: cache.NewLRUExpireCache(o.CacheSize)}
+	return &TokenReview{client: client, audiences: o.Audiences, checkAccess: !o.SkipAccessCheck, ttl: o.TTL, cache: cache.NewLRUExpireCache(o.CacheSize)}
 }
 
 type decision struct {
@@ -67,9 +64,7 @@ type decision struct {
 func (a *TokenReview) Authorize(ctx context.Context, r *http.Request, t headers.Target) error {
 	token := BearerToken(r)
 	if token == "" {
-		if !a.requireToken {
-			return nil
-		}
+		// Unlike upstream, a mode named for authentication never lets an anonymous request by.
 		return fmt.Errorf("%w: send a Kubernetes token as \"Authorization: Bearer <token>\" (for example from `kubectl create token`)", ErrUnauthenticated)
 	}
 	sum := sha256.Sum256([]byte(token))
@@ -77,9 +72,6 @@ func (a *TokenReview) Authorize(ctx context.Context, r *http.Request, t headers.
 	authn := a.cached(ctx, "authn/"+key, func() decision { return a.review(ctx, token) })
 	if authn.err != nil || !a.checkAccess {
 		return authn.err
-	}
-	if err := refuseTargetOverrides(r); err != nil {
-		return err
 	}
 	return a.cached(ctx, "authz/"+key+"/"+t.Namespace+"/"+t.Name, func() decision {
 		return decision{err: a.access(ctx, authn.user, t)}

@@ -39,7 +39,7 @@ func TestTokenReviewCaching(t *testing.T) {
 		sar.Status.Allowed = sar.Spec.ResourceAttributes.Name == "mine"
 		return true, sar, nil
 	})
-	a := NewTokenReview(cs, TokenReviewOptions{CheckAccess: true, TTL: time.Hour, CacheSize: 10})
+	a := NewTokenReview(cs, TokenReviewOptions{TTL: time.Hour, CacheSize: 10})
 	ask := func(token, sandbox string) int {
 		r, _ := http.NewRequest(http.MethodGet, "/", nil)
 		if token != "" {
@@ -76,5 +76,14 @@ func TestTokenReviewCaching(t *testing.T) {
 	}
 	if got := ask("good", "mine"); got != http.StatusOK {
 		t.Errorf("a cached token stopped working during an API failure: %d", got)
+	}
+}
+
+// TestTokenReviewAlwaysAuthenticates: without the access check a request still needs a token.
+func TestTokenReviewAlwaysAuthenticates(t *testing.T) {
+	a := NewTokenReview(fake.NewClientset(), TokenReviewOptions{SkipAccessCheck: true, TTL: time.Hour, CacheSize: 10})
+	r, _ := http.NewRequest(http.MethodGet, "/", nil)
+	if got := StatusFor(a.Authorize(context.Background(), r, headers.Target{Namespace: "ns", Name: "sb"})); got != http.StatusUnauthorized {
+		t.Errorf("no token answered %d, want 401", got)
 	}
 }

@@ -106,7 +106,7 @@ func (f *FrontDoor) create(w http.ResponseWriter, r *http.Request, ns string) {
 		return
 	}
 	// Without the credentials key no sandbox token can be handed out: refuse before writing.
-	if _, err := f.key.get(r.Context(), f.client, f.cfg.CredentialsSecret, f.cfg.Now()); err != nil {
+	if err := f.cfg.Tokens.KeyErr(); err != nil {
 		f.cfg.Log.Error(err, "E2B create refused")
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -121,7 +121,7 @@ func (f *FrontDoor) create(w http.ResponseWriter, r *http.Request, ns string) {
 	sb, err := f.awaitDaemon(ctx, claim)
 	if err == nil {
 		var token string
-		if token, err = f.sandboxToken(ctx, sb); err == nil {
+		if token, err = f.sandboxToken(sb); err == nil {
 			writeJSON(w, http.StatusCreated, f.sandboxResponse(claim, token))
 			return
 		}
@@ -261,7 +261,7 @@ func (f *FrontDoor) get(w http.ResponseWriter, r *http.Request, ns string) {
 		}
 		d := detailOf(c, sb)
 		if sb != nil {
-			if d.EnvdAccessToken, err = f.sandboxToken(r.Context(), sb); err != nil {
+			if d.EnvdAccessToken, err = f.sandboxToken(sb); err != nil {
 				f.internal(w, err)
 				return
 			}
@@ -406,7 +406,7 @@ func (f *FrontDoor) connect(w http.ResponseWriter, r *http.Request, ns string) {
 			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("sandbox %q did not become ready in %s: %v", c.Name, f.cfg.CreateTimeout, err))
 			return
 		}
-		token, err := f.sandboxToken(ctx, ready)
+		token, err := f.sandboxToken(ready)
 		if err != nil {
 			f.internal(w, err)
 			return

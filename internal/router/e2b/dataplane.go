@@ -129,7 +129,7 @@ func (f *FrontDoor) routeFor(ctx context.Context, t DataTarget, token string) (*
 			continue
 		}
 		known = true
-		want, err := f.sandboxToken(ctx, sb)
+		want, err := f.sandboxToken(sb)
 		if err != nil {
 			f.cfg.Log.Error(err, "deriving a sandbox token")
 			return nil, http.StatusServiceUnavailable, "sandbox credentials are unavailable; retry shortly"

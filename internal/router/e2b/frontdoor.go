@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -24,8 +23,8 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
-	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/router/headers"
+	"github.com/paddock-dev/paddock/internal/router/proxy"
 )
 
 // Config is what the front door needs. Every field is required unless marked optional.
@@ -37,8 +36,9 @@ type Config struct {
 	Domain string
 	// KeysNamespace holds the API-key Secrets.
 	KeysNamespace string
-	// CredentialsSecret is the cluster's credentials key Secret (internal/credentials).
-	CredentialsSecret types.NamespacedName
+	// Tokens derives each sandbox's token from the cluster's credentials key (the router's
+	// sandboxtoken.Source, which watches the key Secret).
+	Tokens Tokens
 	// CreateTimeout bounds create and connect: the wait for a bound, Ready sandbox whose daemon
 	// accepts requests.
 	CreateTimeout time.Duration
@@ -68,7 +68,6 @@ type FrontDoor struct {
 	client  client.Client // uncached: writes, and reads that must see the caller's last write
 	cache   cache.Cache   // API keys, front-door claims and Sandboxes: lists, waits and routing
 	waits   *notifier
-	key     keyMemo
 	proxy   http.Handler
 	control http.Handler
 	stats   *frontDoorMetrics
@@ -212,40 +211,16 @@ var (
 	errUnknownKey = errors.New("invalid API key: no API key Secret holds it; create one with `paddock e2b create-key`")
 )
 
+// Tokens gives sandbox tokens (proxy.Credentials) and says when it cannot give any.
+type Tokens interface {
+	proxy.Credentials
+	// KeyErr is nil when the credentials key is known, else a client-facing reason it is not.
+	KeyErr() error
+}
+
 // sandboxToken derives the sandbox token of sb from the cluster's credentials key.
-func (f *FrontDoor) sandboxToken(ctx context.Context, sb *agentsv1beta1.Sandbox) (string, error) {
-	key, err := f.key.get(ctx, f.client, f.cfg.CredentialsSecret, f.cfg.Now())
-	if err != nil {
-		return "", err
-	}
-	return credentials.SandboxToken(key, sb.Namespace, sb.Name, sb.UID), nil
-}
-
-// keyMemo keeps the credentials key for a minute, so a create costs no Secret read.
-type keyMemo struct {
-	mu      sync.Mutex
-	key     []byte
-	fetched time.Time
-}
-
-const keyMemoTTL = time.Minute
-
-func (m *keyMemo) get(ctx context.Context, c client.Client, name types.NamespacedName, now time.Time) ([]byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.key != nil && now.Sub(m.fetched) < keyMemoTTL {
-		return m.key, nil
-	}
-	var s corev1.Secret
-	if err := c.Get(ctx, name, &s); err != nil {
-		return nil, fmt.Errorf("reading the credentials key Secret %s (the controller creates it; check --e2b-credentials-secret): %w", name, err)
-	}
-	key, err := credentials.KeyFromSecret(&s)
-	if err != nil {
-		return nil, err
-	}
-	m.key, m.fetched = key, now
-	return key, nil
+func (f *FrontDoor) sandboxToken(sb *agentsv1beta1.Sandbox) (string, error) {
+	return f.cfg.Tokens.SandboxToken(sb.Namespace, sb.Name, sb.UID)
 }
 
 // notifier wakes the creates waiting in a namespace whenever a claim or Sandbox there changes.

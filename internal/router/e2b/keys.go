@@ -17,6 +17,9 @@ const (
 	// APIKeyNamespaceLabel on a Secret in the API-key namespace makes the Secret an API key bound
 	// to the namespace the label names.
 	APIKeyNamespaceLabel = "e2b.paddock.dev/api-key-namespace"
+	// DefaultAPIKeyNamespace holds the API-key Secrets unless --e2b-api-key-namespace says
+	// otherwise. It holds nothing else: the router lists and watches every Secret there.
+	DefaultAPIKeyNamespace = "paddock-e2b"
 	// APIKeyDataKey is the data key of the API key in such a Secret.
 	APIKeyDataKey = "api-key"
 	// ClaimNameIndex indexes front-door claims by name (the sandbox ID) across namespaces.

@@ -106,7 +106,7 @@ func (f *FrontDoor) probe(ctx context.Context, sb *agentsv1beta1.Sandbox) error 
 	if rerr != nil {
 		return rerr
 	}
-	token, err := f.sandboxToken(ctx, sb)
+	token, err := f.sandboxToken(sb)
 	if err != nil {
 		return err
 	}

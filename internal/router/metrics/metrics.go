@@ -26,8 +26,17 @@ type Metrics struct {
 	UpstreamRetries *prometheus.CounterVec
 	ResolveFailures *prometheus.CounterVec
 	AuthzDecisions  *prometheus.CounterVec
+	Denials         *prometheus.CounterVec
 	CertReloads     *prometheus.CounterVec
 }
+
+// Reasons of Denials besides the resolve package's (port_not_declared, pod_ip_mismatch,
+// pod_ip_unverifiable, unclaimed).
+const (
+	DenyUnauthenticated        = "unauthenticated"
+	DenyForbidden              = "forbidden"
+	DenyCredentialsUnavailable = "credentials_unavailable"
+)
 
 // New creates the collectors and registers them on reg.
 func New(reg prometheus.Registerer) *Metrics {
@@ -54,12 +63,15 @@ func New(reg prometheus.Registerer) *Metrics {
 		AuthzDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandbox_router_authz_decisions_total", Help: "Authorization decisions.",
 		}, []string{"sandbox_namespace", "decision"}),
+		Denials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_router_denied_requests_total", Help: "Requests refused before any upstream connection, by reason: unauthenticated, forbidden, port_not_declared, pod_ip_mismatch, pod_ip_unverifiable, unclaimed, credentials_unavailable.",
+		}, []string{"reason"}),
 		CertReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandbox_router_cert_reloads_total", Help: "Serving certificate reload attempts, by outcome.",
 		}, []string{"outcome"}),
 	}
 	reg.MustRegister(m.Requests, m.Duration, m.Inflight, m.UpstreamErrors, m.UpstreamRetries,
-		m.ResolveFailures, m.AuthzDecisions, m.CertReloads)
+		m.ResolveFailures, m.AuthzDecisions, m.Denials, m.CertReloads)
 	return m
 }
 

@@ -29,7 +29,7 @@ func benchSetup(b *testing.B) (direct, routed func() *http.Request, client *http
 	b.Cleanup(up.Close)
 	upPort := up.Listener.Addr().(interface{ String() string }).String()
 	_, port := splitPort(upPort)
-	sb := sandbox("127.0.0.1")
+	sb := sandbox("127.0.0.1", port)
 	h := New(Config{
 		Resolver:   &resolve.Resolver{Lookup: staticLookup{sb}, Policy: loopback},
 		Authorizer: authz.AllowAll{}, Metrics: metrics.New(prometheus.NewRegistry()), Log: logr.Discard(),

@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/paddock-dev/paddock/internal/router/authz"
@@ -44,6 +45,15 @@ type Config struct {
 	// Tracer, when set, records one server span per request and sends its W3C trace context
 	// upstream; optional.
 	Tracer trace.Tracer
+	// Credentials, when set, gives the sandbox token the router sends upstream as
+	// "Authorization: Bearer"; optional (without it the client's Authorization is dropped).
+	Credentials Credentials
+}
+
+// Credentials derives the token a sandbox's daemon accepts. Its error is client-facing: it says
+// what is missing and where (for example the key Secret that does not exist yet).
+type Credentials interface {
+	SandboxToken(namespace, name string, uid types.UID) (string, error)
 }
 
 // Handler serves proxied requests.
@@ -84,6 +94,8 @@ type requestState struct {
 	endpoint       resolve.Endpoint
 	namespaceLabel string
 	failure        string
+	// token is the sandbox token sent upstream; empty sends no Authorization.
+	token string
 }
 
 type stateKey struct{}
@@ -131,10 +143,23 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *requestState
 		if rerr.Cause != nil {
 			h.cfg.Log.Error(rerr.Cause, "sandbox lookup failed", "sandbox", klogRef(t))
 		}
+		if rerr.Status == http.StatusForbidden || rerr.Reason == resolve.ReasonWarmPool {
+			h.denied(t, rerr.Reason, rerr.Detail)
+		}
 		WriteDetail(w, rerr.Status, rerr.Detail)
 		return
 	}
 	st.endpoint = ep
+	if h.cfg.Credentials != nil {
+		token, err := h.cfg.Credentials.SandboxToken(t.Namespace, t.Name, ep.UID)
+		if err != nil {
+			st.failure = metrics.DenyCredentialsUnavailable
+			h.denied(t, st.failure, err.Error())
+			WriteDetail(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+		st.token = token
+	}
 	if ep.Source == resolve.SourceSandbox || ep.Source == resolve.SourceServiceFQDN {
 		// Only namespaces proven by a Sandbox object become label values, so clients cannot
 		// mint unbounded series by sending made-up namespaces.
@@ -170,11 +195,21 @@ func (h *Handler) deny(w http.ResponseWriter, t headers.Target, err error, st *r
 		WriteDetail(w, status, "Authorization could not be decided; retry shortly.")
 		return
 	}
-	h.cfg.Log.Info("authorization denied", "sandbox", klogRef(t), "status", status, "err", err.Error())
+	reason := metrics.DenyForbidden
+	if status == http.StatusUnauthorized {
+		reason = metrics.DenyUnauthenticated
+	}
+	h.denied(t, reason, err.Error())
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="paddock-router"`)
 	}
 	WriteDetail(w, status, err.Error())
+}
+
+// denied counts and logs a request refused before any upstream connection, with its reason.
+func (h *Handler) denied(t headers.Target, reason, detail string) {
+	h.cfg.Metrics.Denials.WithLabelValues(reason).Inc()
+	h.cfg.Log.Info("request denied", "sandbox", klogRef(t), "port", t.Port, "reason", reason, "detail", detail)
 }
 
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
@@ -182,8 +217,11 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Scheme = "http"
 	pr.Out.URL.Host = st.endpoint.HostPort()
 	pr.Out.Host = ""
-	// The router consumes the credential; the sandbox never sees it.
+	// The router consumes the client's credential; the sandbox sees only its own token.
 	pr.Out.Header.Del("Authorization")
+	if st.token != "" {
+		pr.Out.Header.Set("Authorization", "Bearer "+st.token)
+	}
 	pr.SetXForwarded()
 	h.injectTrace(pr.Out.Context(), pr.Out.Header)
 	if isUpgrade(pr.In) {

@@ -37,7 +37,7 @@ func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 	t.Helper()
 	m := metrics.New(prometheus.NewRegistry())
 	cfg := Config{
-		Resolver:     &resolve.Resolver{ClusterDomain: "cluster.local", Policy: loopback},
+		Resolver:     &resolve.Resolver{Lookup: loopbackSandboxes{}, ClusterDomain: "cluster.local", Policy: loopback},
 		Authorizer:   authz.AllowAll{},
 		Metrics:      m,
 		Log:          logr.Discard(),
@@ -58,6 +58,7 @@ func upstream(t testing.TB, h http.HandlerFunc) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	declarePort(port)
 	return port
 }
 
@@ -149,6 +150,7 @@ func TestUpstreamDownIs502AfterRetries(t *testing.T) {
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	_ = ln.Close()
+	declarePort(port)
 	f := newFixture(t, func(c *Config) {
 		c.Retry = RetryPolicy{Max: 2, InitialDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond}
 	})
@@ -178,12 +180,13 @@ func TestRetryReachesAnUpstreamThatComesUp(t *testing.T) {
 	addr := ln.Addr().String()
 	_, port, _ := net.SplitHostPort(addr)
 	_ = ln.Close()
+	declarePort(port)
 	var retries atomic.Int32
 	srvUp := make(chan struct{})
 	f := newFixture(t, nil)
 	// Start the upstream from the retry hook, so the first attempt is refused and the next succeeds.
 	h := New(Config{
-		Resolver: &resolve.Resolver{Policy: loopback}, Authorizer: authz.AllowAll{}, Metrics: f.metrics, Log: logr.Discard(),
+		Resolver: &resolve.Resolver{Lookup: loopbackSandboxes{}, Policy: loopback}, Authorizer: authz.AllowAll{}, Metrics: f.metrics, Log: logr.Discard(),
 		ProxyTimeout: time.Minute, Retry: RetryPolicy{Max: 3, InitialDelay: time.Millisecond, MaxDelay: time.Millisecond},
 		Transport: &hookTransport{base: NewTransport(loopback, 5*time.Second, 5*time.Second, 0), after: func() {
 			if retries.Add(1) == 1 {

@@ -41,15 +41,15 @@ func startSandboxdBehindRouter(t testing.TB) *sandboxdBehindRouter {
 	}
 	ls := server.Listeners{REST: listen(), Legacy: listen()}
 	sandboxdtest.Serve(t, ls)
+	_, restPort := splitPort(ls.REST.Addr().String())
+	_, legacyPort := splitPort(ls.Legacy.Addr().String())
 	h := New(Config{
-		Resolver:   &resolve.Resolver{Lookup: staticLookup{sandbox("127.0.0.1")}, Policy: loopback},
+		Resolver:   &resolve.Resolver{Lookup: staticLookup{sandbox("127.0.0.1", restPort, legacyPort)}, Policy: loopback},
 		Authorizer: authz.AllowAll{}, Metrics: metrics.New(prometheus.NewRegistry()), Log: logr.Discard(),
 		ProxyTimeout: time.Minute, Transport: NewTransport(loopback, 5*time.Second, 30*time.Second, 0),
 	})
 	rt := httptest.NewServer(h)
 	t.Cleanup(rt.Close)
-	_, restPort := splitPort(ls.REST.Addr().String())
-	_, legacyPort := splitPort(ls.Legacy.Addr().String())
 	return &sandboxdBehindRouter{router: rt.URL, rest: "http://" + ls.REST.Addr().String(), legacy: "http://" + ls.Legacy.Addr().String(),
 		restPort: restPort, legacyPort: legacyPort}
 }

@@ -66,6 +66,7 @@ func TestTracingMarksRouterErrors(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
 	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
 	f := newFixture(t, func(c *Config) { c.Tracer = tp.Tracer("test") })
+	declarePort("1")
 	// Port 1 on loopback: nothing listens, so the upstream dial fails with 502.
 	resp, _ := f.do(t, http.MethodGet, "/", nil, map[string]string{"X-Sandbox-ID": "sb", "X-Sandbox-Port": "1", "X-Sandbox-Pod-IP": "127.0.0.1"})
 	spans := exporter.GetSpans()

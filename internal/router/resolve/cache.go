@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -80,7 +81,8 @@ func (c *Cache) Sandbox(ctx context.Context, namespace, name string) (*agentsv1b
 }
 
 // trimSandbox drops what routing never reads (the pod template can be large, and managed fields
-// are larger still) so a router watching thousands of Sandboxes stays small.
+// are larger still) so a router watching thousands of Sandboxes stays small. Of the spec only the
+// containers' ports stay: they bound the ports the router dials.
 func trimSandbox(obj any) (any, error) {
 	sb, ok := obj.(*agentsv1beta1.Sandbox)
 	if !ok {
@@ -88,6 +90,19 @@ func trimSandbox(obj any) (any, error) {
 	}
 	sb.ManagedFields = nil
 	sb.Annotations = nil
+	spec := sb.Spec.PodTemplate.Spec
 	sb.Spec = agentsv1beta1.SandboxSpec{}
+	sb.Spec.PodTemplate.Spec.Containers = portsOnly(spec.Containers)
+	sb.Spec.PodTemplate.Spec.InitContainers = portsOnly(spec.InitContainers)
 	return sb, nil
+}
+
+func portsOnly(containers []corev1.Container) []corev1.Container {
+	var out []corev1.Container
+	for _, c := range containers {
+		if len(c.Ports) > 0 {
+			out = append(out, corev1.Container{Name: c.Name, Ports: c.Ports, RestartPolicy: c.RestartPolicy})
+		}
+	}
+	return out
 }

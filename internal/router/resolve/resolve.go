@@ -11,9 +11,11 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
@@ -24,13 +26,14 @@ import (
 type Source string
 
 const (
-	// SourcePodIP is the X-Sandbox-Pod-IP header.
+	// SourcePodIP is the X-Sandbox-Pod-IP header, once it matched the Sandbox's own address.
 	SourcePodIP Source = "pod-ip"
 	// SourceSandbox is status.podIPs of a Ready Sandbox in the informer cache.
 	SourceSandbox Source = "sandbox"
 	// SourceServiceFQDN is status.serviceFQDN of a Ready Sandbox that reports no pod IP.
 	SourceServiceFQDN Source = "service-fqdn"
-	// SourceDNS is <name>.<namespace>.svc.<cluster domain>, used when no informer runs.
+	// SourceDNS is <name>.<namespace>.svc.<cluster domain>, used when no informer runs
+	// (--insecure-dns-routing).
 	SourceDNS Source = "dns"
 )
 
@@ -40,6 +43,8 @@ type Endpoint struct {
 	Host   string
 	Port   int
 	Source Source
+	// UID is the Sandbox's UID, from which its token derives; empty for SourceDNS.
+	UID types.UID
 }
 
 // HostPort renders the endpoint for a URL or a dial, bracketing IPv6.
@@ -64,11 +69,19 @@ const (
 	ReasonWarmPool    = "unclaimed"
 	ReasonNoAddress   = "no_address"
 	ReasonUnavailable = "cache_unavailable"
+	// ReasonPortNotDeclared: the port is not a containerPort of the Sandbox's pod template.
+	ReasonPortNotDeclared = "port_not_declared"
+	// ReasonPodIPMismatch: X-Sandbox-Pod-IP is not an address of the named Sandbox.
+	ReasonPodIPMismatch = "pod_ip_mismatch"
+	// ReasonPodIPUnverifiable: X-Sandbox-Pod-IP without a Sandbox cache to check it against.
+	ReasonPodIPUnverifiable = "pod_ip_unverifiable"
 )
 
 // FromSandbox decides where a request for t goes, given the Sandbox the cache holds under t's
-// namespace and name (nil when there is none). Only a Ready Sandbox that is not an unclaimed
-// warm-pool member is routable; its first dialable pod IP wins, then its Service's DNS name.
+// namespace and name (nil when there is none). Only a Ready Sandbox that is not a warm-pool
+// member is routable (claimed Sandboxes and bare ones made without a pool), only on a port its
+// pod template declares, and an X-Sandbox-Pod-IP header only when it is one of the Sandbox's own
+// addresses. Otherwise the first dialable pod IP wins, then the Sandbox's Service DNS name.
 func FromSandbox(sb *agentsv1beta1.Sandbox, t headers.Target, p headers.Policy) (Endpoint, *Error) {
 	if sb == nil || (t.UID != "" && string(sb.UID) != t.UID) {
 		what := fmt.Sprintf("Sandbox %q not found in namespace %q.", t.Name, t.Namespace)
@@ -89,16 +102,61 @@ func FromSandbox(sb *agentsv1beta1.Sandbox, t headers.Target, p headers.Policy) 
 		return Endpoint{}, &Error{Status: http.StatusServiceUnavailable, Reason: ReasonNotReady,
 			Detail: fmt.Sprintf("Sandbox %q in namespace %q is not ready (%s); retry once it is Ready.", t.Name, t.Namespace, reason)}
 	}
+	if !DeclaresPort(sb, t.Port) {
+		return Endpoint{}, &Error{Status: http.StatusForbidden, Reason: ReasonPortNotDeclared,
+			Detail: fmt.Sprintf("Port %d is not a containerPort of Sandbox %q in namespace %q; the router reaches only ports the sandbox's pod template declares.", t.Port, t.Name, t.Namespace)}
+	}
+	if t.PodIP.IsValid() {
+		return fromPodIPHeader(sb, t)
+	}
 	for _, raw := range sb.Status.PodIPs {
 		if ip, err := netip.ParseAddr(raw); err == nil && ip.Zone() == "" && headers.Dialable(ip, p) {
-			return Endpoint{Host: ip.Unmap().String(), Port: t.Port, Source: SourceSandbox}, nil
+			return Endpoint{Host: ip.Unmap().String(), Port: t.Port, Source: SourceSandbox, UID: sb.UID}, nil
 		}
 	}
 	if sb.Status.ServiceFQDN != "" {
-		return Endpoint{Host: sb.Status.ServiceFQDN, Port: t.Port, Source: SourceServiceFQDN}, nil
+		return Endpoint{Host: sb.Status.ServiceFQDN, Port: t.Port, Source: SourceServiceFQDN, UID: sb.UID}, nil
 	}
 	return Endpoint{}, &Error{Status: http.StatusBadGateway, Reason: ReasonNoAddress,
 		Detail: fmt.Sprintf("Sandbox %q in namespace %q is Ready but reports no usable pod IP and no Service.", t.Name, t.Namespace)}
+}
+
+// fromPodIPHeader honours X-Sandbox-Pod-IP only when it names one of sb's own pod IPs, so the
+// header can pick among a Sandbox's addresses but never point the router anywhere else.
+func fromPodIPHeader(sb *agentsv1beta1.Sandbox, t headers.Target) (Endpoint, *Error) {
+	for _, raw := range sb.Status.PodIPs {
+		if ip, err := netip.ParseAddr(raw); err == nil && ip.Unmap() == t.PodIP {
+			return Endpoint{Host: t.PodIP.String(), Port: t.Port, Source: SourcePodIP, UID: sb.UID}, nil
+		}
+	}
+	return Endpoint{}, &Error{Status: http.StatusForbidden, Reason: ReasonPodIPMismatch,
+		Detail: fmt.Sprintf("X-Sandbox-Pod-IP %s is not an address of Sandbox %q in namespace %q; drop the header or send one of the sandbox's status.podIPs.", t.PodIP, t.Name, t.Namespace)}
+}
+
+// DeclaresPort reports whether a container of sb's pod template, or one of its sidecars
+// (restartable init containers), declares port as a TCP containerPort.
+func DeclaresPort(sb *agentsv1beta1.Sandbox, port int) bool {
+	spec := &sb.Spec.PodTemplate.Spec
+	declares := func(c *corev1.Container) bool {
+		for _, p := range c.Ports {
+			if int(p.ContainerPort) == port && (p.Protocol == "" || p.Protocol == corev1.ProtocolTCP) {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range spec.Containers {
+		if declares(&spec.Containers[i]) {
+			return true
+		}
+	}
+	for i := range spec.InitContainers {
+		c := &spec.InitContainers[i]
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways && declares(c) {
+			return true
+		}
+	}
+	return false
 }
 
 // IsUnclaimedWarmPoolMember reports whether sb still belongs to a warm pool: it carries the
@@ -115,14 +173,15 @@ func IsUnclaimedWarmPoolMember(sb *agentsv1beta1.Sandbox) bool {
 	return err == nil && gv.Group == extensionsv1beta1.GroupVersion.Group
 }
 
-// FromDNS is the address of the Sandbox's conventional Service name, used without an informer.
-func FromDNS(t headers.Target, clusterDomain string) Endpoint {
-	return Endpoint{Host: t.Name + "." + t.Namespace + ".svc." + clusterDomain, Port: t.Port, Source: SourceDNS}
-}
-
-// FromPodIP is the address given by the X-Sandbox-Pod-IP header.
-func FromPodIP(t headers.Target) Endpoint {
-	return Endpoint{Host: t.PodIP.String(), Port: t.Port, Source: SourcePodIP}
+// FromDNS is the address of the Sandbox's conventional Service name, used without an informer
+// (--insecure-dns-routing). Nothing checks that the name is a Ready, claimed Sandbox or that the
+// port is declared, and a pod-IP header cannot be checked at all, so it is refused.
+func FromDNS(t headers.Target, clusterDomain string) (Endpoint, *Error) {
+	if t.PodIP.IsValid() {
+		return Endpoint{}, &Error{Status: http.StatusForbidden, Reason: ReasonPodIPUnverifiable,
+			Detail: "X-Sandbox-Pod-IP is not accepted: this router runs without a Sandbox cache and cannot check the address; drop the header."}
+	}
+	return Endpoint{Host: t.Name + "." + t.Namespace + ".svc." + clusterDomain, Port: t.Port, Source: SourceDNS}, nil
 }
 
 // Lookup finds a Sandbox by namespace and name; it returns nil and no error when there is none.
@@ -133,8 +192,8 @@ type Lookup interface {
 // lookupTimeout bounds one cache read.
 const lookupTimeout = 10 * time.Second
 
-// Resolver picks the endpoint for a request: the pod-IP header first, then the Sandbox in the
-// cache (when Lookup is set), otherwise the conventional DNS name.
+// Resolver picks the endpoint for a request from the Sandbox in the cache, or, when Lookup is nil
+// (--insecure-dns-routing), from the conventional DNS name.
 type Resolver struct {
 	Lookup        Lookup
 	ClusterDomain string
@@ -143,11 +202,8 @@ type Resolver struct {
 
 // Resolve returns the endpoint for t or the error to answer with.
 func (r *Resolver) Resolve(ctx context.Context, t headers.Target) (Endpoint, *Error) {
-	switch {
-	case t.PodIP.IsValid():
-		return FromPodIP(t), nil
-	case r.Lookup == nil:
-		return FromDNS(t, r.ClusterDomain), nil
+	if r.Lookup == nil {
+		return FromDNS(t, r.ClusterDomain)
 	}
 	// Before the informer's first sync a read waits for it; never let a request wait forever
 	// (for example when RBAC forbids listing Sandboxes).

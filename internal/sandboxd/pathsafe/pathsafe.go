@@ -6,6 +6,7 @@ package pathsafe
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 )
@@ -15,6 +16,35 @@ var ErrEscapes = errors.New("path traversal outside sandbox root is forbidden")
 
 // ErrInvalid is returned for a path that no file system accepts (a NUL byte).
 var ErrInvalid = errors.New("path contains a NUL byte; remove it")
+
+// Limits on the paths clients send, checked before any file system work and again while symlinks
+// expand: Linux's PATH_MAX and NAME_MAX, and a depth far beyond any real tree that bounds the
+// work one request can cause.
+const (
+	MaxPathLength      = 4096
+	MaxComponentLength = 255
+	MaxDepth           = 256
+)
+
+// ErrTooLong is returned (wrapped, with the limit named) for a path over one of the limits.
+var ErrTooLong = errors.New("path is too long")
+
+// checkLimits checks a cleaned relative path against the limits.
+func checkLimits(p string) error {
+	if len(p) > MaxPathLength {
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrTooLong, len(p), MaxPathLength)
+	}
+	depth := 0
+	for part := range strings.SplitSeq(p, "/") {
+		if len(part) > MaxComponentLength {
+			return fmt.Errorf("%w: a name of %d bytes, more than %d", ErrTooLong, len(part), MaxComponentLength)
+		}
+		if depth++; depth > MaxDepth {
+			return fmt.Errorf("%w: more than %d levels deep", ErrTooLong, MaxDepth)
+		}
+	}
+	return nil
+}
 
 // Lexical returns userPath relative to rootDir, cleaned, without touching the file system.
 // Absolute paths are re-rooted ("/f" means "<root>/f") unless they already name a place under
@@ -39,6 +69,9 @@ func Lexical(rootDir, userPath string) (string, error) {
 	}
 	if p == ".." || strings.HasPrefix(p, "../") {
 		return "", ErrEscapes
+	}
+	if err := checkLimits(p); err != nil {
+		return "", err
 	}
 	return p, nil
 }

@@ -1,6 +1,7 @@
 package pathsafe
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -168,7 +169,7 @@ func FuzzResolve(f *testing.F) {
 	r, outside := fixture(f)
 	f.Fuzz(func(t *testing.T, in string) {
 		for _, follow := range []bool{true, false} {
-			got, err := r.resolve(in, follow)
+			got, err := r.resolve(context.Background(), in, follow)
 			if err != nil {
 				continue
 			}

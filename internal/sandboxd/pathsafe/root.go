@@ -1,6 +1,7 @@
 package pathsafe
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -59,24 +60,53 @@ func (r *Root) Abs(rel string) string { return filepath.Join(r.dir, rel) }
 // component. The result is relative to the root and contains no symlink; components that do not
 // exist yet are kept as written, so the result also names files about to be created.
 func (r *Root) Resolve(userPath string) (string, error) {
-	return r.resolve(userPath, true)
+	return r.resolve(context.Background(), userPath, true)
+}
+
+// ResolveContext is Resolve that stops with ctx's error when ctx ends first (the client left).
+func (r *Root) ResolveContext(ctx context.Context, userPath string) (string, error) {
+	return r.resolve(ctx, userPath, true)
 }
 
 // ResolveNoFollow is Resolve without following a symlink in the last component, for operations
 // on the link itself (delete).
 func (r *Root) ResolveNoFollow(userPath string) (string, error) {
-	return r.resolve(userPath, false)
+	return r.resolve(context.Background(), userPath, false)
 }
 
-func (r *Root) resolve(userPath string, followFinal bool) (string, error) {
+// ResolveNoFollowContext is ResolveNoFollow that stops when ctx ends.
+func (r *Root) ResolveNoFollowContext(ctx context.Context, userPath string) (string, error) {
+	return r.resolve(ctx, userPath, false)
+}
+
+// resolve walks the path once: dirs[i] is the directory done[:i] opened, so every step looks up
+// one name in an open directory instead of walking the whole prefix again (which made deep paths
+// cost time quadratic in their depth).
+func (r *Root) resolve(ctx context.Context, userPath string, followFinal bool) (string, error) {
 	rel, err := Lexical(r.dir, userPath)
 	if err != nil {
 		return "", err
 	}
 	pending := splitPath(rel)
 	var done []string
+	dirs := []*os.Root{r.fs}
+	defer func() {
+		for _, d := range dirs[1:] {
+			d.Close()
+		}
+	}()
+	// trim closes the opened directories deeper than done.
+	trim := func() {
+		for len(dirs) > len(done)+1 {
+			dirs[len(dirs)-1].Close()
+			dirs = dirs[:len(dirs)-1]
+		}
+	}
 	links, missing := 0, false
 	for len(pending) > 0 {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
 		name := pending[0]
 		pending = pending[1:]
 		switch {
@@ -87,13 +117,18 @@ func (r *Root) resolve(userPath string, followFinal bool) (string, error) {
 				return "", ErrEscapes
 			}
 			done = done[:len(done)-1]
+			trim()
 			continue
+		case len(done) >= MaxDepth:
+			return "", fmt.Errorf("%w: more than %d levels deep once symlinks are followed", ErrTooLong, MaxDepth)
+		case len(name) > MaxComponentLength:
+			return "", fmt.Errorf("%w: a name of %d bytes, more than %d", ErrTooLong, len(name), MaxComponentLength)
 		case missing || (!followFinal && len(pending) == 0):
 			done = append(done, name)
 			continue
 		}
-		candidate := strings.Join(append(done[:len(done):len(done)], name), "/")
-		info, err := r.fs.Lstat(candidate)
+		dir := dirs[len(dirs)-1]
+		info, err := dir.Lstat(name)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 				return "", err
@@ -105,12 +140,24 @@ func (r *Root) resolve(userPath string, followFinal bool) (string, error) {
 		}
 		if info.Mode()&fs.ModeSymlink == 0 {
 			done = append(done, name)
+			if len(pending) == 0 {
+				continue
+			}
+			if !info.IsDir() {
+				missing = true // a file with more below it: the operation will fail with ENOTDIR
+				continue
+			}
+			sub, err := dir.OpenRoot(name)
+			if err != nil {
+				return "", err
+			}
+			dirs = append(dirs, sub)
 			continue
 		}
 		if links++; links > maxSymlinks {
 			return "", &fs.PathError{Op: "resolve", Path: userPath, Err: syscall.ELOOP}
 		}
-		target, err := r.fs.Readlink(candidate)
+		target, err := dir.Readlink(name)
 		if err != nil {
 			return "", err
 		}
@@ -120,8 +167,12 @@ func (r *Root) resolve(userPath string, followFinal bool) (string, error) {
 				return "", ErrEscapes
 			}
 			done, target = nil, inside
+			trim()
 		}
 		pending = append(splitPath(target), pending...)
+		if len(pending) > MaxDepth*(maxSymlinks+1) {
+			return "", fmt.Errorf("%w: symlinks expand it beyond %d components", ErrTooLong, MaxDepth*(maxSymlinks+1))
+		}
 	}
 	if len(done) == 0 {
 		return ".", nil

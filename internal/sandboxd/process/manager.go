@@ -12,6 +12,14 @@ import (
 // ErrNotFound is returned for a process id that is unknown or whose Start call has ended.
 var ErrNotFound = errors.New("process not found")
 
+// TooManyProcessesError is returned by Start when the manager already runs its maximum number of
+// processes.
+type TooManyProcessesError struct{ Max int }
+
+func (e *TooManyProcessesError) Error() string {
+	return fmt.Sprintf("too many processes: sandboxd already runs %d commands (--max-processes); wait for one to exit or raise the limit", e.Max)
+}
+
 // shutdownGrace is how long Shutdown waits after SIGTERM before it sends SIGKILL.
 const shutdownGrace = 2 * time.Second
 
@@ -19,9 +27,20 @@ const shutdownGrace = 2 * time.Second
 type Manager struct {
 	chunkSize int
 
-	mu     sync.Mutex
-	nextID int32
-	procs  map[int32]*Process
+	mu       sync.Mutex
+	nextID   int32
+	procs    map[int32]*Process
+	max      int // 0: no limit
+	starting int // slots taken by Start calls that have not registered their process yet
+}
+
+// SetMaxProcesses limits how many processes may be registered at once (0, the default: no
+// limit). It bounds the commands clients start, not their descendants; the pod's PID limit
+// bounds those.
+func (m *Manager) SetMaxProcesses(n int) {
+	m.mu.Lock()
+	m.max = n
+	m.mu.Unlock()
 }
 
 // NewManager returns a Manager whose output chunks are at most chunkSize bytes (4096 when <= 0).
@@ -36,11 +55,20 @@ func NewManager(chunkSize int) *Manager {
 // soon as the caller learns it. Cancelling ctx kills the process group. The caller must drain
 // Output and call Release when it no longer needs the id.
 func (m *Manager) Start(ctx context.Context, spec Spec) (*Process, error) {
+	m.mu.Lock()
+	if m.max > 0 && len(m.procs)+m.starting >= m.max {
+		m.mu.Unlock()
+		return nil, &TooManyProcessesError{Max: m.max}
+	}
+	m.starting++
+	m.mu.Unlock()
 	p, err := start(ctx, spec, m.chunkSize)
+	m.mu.Lock()
+	m.starting--
 	if err != nil {
+		m.mu.Unlock()
 		return nil, err
 	}
-	m.mu.Lock()
 	m.nextID++
 	p.id = m.nextID
 	m.procs[p.id] = p

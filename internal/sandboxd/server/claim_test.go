@@ -31,7 +31,7 @@ func putSettings(t *testing.T, td *testDaemon, token string, s any) (int, string
 // claim's env and files, and every process started afterwards sees them.
 func TestClaimSettingsApplyToLaterProcesses(t *testing.T) {
 	td := startDaemon(t, func(c *Config) {
-		c.ClaimToken = "claim-token"
+		c.ControlToken = "claim-token"
 		c.Token = "user-token"
 		c.Environ = append(os.Environ(), "MODEL=daemon-default")
 	})
@@ -97,7 +97,7 @@ func withToken(ctx context.Context, token string) context.Context {
 }
 
 func TestClaimSettingsBadInput(t *testing.T) {
-	td := startDaemon(t, func(c *Config) { c.ClaimToken = "claim-token" })
+	td := startDaemon(t, func(c *Config) { c.ControlToken = "claim-token" })
 	disabled := startDaemon(t)
 	cases := []struct {
 		name   string

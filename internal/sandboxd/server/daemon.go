@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"k8s.io/klog/v2"
 
+	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
 	"github.com/paddock-dev/paddock/internal/sandboxd/pathsafe"
 	"github.com/paddock-dev/paddock/internal/sandboxd/process"
@@ -26,10 +27,18 @@ import (
 type Config struct {
 	// RootDir is the sandbox root; every path clients send is confined to it.
 	RootDir string
-	// Token, when set, is required as "Authorization: Bearer <token>" on every call but health.
+	// Token is the sandbox token (api/sandboxd.TokenEnv): every call but health must carry it
+	// ("Authorization: Bearer <token>", gRPC metadata authorization, or X-Access-Token).
 	Token string
-	// ClaimToken, when set, enables PUT /v1/claim-settings for callers presenting it.
-	ClaimToken string
+	// AllowUnauthenticated lets calls without a token through when Token is empty. Development
+	// only: New refuses an empty Token without it.
+	AllowUnauthenticated bool
+	// ControlToken (api/sandboxd.ControlTokenEnv) is the controller's: it alone authorizes claim
+	// settings and calls to a locked daemon, and it passes wherever the sandbox token does.
+	ControlToken string
+	// RequireClaim starts the daemon locked (api/sandboxd.RequireClaimEnv): until claim
+	// settings arrive, only health and control-token calls are served. It needs ControlToken.
+	RequireClaim bool
 	// MetadataEnvPrefix selects the environment variables GET /v1/metadata shows.
 	MetadataEnvPrefix string
 	// Environ is the environment processes inherit ("K=V"), normally os.Environ().
@@ -38,6 +47,8 @@ type Config struct {
 	StreamChunkSize int
 	// MaxUploadBytes limits one upload; 0 means no limit.
 	MaxUploadBytes int64
+	// MaxProcesses limits the commands running at once (not their descendants); 0 means no limit.
+	MaxProcesses int
 	// MaxExecuteOutputBytes limits each stream buffered by Execute and legacy /execute; 0 means no limit.
 	MaxExecuteOutputBytes int
 	// LegacyExecTimeout bounds legacy POST /execute (SANDBOX_EXEC_TIMEOUT_SECONDS).
@@ -60,10 +71,18 @@ type Daemon struct {
 	metadata map[string]string
 	started  time.Time
 	ready    atomic.Bool
+	// locked is true while RequireClaim holds: no claim settings have been applied yet.
+	locked atomic.Bool
 }
 
 // New opens the sandbox root and prepares the daemon; it serves nothing until Serve.
 func New(cfg Config) (*Daemon, error) {
+	switch {
+	case cfg.Token == "" && !cfg.AllowUnauthenticated:
+		return nil, errors.New("no sandbox token: set " + sandboxd.TokenEnv + " (or --token-file), or pass --allow-unauthenticated to serve without authentication (development only)")
+	case cfg.RequireClaim && cfg.ControlToken == "":
+		return nil, errors.New(sandboxd.RequireClaimEnv + "=true needs a control token to unlock the sandbox: set " + sandboxd.ControlTokenEnv)
+	}
 	root, err := pathsafe.Open(cfg.RootDir)
 	if err != nil {
 		return nil, err
@@ -78,7 +97,9 @@ func New(cfg Config) (*Daemon, error) {
 		metadata: metadataEnv(cfg.Environ, cfg.MetadataEnvPrefix),
 		started:  time.Now(),
 	}
+	d.procs.SetMaxProcesses(cfg.MaxProcesses)
 	d.ready.Store(true)
+	d.locked.Store(cfg.RequireClaim)
 	return d, nil
 }
 
@@ -111,7 +132,10 @@ func (d *Daemon) Serve(ctx context.Context, ls Listeners) error {
 		grpcServer = d.GRPCServer()
 		go func() { errs <- grpcServer.Serve(ls.GRPC) }()
 	}
-	klog.InfoS("sandboxd serving", "root", d.root.Dir(), "rest", addr(ls.REST), "grpc", addr(ls.GRPC), "legacy", addr(ls.Legacy))
+	if d.cfg.Token == "" {
+		klog.InfoS("WARNING: sandboxd serves WITHOUT AUTHENTICATION (--allow-unauthenticated): anyone who reaches its ports can run commands in this sandbox; development only")
+	}
+	klog.InfoS("sandboxd serving", "locked", d.locked.Load(), "root", d.root.Dir(), "rest", addr(ls.REST), "grpc", addr(ls.GRPC), "legacy", addr(ls.Legacy))
 
 	var serveErr error
 	select {

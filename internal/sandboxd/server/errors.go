@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"syscall"
@@ -44,8 +46,12 @@ func fileError(err error) (int, string, string) {
 	switch {
 	case pathsafe.IsEscape(err):
 		return http.StatusForbidden, codePermissionDenied, pathsafe.ErrEscapes.Error()
-	case errors.Is(err, pathsafe.ErrInvalid):
+	case errors.Is(err, pathsafe.ErrInvalid), errors.Is(err, pathsafe.ErrTooLong):
 		return http.StatusBadRequest, codeInvalidArgument, err.Error()
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return http.StatusBadRequest, codeInvalidArgument, fmt.Sprintf("path is too long for the file system (names of at most %d bytes, paths of at most %d): %v", pathsafe.MaxComponentLength, pathsafe.MaxPathLength, err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, codeUnavailable, "the request ended before the path was resolved: " + err.Error()
 	case errors.Is(err, files.ErrIsDirectory), errors.Is(err, errNotRegular):
 		return http.StatusBadRequest, codeInvalidArgument, err.Error()
 	case errors.Is(err, files.ErrNotEmpty), errors.Is(err, files.ErrRootDelete):

@@ -34,14 +34,19 @@ type processService struct {
 
 // spec turns a ProcessConfig into a process.Spec: the daemon's environment, then the claim's,
 // then the request's; the working directory confined to the root.
-func (d *Daemon) spec(cfg *processv1.ProcessConfig) (process.Spec, error) {
+func (d *Daemon) spec(ctx context.Context, cfg *processv1.ProcessConfig) (process.Spec, error) {
 	if cfg == nil || len(cfg.GetCommand()) == 0 || cfg.GetCommand()[0] == "" {
 		return process.Spec{}, status.Error(codes.InvalidArgument, "command is required: set config.command to argv, e.g. [\"/bin/sh\", \"-c\", \"...\"]")
 	}
-	rel, err := d.root.Resolve(cfg.GetCwd())
+	rel, err := d.root.ResolveContext(ctx, cfg.GetCwd())
 	if err != nil {
-		if pathsafe.IsEscape(err) {
+		switch {
+		case pathsafe.IsEscape(err):
 			return process.Spec{}, status.Errorf(codes.PermissionDenied, "cwd: %v", err)
+		case errors.Is(err, pathsafe.ErrTooLong), errors.Is(err, pathsafe.ErrInvalid):
+			return process.Spec{}, status.Errorf(codes.InvalidArgument, "cwd: %v", err)
+		case ctx.Err() != nil:
+			return process.Spec{}, status.FromContextError(ctx.Err()).Err()
 		}
 		return process.Spec{}, status.Errorf(codes.Internal, "cwd: %v", err)
 	}
@@ -52,9 +57,24 @@ func (d *Daemon) spec(cfg *processv1.ProcessConfig) (process.Spec, error) {
 	}, nil
 }
 
+// processLimitError is a start refused by --max-processes: ResourceExhausted over gRPC, and
+// (through Unwrap) 429 over HTTP.
+type processLimitError struct {
+	err *process.TooManyProcessesError
+}
+
+func (e processLimitError) Error() string { return e.err.Error() }
+func (e processLimitError) Unwrap() error { return e.err }
+func (e processLimitError) GRPCStatus() *status.Status {
+	return status.New(codes.ResourceExhausted, e.err.Error())
+}
+
 // commandError maps a failure to start a command to a gRPC status.
 func commandError(err error) error {
+	var tooMany *process.TooManyProcessesError
 	switch {
+	case errors.As(err, &tooMany):
+		return processLimitError{tooMany}
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
 		return status.Errorf(codes.NotFound, "starting command: %v", err)
 	case errors.Is(err, fs.ErrPermission):
@@ -72,7 +92,7 @@ func (s *processService) Start(req *processv1.StartRequest, stream grpc.ServerSt
 // HTTP stream (POST /v1/processes) share it. A failure before the process started is returned
 // before anything is sent; ending ctx, or a failed send, kills the process group.
 func (d *Daemon) start(ctx context.Context, req *processv1.StartRequest, send func(*processv1.StartResponse) error) error {
-	spec, err := d.spec(req.GetConfig())
+	spec, err := d.spec(ctx, req.GetConfig())
 	if err != nil {
 		return err
 	}
@@ -116,7 +136,7 @@ func (d *Daemon) start(ctx context.Context, req *processv1.StartRequest, send fu
 }
 
 func (s *processService) Execute(ctx context.Context, req *processv1.ExecuteRequest) (*processv1.ExecuteResponse, error) {
-	spec, err := s.d.spec(req.GetConfig())
+	spec, err := s.d.spec(ctx, req.GetConfig())
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,8 @@ type testDaemon struct {
 }
 
 // startDaemon serves a daemon on a fresh root until the test ends; mutate adjusts the config.
+// Without a mutation that sets Token the daemon allows unauthenticated calls, so tests of other
+// behaviour need no credentials; auth_test.go covers the default.
 func startDaemon(t testing.TB, mutate ...func(*Config)) *testDaemon {
 	t.Helper()
 	cfg := Config{
@@ -35,8 +37,12 @@ func startDaemon(t testing.TB, mutate ...func(*Config)) *testDaemon {
 		Environ:         os.Environ(),
 		ShutdownTimeout: 5 * time.Second,
 	}
+	cfg.AllowUnauthenticated = true
 	for _, m := range mutate {
 		m(&cfg)
+	}
+	if cfg.Token != "" {
+		cfg.AllowUnauthenticated = false
 	}
 	d, err := New(cfg)
 	if err != nil {

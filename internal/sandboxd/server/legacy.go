@@ -68,14 +68,24 @@ func (d *Daemon) legacyExecute(w http.ResponseWriter, r *http.Request) {
 		legacyValidation(w, "command", `field "command" (a string) is required`)
 		return
 	}
-	writeJSON(w, http.StatusOK, d.runLegacy(r.Context(), *req.Command))
+	res, err := d.runLegacy(r.Context(), *req.Command)
+	var tooMany *process.TooManyProcessesError
+	if errors.As(err, &tooMany) {
+		writeJSON(w, http.StatusTooManyRequests, legacyMessage{Message: err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	// Streamed: the escaped body is never held in memory, only the capped raw output.
+	_ = writeLegacyExecuteResponse(w, res.Stdout, res.Stderr, res.ExitCode)
 }
 
 // runLegacy splits command like shlex.split and runs it without a shell in the root; any failure
-// becomes exit code 1 with the reason in stderr, as the Python runtime reports it.
-func (d *Daemon) runLegacy(ctx context.Context, command string) legacyExecuteResponse {
-	failed := func(err error) legacyExecuteResponse {
-		return legacyExecuteResponse{Stderr: "Failed to execute command: " + err.Error(), ExitCode: 1}
+// becomes exit code 1 with the reason in stderr, as the Python runtime reports it, except a start
+// refused by --max-processes, which is returned as the error.
+func (d *Daemon) runLegacy(ctx context.Context, command string) (process.Result, error) {
+	failed := func(err error) (process.Result, error) {
+		return process.Result{Stderr: []byte("Failed to execute command: " + err.Error()), ExitCode: 1}, nil
 	}
 	argv, err := shlex.Split(command)
 	if err != nil {
@@ -92,22 +102,35 @@ func (d *Daemon) runLegacy(ctx context.Context, command string) legacyExecuteRes
 	defer cancel()
 	spec := process.Spec{Command: argv, Env: process.MergeEnv(d.cfg.Environ, d.claims.Env()), Dir: d.root.Dir()}
 	res, err := d.procs.Run(ctx, spec, d.cfg.MaxExecuteOutputBytes)
+	var tooMany *process.TooManyProcessesError
 	switch {
+	case errors.As(err, &tooMany):
+		return process.Result{}, err
 	case err != nil:
 		return failed(err)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return failed(fmt.Errorf("command timed out after %v and its process group was killed", timeout))
 	}
-	return legacyExecuteResponse{Stdout: string(res.Stdout), Stderr: string(res.Stderr), ExitCode: res.ExitCode}
+	return res, nil
 }
 
 // legacyResolve confines p like the Python runtime: an absolute path outside the root is an
 // escape rather than being re-rooted.
-func (d *Daemon) legacyResolve(p string) (string, error) {
+func (d *Daemon) legacyResolve(ctx context.Context, p string) (string, error) {
 	if _, inside := pathsafe.Within(d.root.Dir(), p); filepath.IsAbs(p) && !inside {
 		return "", pathsafe.ErrEscapes
 	}
-	return d.root.Resolve(p)
+	return d.root.ResolveContext(ctx, p)
+}
+
+// writeLegacyResolveError answers a path legacyResolve refused: 400 for one over the length
+// limits, the Python runtime's 403 "Access denied" otherwise.
+func writeLegacyResolveError(w http.ResponseWriter, err error) {
+	if errors.Is(err, pathsafe.ErrTooLong) {
+		writeJSON(w, http.StatusBadRequest, legacyMessage{Message: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusForbidden, legacyDenied)
 }
 
 func (d *Daemon) legacyUpload(w http.ResponseWriter, r *http.Request) {
@@ -126,9 +149,9 @@ func (d *Daemon) legacyUpload(w http.ResponseWriter, r *http.Request) {
 		legacyValidation(w, "file", "the \"file\" part needs a filename")
 		return
 	}
-	rel, err := d.legacyResolve(name)
+	rel, err := d.legacyResolve(r.Context(), name)
 	if err != nil {
-		writeJSON(w, http.StatusForbidden, legacyDenied)
+		writeLegacyResolveError(w, err)
 		return
 	}
 	if err := files.Write(d.root, rel, 0o644, part, d.cfg.MaxUploadBytes); err != nil {
@@ -143,9 +166,9 @@ func (d *Daemon) legacyUpload(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Daemon) legacyDownload(w http.ResponseWriter, r *http.Request) {
-	rel, err := d.legacyResolve(r.PathValue("path"))
+	rel, err := d.legacyResolve(r.Context(), r.PathValue("path"))
 	if err != nil {
-		writeJSON(w, http.StatusForbidden, legacyDenied)
+		writeLegacyResolveError(w, err)
 		return
 	}
 	f, err := openReadable(d.root.FS(), rel)
@@ -169,9 +192,9 @@ type legacyEntry struct {
 }
 
 func (d *Daemon) legacyList(w http.ResponseWriter, r *http.Request) {
-	rel, err := d.legacyResolve(r.PathValue("path"))
+	rel, err := d.legacyResolve(r.Context(), r.PathValue("path"))
 	if err != nil {
-		writeJSON(w, http.StatusForbidden, legacyDenied)
+		writeLegacyResolveError(w, err)
 		return
 	}
 	entries, err := files.List(d.root, rel)
@@ -188,9 +211,9 @@ func (d *Daemon) legacyList(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) legacyExists(w http.ResponseWriter, r *http.Request) {
 	p := r.PathValue("path")
-	rel, err := d.legacyResolve(p)
+	rel, err := d.legacyResolve(r.Context(), p)
 	if err != nil {
-		writeJSON(w, http.StatusForbidden, legacyDenied)
+		writeLegacyResolveError(w, err)
 		return
 	}
 	_, statErr := d.root.FS().Stat(rel)

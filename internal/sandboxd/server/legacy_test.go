@@ -95,6 +95,7 @@ func TestLegacyBadInput(t *testing.T) {
 		{"download traversal", func() (int, string) { return do(t, "GET", td.legacy+"/download/..%2F..%2Fetc%2Fpasswd", nil) }, 403, `{"message":"Access denied"}`},
 		{"list traversal", func() (int, string) { return do(t, "GET", td.legacy+"/list/%2E%2E", nil) }, 403, `{"message":"Access denied"}`},
 		{"exists traversal", func() (int, string) { return do(t, "GET", td.legacy+"/exists/%2E%2E%2Fx", nil) }, 403, `{"message":"Access denied"}`},
+		{"download a 5,000-character name", func() (int, string) { return do(t, "GET", td.legacy+"/download/"+strings.Repeat("n", 5000), nil) }, 400, ""},
 		{"download missing", func() (int, string) { return do(t, "GET", td.legacy+"/download/nope", nil) }, 404, `{"message":"File not found"}`},
 		{"list a file", func() (int, string) {
 			legacyUpload(t, td, "f", "x")

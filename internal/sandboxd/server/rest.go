@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
 	"github.com/paddock-dev/paddock/internal/sandboxd/files"
 )
@@ -26,11 +28,14 @@ func (d *Daemon) RESTHandler() http.Handler {
 	mux.HandleFunc("DELETE /v1/files/{path...}", d.deleteFile)
 	mux.HandleFunc("GET /v1/health", d.health)
 	mux.HandleFunc("GET /v1/metadata", d.getMetadata)
-	mux.HandleFunc("PUT /v1/claim-settings", d.putClaimSettings)
-	mux.HandleFunc("GET /v1/claim-settings", d.getClaimSettings)
+	mux.HandleFunc("PUT "+claimSettingsPath, d.putClaimSettings)
+	mux.HandleFunc("GET "+claimSettingsPath, d.getClaimSettings)
 	d.registerProcessRoutes(mux)
 	return d.requireToken(mux, "/v1/health")
 }
+
+// claimSettingsPath is where the controller sends claim settings, with the control token.
+const claimSettingsPath = "/v1/claim-settings"
 
 // directoryListing is the wire type DirectoryListing.
 type directoryListing struct {
@@ -40,7 +45,7 @@ type directoryListing struct {
 
 func (d *Daemon) getFile(w http.ResponseWriter, r *http.Request) {
 	wild := r.PathValue("path")
-	rel, err := d.root.Resolve(wild)
+	rel, err := d.root.ResolveContext(r.Context(), wild)
 	if err != nil {
 		writeFileError(w, err)
 		return
@@ -84,7 +89,7 @@ func (d *Daemon) putFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeInvalidArgument, fmt.Sprintf("query parameter type=%q must be \"file\" or \"directory\"", kind))
 		return
 	}
-	rel, err := d.root.Resolve(r.PathValue("path"))
+	rel, err := d.root.ResolveContext(r.Context(), r.PathValue("path"))
 	if err != nil {
 		writeFileError(w, err)
 		return
@@ -177,7 +182,7 @@ func (d *Daemon) deleteFile(w http.ResponseWriter, r *http.Request) {
 		}
 		recursive = b
 	}
-	rel, err := d.root.ResolveNoFollow(r.PathValue("path"))
+	rel, err := d.root.ResolveNoFollowContext(r.Context(), r.PathValue("path"))
 	if err != nil {
 		writeFileError(w, err)
 		return
@@ -202,7 +207,7 @@ func (d *Daemon) getMetadata(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (d *Daemon) putClaimSettings(w http.ResponseWriter, r *http.Request) {
-	if !d.claimAuthorized(w, r) {
+	if !d.controlAuthorized(w, r) {
 		return
 	}
 	var s claim.Settings
@@ -222,12 +227,15 @@ func (d *Daemon) putClaimSettings(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if d.locked.CompareAndSwap(true, false) {
+		klog.InfoS("claimed: sandboxd serves the sandbox token from now on", "claim", s.ClaimName, "claimUID", s.ClaimUID)
+	}
 	status, _ := d.claims.Current()
 	writeJSON(w, http.StatusOK, status)
 }
 
 func (d *Daemon) getClaimSettings(w http.ResponseWriter, r *http.Request) {
-	if !d.claimAuthorized(w, r) {
+	if !d.controlAuthorized(w, r) {
 		return
 	}
 	status, ok := d.claims.Current()

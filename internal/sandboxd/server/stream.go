@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	processv1 "github.com/paddock-dev/paddock/api/proto/process/v1"
+	"github.com/paddock-dev/paddock/internal/sandboxd/process"
 )
 
 // The HTTP form of ProcessService.Start, WriteStdin and SendSignal. gRPC needs HTTP/2 end to
@@ -167,6 +169,11 @@ var httpStatusOf = map[codes.Code]struct {
 }
 
 func writeStatusError(w http.ResponseWriter, err error) {
+	var tooMany *process.TooManyProcessesError
+	if errors.As(err, &tooMany) {
+		writeError(w, http.StatusTooManyRequests, codeResourceExhausted, tooMany.Error())
+		return
+	}
 	st, _ := status.FromError(err)
 	m, ok := httpStatusOf[st.Code()]
 	if !ok {

@@ -40,6 +40,7 @@ func TestCluster(t *testing.T) {
 	t.Run("paddock: a Sandbox keeps its volume across suspend and resume, resolves by name, expires", testSandboxLifecycle)
 	t.Run("paddock: a warm claim runs echo in sandboxd on the real node through the SDK", testPaddockClaim)
 	t.Run("paddock CLI: every sandbox verb against sandboxd on the real node", testCLIVerbs)
+	t.Run("mcp: the official TypeScript client drives paddock mcp over stdio and streamable HTTP", testMCP)
 	t.Run("sandboxd: exec, streams, files and confinement by pod IP", testSandboxd)
 	t.Run("router: routes by header, authorizes scoped tokens, streams exec", testRouter)
 	t.Run("bench: the runtime scenario measures sandboxd and the router on the real node", testBenchRuntime)

@@ -15,12 +15,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protojson"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	processv1 "github.com/paddock-dev/paddock/api/proto/process/v1"
+	"github.com/paddock-dev/paddock/internal/credentials"
+	"github.com/paddock-dev/paddock/internal/router/authz"
 	"github.com/paddock-dev/paddock/internal/router/scopedtoken"
 	"github.com/paddock-dev/paddock/sdk"
 	"github.com/paddock-dev/paddock/test/framework"
@@ -46,17 +50,22 @@ func testRouter(t *testing.T) {
 	waitSandboxReady(t, c, alpha)
 	waitSandboxReady(t, c, beta)
 	router := "http://" + net.JoinHostPort(readyPodIP(t, routerNamespace, map[string]string{"app.kubernetes.io/name": routerName}), "8080")
+	ensureCredentialsKey(t, ctx)
+	token := routerClientToken(t, ctx, ns)
 
 	t.Run("requests land on the sandbox the headers name", func(t *testing.T) {
 		for _, name := range []string{"alpha", "beta"} {
 			// The router's informer may see Ready a moment after the test does.
 			framework.Eventually(t, func(ctx context.Context) error {
-				return expectSandboxName(ctx, router, ns, name, "")
+				return expectSandboxName(ctx, router, ns, name, token)
 			})
 		}
 	})
+	t.Run("the installed router fails closed", func(t *testing.T) {
+		expectDetail(t, ctx, router, ns, "alpha", "", http.StatusUnauthorized, "send a Kubernetes token")
+	})
 	t.Run("the SDK runs a command through the router on the legacy port", func(t *testing.T) {
-		rt, err := sdk.NewRuntime(sdk.Endpoint{URL: router, Sandbox: "beta", Namespace: ns})
+		rt, err := sdk.NewRuntime(sdk.Endpoint{URL: router, Sandbox: "beta", Namespace: ns, Token: token})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,11 +75,11 @@ func testRouter(t *testing.T) {
 		}
 	})
 	t.Run("an unknown and a suspended sandbox get JSON errors", func(t *testing.T) {
-		expectDetail(t, ctx, router, ns, "no-such-sandbox", "", http.StatusNotFound, `"no-such-sandbox"`)
-		expectDetail(t, ctx, router, ns, "paused", "", http.StatusServiceUnavailable, "not ready")
+		expectDetail(t, ctx, router, ns, "no-such-sandbox", token, http.StatusNotFound, `"no-such-sandbox"`)
+		expectDetail(t, ctx, router, ns, "paused", token, http.StatusServiceUnavailable, "not ready")
 	})
 	t.Run("an exec stream flows through the router before the command ends", func(t *testing.T) {
-		testRouterStream(t, ctx, router, ns, "alpha")
+		testRouterStream(t, ctx, router, ns, "alpha", token)
 	})
 	t.Run("a scoped token opens its sandbox and no other", func(t *testing.T) {
 		keys := scopedTokenRouter(t, ctx, ns)
@@ -146,8 +155,8 @@ func expectDetail(t *testing.T, ctx context.Context, router, ns, name, token str
 
 // testRouterStream runs a command that prints, then blocks on stdin, through the router's
 // HTTP/1.1 hop: the first chunk arriving proves the stream is not buffered until the end.
-func testRouterStream(t *testing.T, ctx context.Context, router, ns, name string) {
-	req, err := routedRequest(ctx, http.MethodPost, router, "/v1/processes", ns, name, "",
+func testRouterStream(t *testing.T, ctx context.Context, router, ns, name, token string) {
+	req, err := routedRequest(ctx, http.MethodPost, router, "/v1/processes", ns, name, token,
 		`{"config":{"command":["sh","-c","echo first; read line; echo \"got $line\""]}}`)
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +185,7 @@ func testRouterStream(t *testing.T, ctx context.Context, router, ns, name string
 	if got := string(next().GetStdout()); got != "first\n" {
 		t.Fatalf("first output chunk = %q, want \"first\\n\" while the process waits on stdin", got)
 	}
-	stdin, err := routedRequest(ctx, http.MethodPost, router, fmt.Sprintf("/v1/processes/%d/stdin?eof=true", id), ns, name, "", "via router\n")
+	stdin, err := routedRequest(ctx, http.MethodPost, router, fmt.Sprintf("/v1/processes/%d/stdin?eof=true", id), ns, name, token, "via router\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,6 +207,50 @@ func testRouterStream(t *testing.T, ctx context.Context, router, ns, name string
 			}
 			return
 		}
+	}
+}
+
+// routerClientToken returns a token of a ServiceAccount in ns that may reach every sandbox of
+// ns through the router (create on sandboxes/proxy), as docs/security.md tells users to grant.
+func routerClientToken(t *testing.T, ctx context.Context, ns string) string {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "router-client", Namespace: ns}}
+	if _, err := suite.client.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "reach-sandboxes", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{authz.SandboxAccess.Group}, Resources: []string{authz.SandboxAccess.Resource + "/" + authz.SandboxAccess.Subresource},
+		Verbs: []string{authz.SandboxAccess.Verb}}}}
+	if _, err := suite.client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "router-client", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}}}
+	if _, err := suite.client.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := suite.client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// ensureCredentialsKey makes sure the key Secret the installed router derives sandbox tokens from
+// exists. The controller creates it at start; a controller that predates the credential model
+// does not, so the test supplies one and the controller keeps it.
+func ensureCredentialsKey(t *testing.T, ctx context.Context) {
+	t.Helper()
+	key, err := credentials.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: credentials.KeySecretName, Namespace: routerNamespace},
+		Data: map[string][]byte{credentials.KeySecretDataKey: key}}
+	if _, err := suite.client.CoreV1().Secrets(routerNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
 	}
 }
 
@@ -238,7 +291,7 @@ func scopedTokenRouter(t *testing.T, ctx context.Context, ns string) scopedtoken
 	ctr := &spec.Containers[0]
 	ctr.Args = []string{"--http-bind-address=:8080", "--health-probe-bind-address=:8081", "--metrics-bind-address=:9090",
 		"--sandbox-namespaces=" + ns, "--authz-mode=scoped-token", "--authz-scoped-token-secret-file=/etc/scoped-router/keys",
-		"--shutdown-delay=0s"}
+		"--shutdown-delay=0s", "--inject-sandbox-token=false"}
 	ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "keys", MountPath: "/etc/scoped-router", ReadOnly: true})
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "keys", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret.Name}}})
 	pod := &corev1.Pod{

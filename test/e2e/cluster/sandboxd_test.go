@@ -19,11 +19,14 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	processv1 "github.com/paddock-dev/paddock/api/proto/process/v1"
+	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/manager"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
@@ -46,7 +49,9 @@ func testSandboxd(t *testing.T) {
 	framework.MustCreate(t, ctx, c, sb)
 	ip := waitSandboxReady(t, c, sb)
 	rest := "http://" + net.JoinHostPort(ip, sandboxdREST)
-	procs := dialSandboxd(t, ip)
+	token := sandboxToken(t, ctx, c, sb)
+	auth := http.Header{"Authorization": {"Bearer " + token}}
+	procs := dialSandboxd(t, ip, token)
 
 	t.Run("echo exits 0 with its output", func(t *testing.T) {
 		res, err := procs.Execute(ctx, &processv1.ExecuteRequest{Config: &processv1.ProcessConfig{Command: []string{"echo", "hello"}}})
@@ -67,8 +72,8 @@ func testSandboxd(t *testing.T) {
 		}
 	})
 	t.Run("a long-running command streams before it ends", func(t *testing.T) { testGRPCStream(t, ctx, procs) })
-	t.Run("a binary file round-trips byte for byte", func(t *testing.T) { testFileRoundTrip(t, ctx, rest) })
-	t.Run("escapes from the root are refused", func(t *testing.T) { testEscapesRefused(t, ctx, rest, procs) })
+	t.Run("a binary file round-trips byte for byte", func(t *testing.T) { testFileRoundTrip(t, ctx, rest, auth) })
+	t.Run("escapes from the root are refused", func(t *testing.T) { testEscapesRefused(t, ctx, rest, auth, procs) })
 	t.Run("the daemon is healthy after bad input", func(t *testing.T) {
 		if status, body := request(t, ctx, http.MethodGet, rest+"/v1/health", nil, nil); status != http.StatusOK || !strings.Contains(body, `"status":"ok"`) {
 			t.Errorf("GET /v1/health = %d %s, want 200 ok", status, body)
@@ -119,15 +124,15 @@ func testGRPCStream(t *testing.T, ctx context.Context, procs processv1.ProcessSe
 	}
 }
 
-func testFileRoundTrip(t *testing.T, ctx context.Context, rest string) {
+func testFileRoundTrip(t *testing.T, ctx context.Context, rest string, auth http.Header) {
 	data := make([]byte, 4<<20+123)
 	if _, err := rand.Read(data); err != nil {
 		t.Fatal(err)
 	}
-	if status, body := request(t, ctx, http.MethodPut, rest+"/v1/files/e2e%2Fblob.bin?mode=0600", bytes.NewReader(data), nil); status != http.StatusNoContent {
+	if status, body := request(t, ctx, http.MethodPut, rest+"/v1/files/e2e%2Fblob.bin?mode=0600", bytes.NewReader(data), auth); status != http.StatusNoContent {
 		t.Fatalf("PUT = %d %s, want 204", status, body)
 	}
-	status, body := request(t, ctx, http.MethodGet, rest+"/v1/files/e2e/blob.bin", nil, nil)
+	status, body := request(t, ctx, http.MethodGet, rest+"/v1/files/e2e/blob.bin", nil, auth)
 	if status != http.StatusOK || !bytes.Equal([]byte(body), data) {
 		t.Fatalf("GET = %d with %d bytes, want 200 with the %d bytes written", status, len(body), len(data))
 	}
@@ -136,7 +141,7 @@ func testFileRoundTrip(t *testing.T, ctx context.Context, rest string) {
 // testEscapesRefused checks the documented confinement: ".." and a symlink out of the root are
 // refused with 403 PERMISSION_DENIED (gRPC PermissionDenied for a cwd); an absolute path is
 // re-rooted, so it never reaches the file of that name outside the root.
-func testEscapesRefused(t *testing.T, ctx context.Context, rest string, procs processv1.ProcessServiceClient) {
+func testEscapesRefused(t *testing.T, ctx context.Context, rest string, auth http.Header, procs processv1.ProcessServiceClient) {
 	// A link out of the root, made the way an agent's command would.
 	if res, err := procs.Execute(ctx, &processv1.ExecuteRequest{Config: &processv1.ProcessConfig{
 		Command: []string{"ln", "-s", "/usr/local/bin", "escape"},
@@ -152,13 +157,13 @@ func testEscapesRefused(t *testing.T, ctx context.Context, rest string, procs pr
 		{http.MethodDelete, "/v1/files/escape/sandboxd"},
 	}
 	for _, f := range forbidden {
-		status, body := request(t, ctx, f.method, rest+f.path, strings.NewReader("x"), nil)
+		status, body := request(t, ctx, f.method, rest+f.path, strings.NewReader("x"), auth)
 		if status != http.StatusForbidden || errorCode(body) != "PERMISSION_DENIED" {
 			t.Errorf("%s %s = %d %s, want 403 PERMISSION_DENIED", f.method, f.path, status, body)
 		}
 	}
 	// Re-rooted: /usr/local/bin/sandboxd means <root>/usr/local/bin/sandboxd, which does not exist.
-	if status, body := request(t, ctx, http.MethodGet, rest+"/v1/files/%2Fusr%2Flocal%2Fbin%2Fsandboxd", nil, nil); status != http.StatusNotFound || errorCode(body) != "NOT_FOUND" {
+	if status, body := request(t, ctx, http.MethodGet, rest+"/v1/files/%2Fusr%2Flocal%2Fbin%2Fsandboxd", nil, auth); status != http.StatusNotFound || errorCode(body) != "NOT_FOUND" {
 		t.Errorf("GET of an absolute path outside the root = %d (%d bytes), want 404 NOT_FOUND", status, len(body))
 	}
 	_, err := procs.Execute(ctx, &processv1.ExecuteRequest{Config: &processv1.ProcessConfig{Command: []string{"pwd"}, Cwd: ptr("../..")}})
@@ -196,9 +201,11 @@ func sandboxdSandbox(t *testing.T, name, ns string) *builder.SandboxWrapper {
 	return w
 }
 
-func dialSandboxd(t *testing.T, ip string) processv1.ProcessServiceClient {
+// dialSandboxd connects to sandboxd's gRPC service at ip, presenting token on every call.
+func dialSandboxd(t *testing.T, ip, token string) processv1.ProcessServiceClient {
 	t.Helper()
-	conn, err := grpc.NewClient(net.JoinHostPort(ip, sandboxdGRPC), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(net.JoinHostPort(ip, sandboxdGRPC), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(bearer(token)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,4 +242,25 @@ func errorCode(body string) string {
 		return fmt.Sprintf("(not a JSON error: %v)", err)
 	}
 	return e.Code
+}
+
+// bearer sends a sandbox token as gRPC "authorization" metadata over plaintext, as sandboxd on
+// the pod network expects.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }
+
+// sandboxToken reads a Sandbox's token from the credentials Secret the controller made for it.
+func sandboxToken(t *testing.T, ctx context.Context, c client.Client, sb *agentsv1beta1.Sandbox) string {
+	t.Helper()
+	secret := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: sb.Namespace, Name: credentials.SandboxSecretName(sb.Name)}
+	if err := c.Get(ctx, key, secret); err != nil {
+		t.Fatalf("reading the credentials Secret of Sandbox %s: %v", sb.Name, err)
+	}
+	return string(secret.Data[credentials.TokenDataKey])
 }

@@ -17,8 +17,11 @@ import (
 	"github.com/creack/pty"
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paddock-dev/paddock/internal/cli"
+	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 	"github.com/paddock-dev/paddock/sdk"
 	"github.com/paddock-dev/paddock/test/framework"
@@ -26,15 +29,17 @@ import (
 )
 
 // loopbackSandboxd serves the real sandboxd's REST file API and gRPC ProcessService on
-// 127.0.0.1 until the test ends: what the sandbox Pod would run. It returns the REST port and
-// the sandbox root on disk; grpcPort is the gRPC port.
-func loopbackSandboxd(t *testing.T) (port int, root string) {
-	port, _, root = loopbackSandboxdGRPC(t)
+// 127.0.0.1 until the test ends: what the Pod of the claim's Sandbox would run, requiring the
+// token the controller put in the Sandbox's credentials Secret, so every CLI call must carry it.
+// It returns the REST port and the sandbox root on disk; grpcPort is the gRPC port.
+func loopbackSandboxd(t *testing.T, ns, claim string) (port int, root string) {
+	port, _, root = loopbackSandboxdGRPC(t, ns, claim)
 	return port, root
 }
 
-func loopbackSandboxdGRPC(t *testing.T) (restPort, grpcPort int, root string) {
+func loopbackSandboxdGRPC(t *testing.T, ns, claim string) (restPort, grpcPort int, root string) {
 	t.Helper()
+	token := sandboxToken(t, ns, claim)
 	var ls server.Listeners
 	var err error
 	for _, l := range []*net.Listener{&ls.REST, &ls.GRPC} {
@@ -42,7 +47,7 @@ func loopbackSandboxdGRPC(t *testing.T) (restPort, grpcPort int, root string) {
 			t.Fatal(err)
 		}
 	}
-	root = sandboxdtest.Serve(t, ls)
+	root = sandboxdtest.ServeWithToken(t, ls, token)
 	return ls.REST.Addr().(*net.TCPAddr).Port, ls.GRPC.Addr().(*net.TCPAddr).Port, root
 }
 
@@ -157,10 +162,10 @@ func claimedAgent(t *testing.T) (ns, kc, restPort, root string) {
 	t.Helper()
 	ns = env.Namespace(t)
 	kc = kubeconfig(t, ns)
-	port, root := loopbackSandboxd(t)
 	playLoopbackKubelet(t, ns)
 	makePool(t, ns, 1)
 	mustPaddock(t, kc, "claim", "--pool", "pool", "--name", "agent")
+	port, root := loopbackSandboxd(t, ns, "agent")
 	return ns, kc, strconv.Itoa(port), root
 }
 
@@ -256,4 +261,24 @@ func TestCopyShowsProgressOnATerminal(t *testing.T) {
 	if info, err := os.Stat(filepath.Join(root, "big.bin")); err != nil || info.Size() != 8<<20 {
 		t.Errorf("big.bin in the sandbox: %v, %v", info, err)
 	}
+}
+
+// sandboxToken reads the token of the claim's Sandbox from its credentials Secret.
+func sandboxToken(t *testing.T, ns, claim string) string {
+	t.Helper()
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	c, err := getClaim(ctx, ns, claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: ns, Name: credentials.SandboxSecretName(c.Status.Sandbox.Name)}
+	if err := env.Client.Get(ctx, key, secret); err != nil {
+		t.Fatalf("reading the credentials Secret of claim %s: %v", claim, err)
+	}
+	tok := string(secret.Data[credentials.TokenDataKey])
+	if tok == "" {
+		t.Fatalf("secret %s has no token", key)
+	}
+	return tok
 }

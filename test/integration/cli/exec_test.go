@@ -144,10 +144,10 @@ func TestExecRunsTheCommandAndPassesItsExitCode(t *testing.T) {
 func TestExecInteractive(t *testing.T) {
 	ns := env.Namespace(t)
 	kc := kubeconfig(t, ns)
-	_, grpcPort, _ := loopbackSandboxdGRPC(t)
 	playLoopbackKubelet(t, ns)
 	makePool(t, ns, 1)
 	mustPaddock(t, kc, "claim", "--pool", "pool", "--name", "agent")
+	_, grpcPort, _ := loopbackSandboxdGRPC(t, ns, "agent")
 	gp := strconv.Itoa(grpcPort)
 
 	data := make([]byte, 100_000)

@@ -2,6 +2,7 @@ package e2bfrontdoor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -373,6 +374,12 @@ func TestCreateWithoutTheCredentialsKey(t *testing.T) {
 	if err := env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.keysNS, Name: credentials.KeySecretName}}); err != nil {
 		t.Fatal(err)
 	}
+	framework.Eventually(t, func(context.Context) error {
+		if h.tokens.KeyErr() == nil {
+			return errors.New("the token source has not seen the key Secret's deletion yet")
+		}
+		return nil
+	})
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)

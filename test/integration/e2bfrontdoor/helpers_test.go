@@ -18,12 +18,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/router/e2b"
+	"github.com/paddock-dev/paddock/internal/router/sandboxtoken"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
 )
@@ -71,6 +73,7 @@ type harness struct {
 	key      []byte
 	daemon   *daemon
 	fd       *e2b.FrontDoor
+	tokens   *sandboxtoken.Source
 	keysNS   string
 	otherKey string
 	otherNS  string
@@ -110,9 +113,10 @@ func startWith(t testing.TB, poolSize int32, upstream string) *harness {
 	transport := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return dial.DialContext(ctx, network, upstream)
 	}}
+	// The router's own token source, watching the credentials key Secret.
+	h.tokens = sandboxtoken.New(kubernetes.NewForConfigOrDie(env.Config), types.NamespacedName{Namespace: h.keysNS, Name: credentials.KeySecretName})
 	h.fd, err = e2b.New(e2b.Config{Kube: env.Config, Domain: domain, KeysNamespace: h.keysNS,
-		CredentialsSecret: types.NamespacedName{Namespace: h.keysNS, Name: credentials.KeySecretName},
-		CreateTimeout:     framework.DefaultTimeout, Transport: transport,
+		Tokens: h.tokens, CreateTimeout: framework.DefaultTimeout, Transport: transport,
 		Log: testr.NewWithInterface(t, testr.Options{Verbosity: 0})})
 	if err != nil {
 		t.Fatal(err)
@@ -120,14 +124,15 @@ func startWith(t testing.TB, poolSize int32, upstream string) *harness {
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.fd.Start(runCtx) }()
+	go h.tokens.Run(runCtx)
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("front door cache: %v", err)
 		}
 	})
-	if !h.fd.WaitForSync(ctx) {
-		t.Fatal("the front door's cache did not sync")
+	if !h.fd.WaitForSync(ctx) || !h.tokens.WaitForSync(ctx) {
+		t.Fatal("the front door's cache or the credentials key watch did not sync")
 	}
 	srv := httptest.NewServer(h.fd)
 	t.Cleanup(srv.Close)

@@ -396,7 +396,7 @@ func TestRouterMatchesKustomize(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl (which `make dist` needs too) is not on PATH: %v", err)
 	}
-	for mode, component := range map[string]string{"allow-all": "", "tokenreview": "tokenreview", "scoped-token": "scoped-token"} {
+	for mode, component := range map[string]string{"allow-all": "allow-all", "tokenreview": "", "scoped-token": "scoped-token"} {
 		t.Run(mode, func(t *testing.T) {
 			// kustomize takes no absolute paths, so the kustomization names config/router relative
 			// to its own directory.

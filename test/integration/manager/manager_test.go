@@ -18,6 +18,7 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/manager"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
@@ -82,6 +83,7 @@ func options(t *testing.T, leaseNamespace string) *manager.Options {
 	o.HealthProbeBindAddress = freeAddr(t)
 	o.LeaderElectionNamespace = leaseNamespace
 	o.AllowDuplicateControllers = true
+	o.CredentialsSecret = leaseNamespace + "/" + credentials.KeySecretName // the controller's namespace
 	return o
 }
 

@@ -25,8 +25,8 @@ func TestE2BListener(t *testing.T) {
 	ns := env.Namespace(t)
 	r := startRouter(t, func(c *router.Config) {
 		c.Server.E2BHTTPAddr = "127.0.0.1:0"
-		c.E2B = &router.E2BConfig{KeysNamespace: ns, CreateTimeout: framework.DefaultTimeout,
-			CredentialsSecret: types.NamespacedName{Namespace: ns, Name: credentials.KeySecretName}}
+		c.CredentialsSecret = types.NamespacedName{Namespace: ns, Name: credentials.KeySecretName}
+		c.E2B = &router.E2BConfig{KeysNamespace: ns, CreateTimeout: framework.DefaultTimeout}
 	})
 	e2bURL := "http://" + r.Addr(server.E2BHTTP)
 	client := &http.Client{Timeout: 30 * time.Second}
@@ -60,8 +60,8 @@ func TestE2BHTTPSHostRouting(t *testing.T) {
 	r := startRouter(t, func(c *router.Config) {
 		c.Server.E2BHTTPSAddr = "127.0.0.1:0"
 		c.TLSCertFile, c.TLSKeyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-		c.E2B = &router.E2BConfig{KeysNamespace: ns, Domain: "e2b.test", CreateTimeout: framework.DefaultTimeout,
-			CredentialsSecret: types.NamespacedName{Namespace: ns, Name: credentials.KeySecretName}}
+		c.CredentialsSecret = types.NamespacedName{Namespace: ns, Name: credentials.KeySecretName}
+		c.E2B = &router.E2BConfig{KeysNamespace: ns, Domain: "e2b.test", CreateTimeout: framework.DefaultTimeout}
 	})
 	roots := x509.NewCertPool()
 	roots.AddCert(cert)

@@ -107,6 +107,11 @@ func (r *runningRouter) call(t testing.TB, method, ns, name string, port int, ex
 	for k, v := range extra {
 		req.Header.Set(k, v)
 	}
+	return do(t, req)
+}
+
+func do(t testing.TB, req *http.Request) (int, string) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("request through the router: %v", err)

@@ -29,7 +29,7 @@ func TestDrainingFinishesInFlightRequests(t *testing.T) {
 		<-release
 		_, _ = io.WriteString(w, "finished after drain began")
 	})})
-	createSandbox(t, builder.MakeSandbox("drainee", ns).ReadyStatus("127.0.0.9"))
+	createSandbox(t, builder.MakeSandbox("drainee", ns).Port("http", int32(port)).ReadyStatus("127.0.0.9"))
 	r := startRouter(t, nil)
 	r.eventually(t, ns, "drainee", port, http.StatusOK, "fast", nil)
 

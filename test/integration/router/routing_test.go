@@ -21,8 +21,8 @@ import (
 func TestRequestsLandOnTheNamedSandbox(t *testing.T) {
 	ns := env.Namespace(t)
 	port := upstreams(t, map[string]http.Handler{"127.0.0.2": named("alpha"), "127.0.0.3": named("beta")})
-	createSandbox(t, builder.MakeSandbox("alpha", ns).ReadyStatus("127.0.0.2"))
-	createSandbox(t, builder.MakeSandbox("beta", ns).ReadyStatus("127.0.0.3"))
+	createSandbox(t, builder.MakeSandbox("alpha", ns).Port("http", int32(port)).ReadyStatus("127.0.0.2"))
+	createSandbox(t, builder.MakeSandbox("beta", ns).Port("http", int32(port)).ReadyStatus("127.0.0.3"))
 	r := startRouter(t, nil)
 
 	r.eventually(t, ns, "beta", port, http.StatusOK, "beta", nil)
@@ -57,7 +57,7 @@ func TestUnknownNotReadyAndUnclaimedSandboxes(t *testing.T) {
 		t.Errorf("unknown sandbox (-want +got):\n%s", diff)
 	}
 
-	sb := createSandbox(t, builder.MakeSandbox("gamma", ns).NotReadyStatus())
+	sb := createSandbox(t, builder.MakeSandbox("gamma", ns).Port("http", int32(port)).NotReadyStatus())
 	body = r.eventually(t, ns, "gamma", port, http.StatusServiceUnavailable, "reason DependenciesNotReady", nil)
 	if diff := cmp.Diff(fmt.Sprintf(`Sandbox "gamma" in namespace %q is not ready (Ready is False, reason DependenciesNotReady); retry once it is Ready.`, ns), detail(t, body)); diff != "" {
 		t.Errorf("not-ready detail (-want +got):\n%s", diff)
@@ -68,7 +68,7 @@ func TestUnknownNotReadyAndUnclaimedSandboxes(t *testing.T) {
 	if err := env.Client.Update(ctx, sb); err != nil {
 		t.Fatal(err)
 	}
-	sb.Status = builder.MakeSandbox("gamma", ns).ReadyStatus("127.0.0.4").Obj().Status
+	sb.Status = builder.MakeSandbox("gamma", ns).Port("http", int32(port)).ReadyStatus("127.0.0.4").Obj().Status
 	if err := env.Client.Status().Update(ctx, sb); err != nil {
 		t.Fatal(err)
 	}
@@ -101,8 +101,8 @@ func TestUnknownNotReadyAndUnclaimedSandboxes(t *testing.T) {
 func TestScopedTokenReachesOnlyItsSandbox(t *testing.T) {
 	ns := env.Namespace(t)
 	port := upstreams(t, map[string]http.Handler{"127.0.0.5": named("one"), "127.0.0.6": named("two")})
-	createSandbox(t, builder.MakeSandbox("one", ns).ReadyStatus("127.0.0.5"))
-	createSandbox(t, builder.MakeSandbox("two", ns).ReadyStatus("127.0.0.6"))
+	createSandbox(t, builder.MakeSandbox("one", ns).Port("http", int32(port)).ReadyStatus("127.0.0.5"))
+	createSandbox(t, builder.MakeSandbox("two", ns).Port("http", int32(port)).ReadyStatus("127.0.0.6"))
 	keyFile := filepath.Join(t.TempDir(), "keys")
 	key := strings.Repeat("k3y-", 12)
 	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {

@@ -44,7 +44,7 @@ func streamThrough(t *testing.T, contentType, podIP string) {
 			}
 		}
 	})})
-	createSandbox(t, builder.MakeSandbox("streamer", ns).ReadyStatus(podIP))
+	createSandbox(t, builder.MakeSandbox("streamer", ns).Port("http", int32(port)).ReadyStatus(podIP))
 	r := startRouter(t, nil)
 
 	ctx := framework.Context(t, time.Minute)
@@ -98,7 +98,7 @@ func TestWebSocketUpgradePassesThrough(t *testing.T) {
 		Handler: func(c *websocket.Conn) { _, _ = io.Copy(c, c) },
 	}
 	port := upstreams(t, map[string]http.Handler{"127.0.0.8": echo})
-	createSandbox(t, builder.MakeSandbox("ws", ns).ReadyStatus("127.0.0.8"))
+	createSandbox(t, builder.MakeSandbox("ws", ns).Port("http", int32(port)).ReadyStatus("127.0.0.8"))
 	const proxyTimeout = 200 * time.Millisecond
 	r := startRouter(t, func(c *router.Config) { c.ProxyTimeout = proxyTimeout })
 

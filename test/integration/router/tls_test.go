@@ -73,7 +73,7 @@ func TestHTTPSWithCertificateReload(t *testing.T) {
 		proto.Store(r.Header.Get("X-Forwarded-Proto"))
 		_, _ = io.WriteString(w, "secure")
 	})})
-	createSandbox(t, builder.MakeSandbox("secure", ns).ReadyStatus("127.0.0.12"))
+	createSandbox(t, builder.MakeSandbox("secure", ns).Port("http", int32(port)).ReadyStatus("127.0.0.12"))
 	dir := t.TempDir()
 	first := writeServingPair(t, dir, 1)
 	r := startRouter(t, func(c *router.Config) {

@@ -27,8 +27,8 @@ func TestTokenReviewWithAccessCheck(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := framework.Context(t, time.Minute)
 	port := upstreams(t, map[string]http.Handler{"127.0.0.10": named("granted"), "127.0.0.11": named("other")})
-	createSandbox(t, builder.MakeSandbox("granted", ns).ReadyStatus("127.0.0.10"))
-	createSandbox(t, builder.MakeSandbox("other", ns).ReadyStatus("127.0.0.11"))
+	createSandbox(t, builder.MakeSandbox("granted", ns).Port("http", int32(port)).ReadyStatus("127.0.0.10"))
+	createSandbox(t, builder.MakeSandbox("other", ns).Port("http", int32(port)).ReadyStatus("127.0.0.11"))
 
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: ns}}
@@ -58,7 +58,7 @@ func TestTokenReviewWithAccessCheck(t *testing.T) {
 	r := startRouter(t, func(c *router.Config) {
 		c.AuthzMode = router.AuthzTokenReview
 		// A short TTL keeps the RBAC cache of the API server from pinning a stale denial.
-		c.TokenReview = authz.TokenReviewOptions{CheckAccess: true, TTL: time.Second, CacheSize: 16}
+		c.TokenReview = authz.TokenReviewOptions{TTL: time.Second, CacheSize: 16}
 	})
 	r.eventually(t, ns, "granted", port, http.StatusOK, "granted", bearer)
 	code, body := r.call(t, http.MethodGet, ns, "other", port, bearer)

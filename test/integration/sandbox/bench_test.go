@@ -14,6 +14,7 @@ import (
 // BenchmarkSandboxToReady measures a cold Sandbox from create to Ready against the real API
 // server, with the test playing kubelet, and reports the reconciler's API writes and passes per
 // Sandbox. Run: go test ./test/integration/sandbox/ -run '^$' -bench . -benchtime 50x
+// (PADDOCK_SANDBOX_CREDENTIALS=off: without the per-Sandbox credentials Secret).
 func BenchmarkSandboxToReady(b *testing.B) {
 	ctx, ns := start(b)
 	var writes, statusWrites, passes int

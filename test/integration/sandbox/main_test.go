@@ -4,6 +4,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	sandboxctrl "github.com/paddock-dev/paddock/internal/controller/sandbox"
+	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
@@ -43,10 +45,15 @@ func TestMain(m *testing.M) {
 	framework.RunMain(m, &env, func(e *framework.Env) (func(), error) {
 		return e.StartManager(func(mgr ctrl.Manager) error {
 			recorder.next = mgr.GetEventRecorder(sandboxctrl.ControllerName)
-			r, err := sandboxctrl.New(&recordingClient{Client: mgr.GetClient(), log: ops}, mgr.GetScheme(), recorder,
-				sandboxctrl.WithClock(clock), sandboxctrl.WithClusterDomain("paddock.test"), sandboxctrl.WithWorkers(4),
+			opts := []sandboxctrl.Option{sandboxctrl.WithClock(clock), sandboxctrl.WithClusterDomain("paddock.test"), sandboxctrl.WithWorkers(4),
 				sandboxctrl.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))),
-				sandboxctrl.WithAPIReader(mgr.GetAPIReader()))
+				sandboxctrl.WithAPIReader(mgr.GetAPIReader())}
+			// Credentials are on, as in production; PADDOCK_SANDBOX_CREDENTIALS=off measures the
+			// benchmarks without them (--sandbox-credentials=false).
+			if os.Getenv("PADDOCK_SANDBOX_CREDENTIALS") != "off" {
+				opts = append(opts, sandboxctrl.WithCredentialsKey(bytes.Repeat([]byte{1}, credentials.KeySize)))
+			}
+			r, err := sandboxctrl.New(&recordingClient{Client: mgr.GetClient(), log: ops}, mgr.GetScheme(), recorder, opts...)
 			if err != nil {
 				return fmt.Errorf("building sandbox reconciler: %w", err)
 			}

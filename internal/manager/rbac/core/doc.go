@@ -5,8 +5,15 @@
 // are created and adopted but never deleted: garbage collection removes them with the Sandbox.
 // Sandboxes are deleted only on expiry with shutdownPolicy Delete.
 //
+// Secrets: the controller creates the credentials key Secret in its namespace at start, and the
+// per-Sandbox "<sandbox>-credentials" Secret in every sandbox namespace (never deleted: garbage
+// collection removes it with its Sandbox). list and watch serve a cache that holds only Secrets
+// carrying the sandbox tracking label, so a deleted credentials Secret is re-created at once;
+// RBAC cannot narrow a watch by label, so the grant covers every Secret (docs/security.md).
+//
 // +kubebuilder:rbac:groups="",resources=pods;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes/status,verbs=get;update;patch

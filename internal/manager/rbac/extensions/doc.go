@@ -3,8 +3,8 @@
 // `make generate` turns them into config/rbac/extensions/role.yaml.
 //
 // Pools and claims create, adopt and delete Sandboxes; claims are deleted on expiry with the
-// Delete policies; templates get a label and a NetworkPolicy. Claims served warm through claim
-// settings read the claim token from a Secret (get only: Secrets are neither listed nor watched).
+// Delete policies; templates get a label and a NetworkPolicy. Claim settings need no Secret: the
+// control token is derived from the key the core role's controller holds.
 //
 // +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=get;list;watch;update;patch;delete
@@ -14,5 +14,8 @@
 // +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=node.k8s.io,resources=runtimeclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
 package extensions

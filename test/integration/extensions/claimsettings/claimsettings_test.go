@@ -1,9 +1,11 @@
 package claimsettings
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -20,27 +22,23 @@ import (
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/blueprint"
+	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
-const (
-	testTimeout = 3 * time.Minute
-	token       = "claim-token-for-tests"
-	secretName  = "claim-token"
-)
+const testTimeout = 3 * time.Minute
 
-// warmPool makes an opted-in (unless plain) template, the claim-token Secret and a pool of one
-// ready member, starts a sandboxd for the member with daemonToken, and returns both.
-func warmPool(t *testing.T, ctx context.Context, ns string, plain bool, daemonToken string) (*agentsv1beta1.Sandbox, *daemon) {
+// warmPool makes a template whose runtime is sandboxd (unless plain) and a pool of one ready
+// member, starts a sandboxd for the member configured as the controllers configure it (its
+// tokens derived from daemonKey, locked when the template says sandboxd), and returns both.
+func warmPool(t *testing.T, ctx context.Context, ns string, plain bool, daemonKey []byte) (*agentsv1beta1.Sandbox, *daemon) {
 	t.Helper()
 	tpl := builder.MakeTemplate("tpl", ns).EnvVarsInjectionPolicy(extensionsv1beta1.EnvVarsInjectionPolicyAllowed)
 	if !plain {
-		tpl.ClaimSettings(secretName)
+		tpl.Sandboxd()
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: ns},
-		Data: map[string][]byte{extensionsv1beta1.ClaimTokenSecretKey: []byte(token + "\n")}}
-	for _, obj := range []client.Object{secret, tpl.Obj(), builder.MakeWarmPool("pool", ns, "tpl").Replicas(1).Obj()} {
+	for _, obj := range []client.Object{tpl.Obj(), builder.MakeWarmPool("pool", ns, "tpl").Replicas(1).Obj()} {
 		framework.MustCreate(t, ctx, env.Client, obj)
 	}
 	var member agentsv1beta1.Sandbox
@@ -55,7 +53,11 @@ func warmPool(t *testing.T, ctx context.Context, ns string, plain bool, daemonTo
 		member = list.Items[0]
 		return nil
 	})
-	d := startDaemon(t, daemonToken)
+	locked := blueprint.LockedUntilClaimed(&member.Spec.PodTemplate.Spec)
+	if locked == plain {
+		t.Fatalf("member %s locked = %v for a template with runtime annotation %v", member.Name, locked, !plain)
+	}
+	d := startDaemon(t, &member, daemonKey, locked)
 	daemons.add(member.Status.PodIPs[0], d)
 	return &member, d
 }
@@ -80,7 +82,7 @@ func waitClaim(t *testing.T, ns, name string) (*extensionsv1beta1.SandboxClaim, 
 // process started afterwards sees it, and the claim costs the controller no extra API write.
 func TestClaimWithEnvIsServedWarm(t *testing.T) {
 	ctx, ns := framework.Context(t, testTimeout), env.Namespace(t)
-	member, d := warmPool(t, ctx, ns, false, token)
+	member, d := warmPool(t, ctx, ns, false, testKey)
 	var readyAtPut atomic.Bool
 	var puts atomic.Int32
 	d.onPut = func() {
@@ -125,36 +127,49 @@ func TestClaimWithEnvIsServedWarm(t *testing.T) {
 	}
 }
 
-// sandboxd that refuses the settings (here: a claim token that does not match, or a sandbox that
-// already serves another claim) makes the claim discard the warm member and start cold, with the
-// env in its Pod spec, and say why.
+// sandboxd that refuses the settings makes the claim discard the warm member and start cold
+// (with the env in its Pod spec) and say why: a control token that does not match is
+// ClaimSettingsFailed; a member that somebody else bound before the controller (here with the
+// control token, as code that had reached it would) is WarmMemberTampered, with or without env.
 func TestRefusedSettingsFallBackToCold(t *testing.T) {
+	otherKey := bytes.Repeat([]byte{7}, credentials.KeySize)
+	bindElsewhere := func(t *testing.T, d *daemon) { d.putSettings(t, "some-other-uid") }
 	for _, tt := range []struct {
 		name    string
-		token   string
+		key     []byte
 		prepare func(t *testing.T, d *daemon)
+		env     bool
+		reason  string
 	}{
-		{name: "wrong token", token: "another-token"},
-		{name: "sandbox serves another claim", token: token, prepare: func(t *testing.T, d *daemon) { d.putSettings(t, "some-other-uid") }},
+		{name: "wrong control token", key: otherKey, env: true, reason: extensionsv1beta1.ClaimReasonSettingsFailed},
+		{name: "member bound elsewhere, claim with env", key: testKey, prepare: bindElsewhere, env: true, reason: extensionsv1beta1.ClaimReasonWarmMemberTampered},
+		{name: "member bound elsewhere, claim without env", key: testKey, prepare: bindElsewhere, reason: extensionsv1beta1.ClaimReasonWarmMemberTampered},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, ns := framework.Context(t, testTimeout), env.Namespace(t)
-			member, d := warmPool(t, ctx, ns, false, tt.token)
+			member, d := warmPool(t, ctx, ns, false, tt.key)
 			if tt.prepare != nil {
 				tt.prepare(t, d)
 			}
 			putsBefore := d.putCount()
-			framework.MustCreate(t, ctx, env.Client, builder.MakeClaim("run", ns, "pool").Env("TASK_ID", "42").Obj())
+			claim := builder.MakeClaim("run", ns, "pool")
+			if tt.env {
+				claim.Env("TASK_ID", "42")
+			}
+			framework.MustCreate(t, ctx, env.Client, claim.Obj())
 			c, sb := waitClaim(t, ns, "run")
 
 			if sb.Name != "run" || sb.Labels[agentsv1beta1.LaunchTypeLabel] != agentsv1beta1.LaunchTypeCold {
 				t.Fatalf("claim bound to %s (launch type %q), want a cold Sandbox named after it", sb.Name, sb.Labels[agentsv1beta1.LaunchTypeLabel])
 			}
 			wantEnv := corev1.EnvVar{Name: "TASK_ID", Value: "42"}
-			if !slices.Contains(sb.Spec.PodTemplate.Spec.Containers[0].Env, wantEnv) {
+			if tt.env && !slices.Contains(sb.Spec.PodTemplate.Spec.Containers[0].Env, wantEnv) {
 				t.Errorf("cold Sandbox env = %v, want it to contain %v", sb.Spec.PodTemplate.Spec.Containers[0].Env, wantEnv)
 			}
-			if err := builder.HasCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered, metav1.ConditionFalse, extensionsv1beta1.ClaimReasonSettingsFailed); err != nil {
+			if blueprint.LockedUntilClaimed(&sb.Spec.PodTemplate.Spec) {
+				t.Errorf("the cold Sandbox starts locked: nobody would unlock it")
+			}
+			if err := builder.HasCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered, metav1.ConditionFalse, tt.reason); err != nil {
 				t.Error(err)
 			}
 			gone := &agentsv1beta1.Sandbox{}
@@ -164,7 +179,7 @@ func TestRefusedSettingsFallBackToCold(t *testing.T) {
 			if n := d.putCount() - putsBefore; n != 1 {
 				t.Errorf("sandboxd got %d claim-settings requests, want 1: a refusal is not retried", n)
 			}
-			waitEvent(t, ns, "run", extensionsv1beta1.ClaimReasonSettingsFailed)
+			waitEvent(t, ns, "run", tt.reason)
 		})
 	}
 }
@@ -172,7 +187,7 @@ func TestRefusedSettingsFallBackToCold(t *testing.T) {
 // A delivery that fails for a reason a retry can fix is retried, and the claim stays warm.
 func TestTransientFailureIsRetried(t *testing.T) {
 	ctx, ns := framework.Context(t, testTimeout), env.Namespace(t)
-	member, d := warmPool(t, ctx, ns, false, token)
+	member, d := warmPool(t, ctx, ns, false, testKey)
 	daemons.mu.Lock()
 	d.failResolutions = 2
 	daemons.mu.Unlock()
@@ -197,7 +212,7 @@ func TestTransientFailureIsRetried(t *testing.T) {
 // then the claim says why it is not Ready.
 func TestUnreachableSandboxdIsGivenUp(t *testing.T) {
 	ctx, ns := framework.Context(t, testTimeout), env.Namespace(t)
-	member, d := warmPool(t, ctx, ns, false, token)
+	member, d := warmPool(t, ctx, ns, false, testKey)
 	daemons.mu.Lock()
 	d.failResolutions = 1 << 30
 	daemons.mu.Unlock()
@@ -226,12 +241,14 @@ func TestUnreachableSandboxdIsGivenUp(t *testing.T) {
 	}
 }
 
-// Without the template's opt-in a claim with env starts cold, as upstream; a claim without env on
-// an opted-in template never calls sandboxd and gets no SettingsDelivered condition.
-func TestOnlyOptedInClaimsWithEnvUseClaimSettings(t *testing.T) {
-	t.Run("template not opted in", func(t *testing.T) {
+// Without the runtime annotation a claim with env starts cold, as upstream, and nothing calls
+// sandboxd. On a sandboxd template a claim without env finds the member locked (its holder's
+// token is refused), binds it with exactly one PUT and no extra API write, and only then is Ready,
+// with the member unlocked for the sandbox token.
+func TestEveryWarmClaimOfASandboxdTemplateBindsTheMember(t *testing.T) {
+	t.Run("template without the runtime annotation", func(t *testing.T) {
 		ctx, ns := framework.Context(t, testTimeout), env.Namespace(t)
-		_, d := warmPool(t, ctx, ns, true, token)
+		_, d := warmPool(t, ctx, ns, true, testKey)
 		framework.MustCreate(t, ctx, env.Client, builder.MakeClaim("run", ns, "pool").Env("TASK_ID", "42").Obj())
 		c, sb := waitClaim(t, ns, "run")
 		if sb.Labels[agentsv1beta1.LaunchTypeLabel] != agentsv1beta1.LaunchTypeCold || d.putCount() != 0 {
@@ -243,15 +260,31 @@ func TestOnlyOptedInClaimsWithEnvUseClaimSettings(t *testing.T) {
 	})
 	t.Run("claim without env", func(t *testing.T) {
 		ctx, ns := framework.Context(t, testTimeout), env.Namespace(t)
-		member, d := warmPool(t, ctx, ns, false, token)
+		member, d := warmPool(t, ctx, ns, false, testKey)
+		if status, body := d.tryExecute(t, "true"); status != http.StatusForbidden {
+			t.Fatalf("an unclaimed member answered the sandbox token with %d %s, want 403", status, body)
+		}
+		writesBefore := len(claimWrites.inNamespace(ns))
 		framework.MustCreate(t, ctx, env.Client, builder.MakeClaim("run", ns, "pool").Obj())
 		c, sb := waitClaim(t, ns, "run")
-		if sb.Name != member.Name || d.putCount() != 0 {
-			t.Errorf("claim bound to %s after %d PUTs, want the warm member %s and none", sb.Name, d.putCount(), member.Name)
+		if sb.Name != member.Name || d.putCount() != 1 {
+			t.Fatalf("claim bound to %s after %d PUTs, want the warm member %s and one", sb.Name, d.putCount(), member.Name)
 		}
-		if meta.FindStatusCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered) != nil {
-			t.Errorf("claim without env has a SettingsDelivered condition")
+		if err := builder.HasCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered, metav1.ConditionTrue, extensionsv1beta1.ClaimReasonSettingsDelivered); err != nil {
+			t.Error(err)
 		}
+		if status, got := d.settings(t); status != http.StatusOK || got["claimUID"] != string(c.UID) {
+			t.Errorf("sandboxd claim settings: %d %v, want bound to claim %s", status, got, c.UID)
+		}
+		if out := d.execute(t, "echo unlocked"); out != "unlocked" {
+			t.Errorf("the claimed member runs %q", out)
+		}
+		writes := claimWrites.inNamespace(ns)[writesBefore:]
+		wantWrites := []string{"patch Sandbox " + ns + "/" + member.Name, "patch SandboxClaim " + ns + "/run/status"}
+		if diff := cmp.Diff(wantWrites, writes); diff != "" {
+			t.Errorf("claim controller writes (-want +got):\n%s", diff)
+		}
+		t.Logf("claim-settings PUT on loopback took %s inside sandboxd", d.lastPutTime())
 	})
 }
 

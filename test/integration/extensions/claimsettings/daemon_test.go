@@ -14,13 +14,16 @@ import (
 	"testing"
 	"time"
 
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 )
 
 // daemon is a real sandboxd serving one pool member, on loopback.
 type daemon struct {
 	rest, legacy string
-	token        string
+	// token and control are the member's sandbox and control tokens as this sandboxd knows them.
+	token, control string
 	// Guarded by registry.mu: resolutions counts address lookups, failResolutions makes the next
 	// ones fail.
 	resolutions, failResolutions int
@@ -29,12 +32,19 @@ type daemon struct {
 	// onPut runs when a claim-settings PUT arrives, before sandboxd handles it.
 	onPut func()
 	puts  int
+	// putTime is how long sandboxd took to answer the last claim-settings PUT.
+	putTime time.Duration
 }
 
-// startDaemon runs sandboxd with claim settings enabled for token.
-func startDaemon(t *testing.T, token string) *daemon {
+// startDaemon runs sandboxd for member as the Sandbox controller configures it: the tokens
+// derived from key (the controller's, unless a test wants them not to match) and, when locked,
+// SANDBOXD_REQUIRE_CLAIM.
+func startDaemon(t *testing.T, member *agentsv1beta1.Sandbox, key []byte, locked bool) *daemon {
 	t.Helper()
-	d, err := server.New(server.Config{RootDir: t.TempDir(), ClaimToken: token, Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
+	td := &daemon{token: credentials.SandboxToken(key, member.Namespace, member.Name, member.UID),
+		control: credentials.ControlToken(key, member.Namespace, member.Name, member.UID)}
+	d, err := server.New(server.Config{RootDir: t.TempDir(), Token: td.token, ControlToken: td.control, RequireClaim: locked,
+		Environ: os.Environ(), ShutdownTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +55,6 @@ func startDaemon(t *testing.T, token string) *daemon {
 		}
 		return l
 	}
-	td := &daemon{token: token}
 	rest, legacy := listen(), listen()
 	td.rest, td.legacy = rest.Addr().String(), legacy.Addr().String()
 	// sandboxd's own REST handler, behind a hook that sees each claim-settings PUT first.
@@ -59,6 +68,12 @@ func startDaemon(t *testing.T, token string) *daemon {
 			if onPut != nil {
 				onPut()
 			}
+			start := time.Now()
+			restHandler.ServeHTTP(w, r)
+			td.mu.Lock()
+			td.putTime = time.Since(start)
+			td.mu.Unlock()
+			return
 		}
 		restHandler.ServeHTTP(w, r)
 	})}
@@ -89,7 +104,7 @@ func (d *daemon) settings(t *testing.T) (int, map[string]any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+d.token)
+	req.Header.Set("Authorization", "Bearer "+d.control)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -100,27 +115,48 @@ func (d *daemon) settings(t *testing.T) (int, map[string]any) {
 	return resp.StatusCode, body
 }
 
-// execute runs a command through sandboxd's legacy API and returns its stdout.
+// execute runs a command through sandboxd's legacy API with the sandbox token, as the claim's
+// holder does, and returns its stdout.
 func (d *daemon) execute(t *testing.T, command string) string {
 	t.Helper()
+	status, raw := d.tryExecute(t, command)
+	var out struct {
+		Stdout   string `json:"stdout"`
+		ExitCode int    `json:"exit_code"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || status != http.StatusOK {
+		t.Fatalf("execute %q: %d %s (%v)", command, status, raw, err)
+	}
+	return strings.TrimSpace(out.Stdout)
+}
+
+// tryExecute is execute that returns sandboxd's status and body instead of failing.
+func (d *daemon) tryExecute(t *testing.T, command string) (int, []byte) {
+	t.Helper()
 	body, _ := json.Marshal(map[string]string{"command": command})
-	resp, err := http.Post("http://"+d.legacy+"/execute", "application/json", bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, "http://"+d.legacy+"/execute", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	var out struct {
-		Stdout   string `json:"stdout"`
-		ExitCode int    `json:"exit_code"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("execute %q: %d %s (%v)", command, resp.StatusCode, raw, err)
-	}
-	return strings.TrimSpace(out.Stdout)
+	return resp.StatusCode, raw
 }
 
-// putSettings binds the daemon to some other claim, as if it already served one.
+func (d *daemon) lastPutTime() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.putTime
+}
+
+// putSettings binds the daemon to some other claim with its control token, as an attacker who
+// reached an unclaimed member would have.
 func (d *daemon) putSettings(t *testing.T, claimUID string) {
 	t.Helper()
 	body := fmt.Sprintf(`{"claimName":"other","claimUID":%q}`, claimUID)
@@ -128,7 +164,7 @@ func (d *daemon) putSettings(t *testing.T, claimUID string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+d.token)
+	req.Header.Set("Authorization", "Bearer "+d.control)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,8 @@
-// Package claimsettings proves, against a real kube-apiserver, that a SandboxClaim with env is
-// served by a warm Sandbox whose runtime is sandboxd: the claim controller sends the env to a real
-// sandboxd (run in this process on 127.0.0.1) and only then lets the claim turn Ready, and falls
-// back to a cold Sandbox when sandboxd refuses.
+// Package claimsettings proves, against a real kube-apiserver, how a claim binds a warm Sandbox
+// whose runtime is sandboxd: pool members start locked, the claim controller sends the claim (and
+// its env) to a real sandboxd (run in this process on 127.0.0.1) with the member's control token
+// and only then lets the claim turn Ready, and it falls back to a cold Sandbox when sandboxd
+// refuses, calling a member that somebody else bound first WarmMemberTampered.
 //
 // The pool members' Pod IPs come from a readiness stand-in and reach nothing, so the claim
 // controller's address resolution is injected: each test registers the loopback address of the
@@ -9,6 +10,7 @@
 package claimsettings
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +34,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
+	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/warmqueue"
 	"github.com/paddock-dev/paddock/test/framework"
 )
@@ -42,6 +45,8 @@ var (
 	daemons = &registry{byIP: map[string]*daemon{}}
 	// claimWrites records every write of the claim controller.
 	claimWrites = &writeLog{}
+	// testKey is the installation's credentials key the claim controller derives tokens from.
+	testKey = bytes.Repeat([]byte{42}, credentials.KeySize)
 )
 
 // giveUpAfter is the claim controller's ClaimSettingsOptions.GiveUpAfter: far longer than any
@@ -74,8 +79,9 @@ func startControllers(e *framework.Env) (func(), error) {
 	stop, err := e.StartManager(func(mgr ctrl.Manager) error {
 		claims := sandboxclaim.New(&recordingClient{Client: mgr.GetClient(), log: claimWrites}, mgr.GetAPIReader(),
 			mgr.GetEventRecorder(sandboxclaim.ControllerName), warmqueue.New(), sandboxclaim.Options{
-				Now:           now,
-				ClaimSettings: sandboxclaim.ClaimSettingsOptions{Address: daemons.address, GiveUpAfter: giveUpAfter},
+				Now:            now,
+				ClaimSettings:  sandboxclaim.ClaimSettingsOptions{Address: daemons.address, GiveUpAfter: giveUpAfter},
+				CredentialsKey: testKey,
 			})
 		pools := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxwarmpool.ControllerName), sandboxwarmpool.DefaultOptions())
 		templates := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxtemplate.ControllerName), sandboxtemplate.Options{})

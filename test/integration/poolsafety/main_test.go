@@ -1,0 +1,69 @@
+// Package poolsafety proves on a real kube-apiserver that no warm-pool operation deletes a
+// Sandbox a claim took: scale-downs, Recreate rollouts and not-Ready replacements all race a
+// burst of claims adopting members. A stand-in (framework.SandboxReadiness) plays the Sandbox
+// controller and the kubelet.
+package poolsafety
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
+	"github.com/paddock-dev/paddock/internal/warmqueue"
+	"github.com/paddock-dev/paddock/test/framework"
+)
+
+var (
+	env       *framework.Env
+	readiness *framework.SandboxReadiness
+)
+
+func TestMain(m *testing.M) {
+	// PADDOCK_TEST_LOG=1 shows the controllers' logs; otherwise they are discarded.
+	if os.Getenv("PADDOCK_TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
+	framework.RunMain(m, &env, startControllers)
+}
+
+// startControllers runs the readiness stand-in and the claim, pool and template controllers.
+func startControllers(e *framework.Env) (func(), error) {
+	r, err := framework.StartSandboxReadiness(e)
+	if err != nil {
+		return nil, fmt.Errorf("starting the Sandbox readiness stand-in: %w", err)
+	}
+	readiness = r
+	stop, err := e.StartManager(func(mgr ctrl.Manager) error {
+		claims := sandboxclaim.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("sandboxclaim-controller"), warmqueue.New(), sandboxclaim.Options{})
+		pools := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder("sandboxwarmpool-controller"), poolOptions())
+		templates := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder("sandboxtemplate-controller"), sandboxtemplate.Options{})
+		return errors.Join(claims.SetupWithManager(mgr), pools.SetupWithManager(mgr), templates.SetupWithManager(mgr))
+	})
+	if err != nil {
+		r.Stop()
+		return nil, err
+	}
+	return func() { stop(); r.Stop() }, nil
+}
+
+// readinessGrace is the pools' readiness grace period: short, so that members that never become
+// Ready are replaced within a test, and long enough that a loaded machine's members are not.
+const readinessGrace = 15 * time.Second
+
+func poolOptions() sandboxwarmpool.Options {
+	o := sandboxwarmpool.DefaultOptions()
+	o.ReadinessGracePeriod = readinessGrace
+	o.UnschedulableRecheckInterval = 2 * time.Second
+	return o
+}

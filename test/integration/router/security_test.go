@@ -1,0 +1,209 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/internal/credentials"
+	"github.com/paddock-dev/paddock/internal/router"
+	"github.com/paddock-dev/paddock/internal/router/authz"
+	"github.com/paddock-dev/paddock/internal/sandboxd/server"
+	"github.com/paddock-dev/paddock/test/builder"
+	"github.com/paddock-dev/paddock/test/framework"
+	"github.com/paddock-dev/paddock/test/sandboxdtest"
+)
+
+// TestPodIPHeaderReachesOnlyTheNamedSandbox: X-Sandbox-Pod-IP may pick one of the named
+// Sandbox's own addresses and nothing else: not an unclaimed warm member, not an address that
+// belongs to no Sandbox.
+func TestPodIPHeaderReachesOnlyTheNamedSandbox(t *testing.T) {
+	ns := env.Namespace(t)
+	port := upstreams(t, map[string]http.Handler{"127.0.0.20": named("claimed"), "127.0.0.21": named("warm-member"), "127.0.0.22": named("no-sandbox")})
+	createSandbox(t, builder.MakeSandbox("claimed", ns).Port("http", int32(port)).ReadyStatus("127.0.0.20"))
+	createSandbox(t, builder.MakeSandbox("member", ns).Port("http", int32(port)).Label(agentsv1beta1.WarmPoolSandboxLabel, "0a1b2c3d").ReadyStatus("127.0.0.21"))
+	r := startRouter(t, nil)
+	r.eventually(t, ns, "claimed", port, http.StatusOK, "claimed", nil)
+
+	got := map[string]string{}
+	for _, tc := range []struct{ name, sandbox, podIP string }{
+		{"own address", "claimed", "127.0.0.20"},
+		{"a warm member's address", "claimed", "127.0.0.21"},
+		{"an address of no sandbox", "claimed", "127.0.0.22"},
+		{"the warm member by name", "member", "127.0.0.21"},
+	} {
+		code, body := r.call(t, http.MethodGet, ns, tc.sandbox, port, map[string]string{"X-Sandbox-Pod-IP": tc.podIP})
+		got[tc.name] = fmt.Sprint(code)
+		if code != http.StatusOK {
+			got[tc.name] += " " + detail(t, body)
+		}
+	}
+	want := map[string]string{
+		"own address":              "200",
+		"a warm member's address":  fmt.Sprintf(`403 X-Sandbox-Pod-IP 127.0.0.21 is not an address of Sandbox "claimed" in namespace %q; drop the header or send one of the sandbox's status.podIPs.`, ns),
+		"an address of no sandbox": fmt.Sprintf(`403 X-Sandbox-Pod-IP 127.0.0.22 is not an address of Sandbox "claimed" in namespace %q; drop the header or send one of the sandbox's status.podIPs.`, ns),
+		"the warm member by name":  fmt.Sprintf(`503 Sandbox "member" in namespace %q is an unclaimed warm-pool member; claim it with a SandboxClaim and route to the claimed sandbox.`, ns),
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("answers (-want +got):\n%s", diff)
+	}
+	expectMetric(t, r, `sandbox_router_denied_requests_total{reason="pod_ip_mismatch"} 2`)
+	expectMetric(t, r, `sandbox_router_denied_requests_total{reason="unclaimed"} 1`)
+}
+
+// TestUndeclaredPortIsRefused: the router dials only ports the Sandbox's pod template declares,
+// so X-Sandbox-Port cannot reach another service listening on the sandbox's address.
+func TestUndeclaredPortIsRefused(t *testing.T) {
+	ns := env.Namespace(t)
+	declared := upstreams(t, map[string]http.Handler{"127.0.0.23": named("declared")})
+	undeclared := upstreams(t, map[string]http.Handler{"127.0.0.23": named("undeclared")})
+	createSandbox(t, builder.MakeSandbox("ported", ns).Port("http", int32(declared)).ReadyStatus("127.0.0.23"))
+	r := startRouter(t, nil)
+	r.eventually(t, ns, "ported", declared, http.StatusOK, "declared", nil)
+
+	code, body := r.call(t, http.MethodGet, ns, "ported", undeclared, nil)
+	want := fmt.Sprintf(`403 Port %d is not a containerPort of Sandbox "ported" in namespace %q; the router reaches only ports the sandbox's pod template declares.`, undeclared, ns)
+	if diff := cmp.Diff(want, fmt.Sprint(code, " ", detail(t, body))); diff != "" {
+		t.Errorf("undeclared port (-want +got):\n%s", diff)
+	}
+	expectMetric(t, r, `sandbox_router_denied_requests_total{reason="port_not_declared"} 1`)
+}
+
+// TestDefaultAuthorizationFailsClosed runs the router with the zero authorization settings:
+// TokenReview with the per-sandbox access check. No token is 401; a valid token of an identity
+// that was granted nothing is 403.
+func TestDefaultAuthorizationFailsClosed(t *testing.T) {
+	ns := env.Namespace(t)
+	port := upstreams(t, map[string]http.Handler{"127.0.0.24": named("guarded")})
+	createSandbox(t, builder.MakeSandbox("guarded", ns).Port("http", int32(port)).ReadyStatus("127.0.0.24"))
+	token := serviceAccountToken(t, ns, "stranger")
+	r := startRouter(t, func(c *router.Config) {
+		c.AuthzMode = ""
+		c.TokenReview = authz.TokenReviewOptions{TTL: time.Second, CacheSize: 16}
+	})
+	r.eventually(t, ns, "guarded", port, http.StatusForbidden, "may not create sandboxes/proxy", map[string]string{"Authorization": "Bearer " + token})
+	code, body := r.call(t, http.MethodGet, ns, "guarded", port, nil)
+	if code != http.StatusUnauthorized || !strings.Contains(detail(t, body), "send a Kubernetes token") {
+		t.Errorf("no token: %d %q, want 401", code, body)
+	}
+	expectMetric(t, r, `sandbox_router_denied_requests_total{reason="unauthenticated"} 1`)
+
+	// Without the access check a token is still required.
+	r = startRouter(t, func(c *router.Config) {
+		c.AuthzMode = router.AuthzTokenReview
+		c.TokenReview = authz.TokenReviewOptions{SkipAccessCheck: true, TTL: time.Second, CacheSize: 16}
+	})
+	if code, body := r.call(t, http.MethodGet, ns, "guarded", port, nil); code != http.StatusUnauthorized {
+		t.Errorf("no token, access check skipped: %d %q, want 401", code, body)
+	}
+	r.eventually(t, ns, "guarded", port, http.StatusOK, "guarded", map[string]string{"Authorization": "Bearer " + token})
+}
+
+// TestRouterInjectsTheSandboxToken runs a real sandboxd that requires its sandbox token: the
+// router replaces the client's Authorization with the token it derives from the key Secret,
+// answers 503 naming the Secret until it exists, and follows a key rotation.
+func TestRouterInjectsTheSandboxToken(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := framework.Context(t, time.Minute)
+	ln, err := net.Listen("tcp", "127.0.0.25:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	sb := createSandbox(t, builder.MakeSandbox("guarded", ns).Port("rest", int32(port)).ReadyStatus("127.0.0.25"))
+	key := []byte(strings.Repeat("k", credentials.KeySize))
+	sandboxdtest.ServeWithToken(t, server.Listeners{REST: ln}, credentials.SandboxToken(key, ns, sb.Name, sb.UID))
+
+	secret := types.NamespacedName{Namespace: ns, Name: credentials.KeySecretName}
+	r := startRouter(t, func(c *router.Config) {
+		c.InjectSandboxToken = true
+		c.CredentialsSecret = secret
+	})
+	client := map[string]string{"Authorization": "Bearer what-the-client-sent"}
+	code, body := r.callPath(t, "/v1/metadata", ns, "guarded", port, client)
+	wantMissing := fmt.Sprintf("the credentials key Secret %s does not exist yet", secret)
+	if code != http.StatusServiceUnavailable || !strings.Contains(detail(t, body), wantMissing) {
+		t.Errorf("before the key Secret exists: %d %q, want 503 naming %s", code, body, secret)
+	}
+
+	keySecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret.Name, Namespace: ns},
+		Data: map[string][]byte{credentials.KeySecretDataKey: key}}
+	framework.MustCreate(t, ctx, env.Client, keySecret)
+	r.eventuallyPath(t, "/v1/metadata", ns, "guarded", port, http.StatusOK, `"env"`, client)
+
+	// A new key changes every token; the router follows without a restart, so this sandboxd,
+	// still holding the old one, refuses it.
+	keySecret.Data[credentials.KeySecretDataKey] = []byte(strings.Repeat("n", credentials.KeySize))
+	if err := env.Client.Update(ctx, keySecret); err != nil {
+		t.Fatal(err)
+	}
+	r.eventuallyPath(t, "/v1/metadata", ns, "guarded", port, http.StatusUnauthorized, "", client)
+}
+
+func expectMetric(t *testing.T, r *runningRouter, line string) {
+	t.Helper()
+	_, metrics, err := get(r.metricsURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(metrics, line) {
+		t.Errorf("metrics lack %s", line)
+	}
+}
+
+// serviceAccountToken creates a ServiceAccount in ns, granted nothing, and returns a token of it.
+func serviceAccountToken(t *testing.T, ns, name string) string {
+	t.Helper()
+	ctx := framework.Context(t, 30*time.Second)
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// callPath is call with a path of the caller's choosing.
+func (r *runningRouter) callPath(t testing.TB, path, ns, name string, port int, extra map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, r.proxyURL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Sandbox-ID", name)
+	req.Header.Set("X-Sandbox-Namespace", ns)
+	req.Header.Set("X-Sandbox-Port", strconv.Itoa(port))
+	for k, v := range extra {
+		req.Header.Set(k, v)
+	}
+	return do(t, req)
+}
+
+func (r *runningRouter) eventuallyPath(t *testing.T, path, ns, name string, port, want int, wantBody string, extra map[string]string) {
+	t.Helper()
+	framework.Eventually(t, func(context.Context) error {
+		code, body := r.callPath(t, path, ns, name, port, extra)
+		if code != want || !strings.Contains(body, wantBody) {
+			return fmt.Errorf("%s/%s%s answered %d %q, want %d and %q", ns, name, path, code, body, want, wantBody)
+		}
+		return nil
+	})
+}

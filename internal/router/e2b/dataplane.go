@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httputil"
-	"slices"
 	"strconv"
 
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
@@ -137,7 +135,7 @@ func (f *FrontDoor) routeFor(ctx context.Context, t DataTarget, token string) (*
 		if subtle.ConstantTimeCompare([]byte(want), []byte(token)) != 1 {
 			continue
 		}
-		if t.Port != EnvdPort && !declaresPort(sb, t.Port) {
+		if t.Port != EnvdPort && !resolve.DeclaresPort(sb, t.Port) {
 			return nil, http.StatusForbidden, fmt.Sprintf("sandbox %q does not declare port %d; add it to the template's container ports", t.ID, t.Port)
 		}
 		return sb, 0, ""
@@ -147,11 +145,4 @@ func (f *FrontDoor) routeFor(ctx context.Context, t DataTarget, token string) (*
 	}
 	// 502 is what E2B's proxy answers for a sandbox it does not know; the SDK maps it to "gone".
 	return nil, http.StatusBadGateway, fmt.Sprintf("sandbox %q not found", t.ID)
-}
-
-// declaresPort reports whether a container of the Sandbox lists port as a container port.
-func declaresPort(sb *agentsv1beta1.Sandbox, port int) bool {
-	return slices.ContainsFunc(sb.Spec.PodTemplate.Spec.Containers, func(c corev1.Container) bool {
-		return slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return int(p.ContainerPort) == port })
-	})
 }

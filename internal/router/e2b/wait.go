@@ -3,6 +3,7 @@ package e2b
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -56,7 +57,9 @@ func (f *FrontDoor) awaitDaemon(ctx context.Context, c *extensionsv1beta1.Sandbo
 		case seen:
 			return nil, fmt.Errorf("claim %s/%s was deleted (expired or killed) before its sandbox was ready", c.Namespace, c.Name)
 		}
-		if sb, why := f.readySandbox(ctx, c.Namespace, c.Name, c.UID); sb == nil {
+		if sb, why, fatal := f.readySandbox(ctx, c.Namespace, c.Name, c.UID); fatal {
+			return nil, errors.New(why)
+		} else if sb == nil {
 			last = why
 		} else if err := f.probe(ctx, sb); err != nil {
 			last = err.Error()
@@ -88,16 +91,20 @@ func claimState(ctx context.Context, f *FrontDoor, want *extensionsv1beta1.Sandb
 	return true, ready.Reason + ": " + ready.Message, true
 }
 
-// readySandbox is the routable Sandbox bound to the claim in the cache, or nil and why not.
-func (f *FrontDoor) readySandbox(ctx context.Context, ns, name string, uid types.UID) (*agentsv1beta1.Sandbox, string) {
-	sb := f.cachedSandbox(ctx, ns, uid)
-	if sb == nil {
-		return nil, fmt.Sprintf("no Sandbox is bound to claim %s/%s yet", ns, name)
+// readySandbox is the routable Sandbox bound to the claim in the cache, or nil and why not;
+// fatal when waiting cannot help: the bound Sandbox does not declare the daemon's port, which
+// the router's address policy requires of every port it dials.
+func (f *FrontDoor) readySandbox(ctx context.Context, ns, name string, uid types.UID) (sb *agentsv1beta1.Sandbox, why string, fatal bool) {
+	if sb = f.cachedSandbox(ctx, ns, uid); sb == nil {
+		return nil, fmt.Sprintf("no Sandbox is bound to claim %s/%s yet", ns, name), false
+	}
+	if !resolve.DeclaresPort(sb, f.cfg.DaemonPort) {
+		return nil, fmt.Sprintf("Sandbox %s/%s does not declare container port %d, where the E2B SDK reaches its daemon (envd); add it to the template's sandboxd container", ns, sb.Name, f.cfg.DaemonPort), true
 	}
 	if _, rerr := resolve.FromSandbox(sb, headers.Target{Namespace: ns, Name: sb.Name, Port: f.cfg.DaemonPort}, f.cfg.Policy); rerr != nil {
-		return nil, rerr.Detail
+		return nil, rerr.Detail, false
 	}
-	return sb, ""
+	return sb, "", false
 }
 
 // probe calls ProbePath on the Sandbox's daemon with its token and reports why it refused.

@@ -20,6 +20,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/devcluster"
 	"github.com/paddock-dev/paddock/internal/router/e2b"
+	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
@@ -419,4 +420,31 @@ func TestCreateEndsWhenItsClaimIsDeleted(t *testing.T) {
 	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "was deleted") {
 		t.Errorf("create whose claim was deleted: %d %s; want 503 saying the claim was deleted", r.status, r.body)
 	}
+}
+
+// A template whose container does not declare the daemon's port 49983 can never be reached (the
+// router dials declared ports only): create ends as soon as a Sandbox is bound, with a 503 naming
+// the port, instead of waiting out the create timeout, and leaves no claim behind.
+func TestCreateFromATemplateWithoutTheEnvdPort(t *testing.T) {
+	h := start(t, 1)
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	framework.MustCreate(t, ctx, env.Client, builder.MakeTemplate("noport-tpl", h.ns).Obj())
+	framework.MustCreate(t, ctx, env.Client, builder.MakeWarmPool("noport", h.ns, "noport-tpl").Replicas(1).Obj())
+	r := h.call(t, http.MethodPost, "/v2/sandboxes", h.apiKey, map[string]any{"templateID": "noport"})
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "does not declare container port 49983") ||
+		strings.Contains(string(r.body), "deadline exceeded") {
+		t.Errorf("create from a template without port 49983: %d %s; want 503 naming the port, at once", r.status, r.body)
+	}
+	framework.Eventually(t, func(ctx context.Context) error {
+		var claims extensionsv1beta1.SandboxClaimList
+		if err := env.Client.List(ctx, &claims, client.InNamespace(h.ns), client.MatchingLabels{e2b.SandboxLabel: "true"}); err != nil {
+			return err
+		}
+		for _, c := range claims.Items {
+			if c.DeletionTimestamp == nil {
+				return fmt.Errorf("claim %s of the failed create is still there", c.Name)
+			}
+		}
+		return nil
+	})
 }

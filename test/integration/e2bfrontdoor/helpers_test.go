@@ -100,8 +100,9 @@ func startWith(t testing.TB, poolSize int32, upstream string) *harness {
 		Data: map[string][]byte{credentials.KeySecretDataKey: h.key}})
 	h.addKey(t, "team-a", h.apiKey, h.ns)
 	h.addKey(t, "team-b", h.otherKey, h.otherNS)
-	framework.MustCreate(t, ctx, env.Client, builder.MakeTemplate("base-tpl", h.ns).
-		EnvVarsInjectionPolicy(extensionsv1beta1.EnvVarsInjectionPolicyAllowed).Obj())
+	tpl := builder.MakeTemplate("base-tpl", h.ns).EnvVarsInjectionPolicy(extensionsv1beta1.EnvVarsInjectionPolicyAllowed).Obj()
+	tpl.Spec.PodTemplate.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "envd", ContainerPort: e2b.EnvdPort}}
+	framework.MustCreate(t, ctx, env.Client, tpl)
 	pool := builder.MakeWarmPool("python", h.ns, "base-tpl").Replicas(poolSize).Obj()
 	pool.Labels = map[string]string{e2b.TemplateLabel: "base"}
 	framework.MustCreate(t, ctx, env.Client, pool)

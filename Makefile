@@ -14,14 +14,16 @@ TOOLBIN := $(CURDIR)/bin/tools
 CONTROLLER_GEN := $(TOOLBIN)/controller-gen
 GOLANGCI_LINT := $(TOOLBIN)/golangci-lint-kube-api-linter
 HELM := $(TOOLBIN)/helm
+KUSTOMIZE := $(TOOLBIN)/kustomize
 CHART := charts/paddock
 # Kubernetes and etcd binaries, built from their official Go modules into a per-machine cache.
 K8S_BIN = $(shell hack/build-k8s.sh kube-apiserver etcd)
 GO_TEST_FLAGS ?=
 # Debian packages of the local dev cluster's real node (containerd, runc, CNI plugins) and of its
-# busybox image; `make e2e-deps` installs the missing ones through hack/install-deps.sh, and
-# Node.js with npm when they are not on PATH (a NodeSource node bundles npm; Debian's does not).
-DEV_DEBIAN_PACKAGES := containerd runc containernetworking-plugins busybox-static bash-static iproute2 iptables
+# busybox and sandbox images; `make e2e-deps` installs the missing ones through hack/install-deps.sh,
+# and Node.js with npm when they are not on PATH (a NodeSource node bundles npm; Debian's does not).
+IMAGE_DEBIAN_PACKAGES := busybox-static bash-static
+DEV_DEBIAN_PACKAGES := containerd runc containernetworking-plugins $(IMAGE_DEBIAN_PACKAGES) iproute2 iptables
 
 ##@ General
 
@@ -44,11 +46,11 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs, RBAC, protobuf co
 	$(MAKE) --no-print-directory dist
 
 .PHONY: dist
-dist: chart-files ## Render the single-file install bundles under dist/ from config/.
+dist: chart-files $(KUSTOMIZE) ## Render the single-file install bundles under dist/ from config/, with the pinned kustomize.
 	@mkdir -p dist
-	kubectl kustomize config/default > dist/paddock.yaml
-	kubectl kustomize config/core > dist/paddock-core.yaml
-	kubectl kustomize config/router > dist/paddock-router.yaml
+	$(KUSTOMIZE) build config/default > dist/paddock.yaml
+	$(KUSTOMIZE) build config/core > dist/paddock-core.yaml
+	$(KUSTOMIZE) build config/router > dist/paddock-router.yaml
 
 # The chart's CRDs and ClusterRole rules are copies of the generated ones, never edited by hand;
 # `make verify` fails when a copy is stale.
@@ -87,8 +89,21 @@ test-unit: ## Run unit tests (no API server).
 	$(GO) test $(GO_TEST_FLAGS) -race $$($(GO) list ./... | grep -v /test/)
 
 .PHONY: test-integration
-test-integration: k8s-binaries $(HELM) ## Run integration tests against a real kube-apiserver and etcd.
-	PADDOCK_HELM=$(HELM) KUBEBUILDER_ASSETS=$(K8S_BIN) $(GO) test $(GO_TEST_FLAGS) ./test/integration/...
+test-integration: k8s-binaries $(HELM) $(KUSTOMIZE) e2b-deps image-deps ## Run integration tests against a real kube-apiserver and etcd (and the E2B SDK tier).
+	PADDOCK_HELM=$(HELM) PADDOCK_KUSTOMIZE=$(KUSTOMIZE) KUBEBUILDER_ASSETS=$(K8S_BIN) $(GO) test $(GO_TEST_FLAGS) ./test/integration/...
+
+# The E2B tier (test/integration/e2b) runs the unmodified npm e2b SDK with the machine's Node.js.
+E2B_CLIENT := test/integration/e2b/client
+
+.PHONY: image-deps
+image-deps: ## Install the Debian packages the sandbox image is built from (test/integration/sandboximage runs it).
+	@hack/install-deps.sh $(IMAGE_DEBIAN_PACKAGES)
+
+.PHONY: e2b-deps
+e2b-deps: $(E2B_CLIENT)/node_modules/.package-lock.json ## Install the pinned E2B SDKs of the E2B tier (npm ci).
+
+$(E2B_CLIENT)/node_modules/.package-lock.json: $(E2B_CLIENT)/package-lock.json $(E2B_CLIENT)/package.json
+	cd $(E2B_CLIENT) && npm ci --no-audit --no-fund
 
 .PHONY: test-e2e
 test-e2e: e2e-deps $(HELM) ## Run end-to-end tests: bring a local dev cluster up (as root), test it, take it down.
@@ -102,6 +117,7 @@ e2e-deps: ## Install the dev cluster's Debian packages and build its binaries (o
 	@command -v node >/dev/null && command -v npm >/dev/null || hack/install-deps.sh nodejs npm
 	@hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kube-scheduler kubelet >/dev/null
 	@hack/build-dev-tools.sh kwok coredns >/dev/null
+	@hack/build-gvisor.sh >/dev/null
 
 .PHONY: dev
 dev: ## Bring up the local dev cluster (paddock dev up; KUBECONFIG is printed at the end).
@@ -118,7 +134,7 @@ k8s-binaries: ## Build kube-apiserver and etcd from official modules into the ca
 ##@ Benchmark
 
 .PHONY: bench
-bench: ## Benchmark on a fresh local cluster with KWOK nodes (machine lock held; taken down after), report into bin/bench/<time> and docs/performance.md. Env: hack/bench.sh.
+bench: ## Benchmark on a fresh local cluster with KWOK nodes (machine lock held; taken down after), report into bin/bench/<time> and docs/performance/results.md. Env: hack/bench.sh.
 	@hack/bench.sh
 
 .PHONY: bench-compare
@@ -129,7 +145,7 @@ bench-compare: ## Benchmark two controller revisions in turn on one fresh cluste
 
 # Tool binaries are rebuilt whenever tools/go.mod changes.
 $(TOOLBIN)/%: tools/go.mod tools/go.sum
-	$(GO) -C tools build -o $(TOOLBIN)/ $(shell $(GO) -C tools list -f '{{.ImportPath}}' tool | grep '/$*$$')
+	$(GO) -C tools build -o $(TOOLBIN)/ $(shell $(GO) -C tools list -f '{{.ImportPath}}' tool | grep -E '/$*(/v[0-9]+)?$$')
 
 .PHONY: build
 build: ## Build every binary into bin/.

@@ -3,6 +3,7 @@ module github.com/paddock-dev/paddock
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.19.1
 	github.com/creack/pty v1.1.24
 	github.com/fsnotify/fsnotify v1.9.0
 	github.com/go-logr/logr v1.4.4

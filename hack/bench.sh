@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # bench.sh is `make bench`: build what the benchmark needs, bring a fresh local cluster with KWOK
 # nodes up under the machine-wide cluster lock, run the standard scenarios with paddock-bench, take
-# the cluster down whatever happened, and publish the report into docs/performance.md.
+# the cluster down whatever happened, and publish the report into docs/performance/results.md.
 #
 # Environment (all optional):
 #   BENCH_OUT         directory for report.json, report.md and the plots (default bin/bench/<UTC time>)
 #   BENCH_DOC         document whose generated results section is rewritten; empty leaves docs alone
-#                     (default docs/performance.md)
+#                     (default docs/performance/results.md)
 #   BENCH_ARGS        paddock-bench scenario flags, replacing the standard ones below
 #   BENCH_EXTRA_ARGS  flags appended to them (e.g. --note="...")
 #   BENCH_KWOK_NODES  KWOK fake nodes (default 10)
@@ -21,7 +21,7 @@ STATE_DIR=${BENCH_STATE_DIR:-/var/lib/paddock-bench}
 KWOK_NODES=${BENCH_KWOK_NODES:-10}
 KWOK_MAX_PODS=${BENCH_KWOK_MAX_PODS:-110}
 OUT=${BENCH_OUT:-bin/bench/$(date -u +%Y%m%dT%H%M%SZ)}
-DOC=${BENCH_DOC-docs/performance.md}
+DOC=${BENCH_DOC-docs/performance/results.md}
 # The standard scenarios: the reference table of the performance guide, on KWOK nodes.
 STANDARD_ARGS="--kwok --pool 320 --count 300 --rate 20,50,burst --cold 500 --runtime 2000 --runtime-load 50000 --hold 1000 --hold-timeout 10m --timeout 3m --refill-window 60s"
 ARGS=${BENCH_ARGS:-$STANDARD_ARGS}

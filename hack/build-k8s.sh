@@ -18,17 +18,34 @@ module_version() { # module_version DIR MODULE
 k8s_version=$(module_version "$hack/k8s" k8s.io/kubernetes)
 etcd_version=$(module_version "$hack/etcd" go.etcd.io/etcd/server/v3)
 go_version=$(go env GOVERSION)
-dir="$cache/bin/k8s-${k8s_version}-etcd-${etcd_version}-${go_version}"
+# "-versioned": these binaries carry their version (below); the unversioned ones of earlier
+# builds said v0.0.0-master+$Format:%H$.
+dir="$cache/bin/k8s-${k8s_version}-etcd-${etcd_version}-${go_version}-versioned"
 mkdir -p "$dir"
 
-build() { # build NAME MODULE_DIR PACKAGE
-  local name=$1 moddir=$2 pkg=$3
+# The Kubernetes components report the version that their build stamps into component-base (and
+# client-go, for what they send as User-Agent), as the Kubernetes release build does; unstamped
+# they report v0.0.0-master+$Format:%H$ (kubectl get nodes, kubectl version, /version).
+# The build date is fixed so that a rebuild yields the same binary.
+k8s_ldflags() {
+  local v=${k8s_version#v} flags="" pkg
+  local major=${v%%.*} rest=${v#*.}
+  local minor=${rest%%.*}
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  echo "$flags"
+}
+
+build() { # build NAME MODULE_DIR PACKAGE [LDFLAGS]
+  local name=$1 moddir=$2 pkg=$3 ldflags=${4:-}
   if [[ -x "$dir/$name" ]]; then
     return
   fi
   echo "build-k8s: building $name into $dir (first build on this machine takes minutes)" >&2
   # -trimpath and no VCS stamping keep the binary independent of where the tree is cloned.
-  (cd "$moddir" && CGO_ENABLED=0 go build -trimpath -o "$dir/.$name.tmp" "$pkg")
+  (cd "$moddir" && CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$dir/.$name.tmp" "$pkg")
   mv "$dir/.$name.tmp" "$dir/$name"
 }
 
@@ -37,7 +54,7 @@ targets=("$@")
 for t in "${targets[@]}"; do
   case "$t" in
     etcd) build etcd "$hack/etcd" . ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet) build "$t" "$hack/k8s" "./$t" ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet) build "$t" "$hack/k8s" "./$t" "$(k8s_ldflags)" ;;
     *) echo "build-k8s: unknown binary \"$t\"; want one of kube-apiserver etcd kube-controller-manager kube-scheduler kubelet" >&2; exit 2 ;;
   esac
 done

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # install-deps.sh installs the Debian packages the tests need on a fresh machine of our kind and
 # builds the Kubernetes binaries into the per-machine cache. Safe to run again: it skips what is there.
+# Arguments name more packages; protobuf-compiler (protoc, for make generate) is always checked,
+# and must be the version hack/generate-proto.sh pins (Debian 12: 3.21.12-3+deb12u1).
 set -euo pipefail
 hack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 packages=()
-for p in "$@"; do
+for p in protobuf-compiler "$@"; do
   dpkg -s "$p" >/dev/null 2>&1 || packages+=("$p")
 done
 if [[ ${#packages[@]} -gt 0 ]]; then

@@ -18,10 +18,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 	"github.com/paddock-dev/paddock/test/sandboxdtest"

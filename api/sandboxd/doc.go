@@ -14,6 +14,11 @@ const (
 	// RequireClaimEnv ("true") starts sandboxd locked: until claim settings arrive with the
 	// control token, it answers only health and control-token calls. Set on warm-pool members.
 	RequireClaimEnv = "SANDBOXD_REQUIRE_CLAIM"
+	// EnvdPortEnv sets the port of E2B's in-sandbox protocol (0 turns it off).
+	EnvdPortEnv = "SANDBOXD_ENVD_PORT"
+	// EnvdAccessTokenEnv is an extra token E2B clients may send as X-Access-Token (besides
+	// TokenEnv's); signed /files URLs are then made with it.
+	EnvdAccessTokenEnv = "SANDBOXD_ENVD_ACCESS_TOKEN"
 	// AllowUnauthenticatedEnv ("true") lets sandboxd serve without a sandbox token. Development
 	// only: without it, and without a token, sandboxd refuses to start.
 	AllowUnauthenticatedEnv = "SANDBOXD_ALLOW_UNAUTHENTICATED"
@@ -24,3 +29,6 @@ const (
 
 // RESTPort is sandboxd's REST API port (claim settings, /v1/...).
 const RESTPort = 8080
+
+// EnvdPort is the port E2B's SDKs call a sandbox's daemon on (envd's fixed port).
+const EnvdPort = 49983

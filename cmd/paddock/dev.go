@@ -26,6 +26,8 @@ type devOptions struct {
 	InstallPackages bool
 	InstallPaddock  bool
 	RouterAuthz     string
+
+	GVisor bool
 }
 
 func (o *devOptions) AddFlags(fs *pflag.FlagSet) {
@@ -33,6 +35,7 @@ func (o *devOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.KWOKNodes, "kwok-nodes", 2, "number of KWOK fake nodes")
 	fs.IntVar(&o.KWOKMaxPods, "kwok-max-pods", devcluster.DefaultKWOKMaxPods, "Pods each KWOK fake node holds; raise it to hold thousands of Sandboxes on a few fake nodes")
 	fs.BoolVar(&o.InstallPackages, "install-packages", true, "install missing Debian packages with apt-get")
+	fs.BoolVar(&o.GVisor, "gvisor", true, "build gVisor (runsc), configure it in containerd and create RuntimeClass gvisor; to change it on a running cluster, run paddock dev down --keep-state first")
 	fs.BoolVar(&o.InstallPaddock, "install-paddock", true, "build Paddock's images from the source tree and install the controller (core and extensions) into the cluster")
 	fs.StringVar(&o.RouterAuthz, "router-authz", devcluster.RouterAuthzTokenReview, "the router's --authz-mode: tokenreview (callers send a Kubernetes token with access to the sandbox) or allow-all (no authentication; anyone who reaches the router reaches every sandbox)")
 }
@@ -56,7 +59,7 @@ func (o *devOptions) Config(needSource bool) (devcluster.Config, error) {
 		return devcluster.Config{}, fmt.Errorf("--state-dir %q: %w", o.StateDir, err)
 	}
 	cfg := devcluster.Defaults(stateDir)
-	cfg.KWOKNodes, cfg.KWOKMaxPods = o.KWOKNodes, o.KWOKMaxPods
+	cfg.KWOKNodes, cfg.KWOKMaxPods, cfg.GVisor = o.KWOKNodes, o.KWOKMaxPods, o.GVisor
 	if needSource {
 		src := o.SourceDir
 		if src == "" {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 func TestFindSourceDir(t *testing.T) {
@@ -47,6 +49,30 @@ func TestDevFlagsValidation(t *testing.T) {
 		err := cmd.Execute()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("paddock %s = %v, want an error with %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+}
+
+func TestDevGVisorFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, true}, // gVisor is on unless turned off
+		{[]string{"--gvisor=false"}, false},
+	} {
+		o := &devOptions{StateDir: "/var/lib/paddock-dev"}
+		fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(append([]string{"--source-dir=/src"}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := o.Config(true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.GVisor != tc.want {
+			t.Errorf("dev up %v: Config.GVisor = %v, want %v", tc.args, cfg.GVisor, tc.want)
 		}
 	}
 }

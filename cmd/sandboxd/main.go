@@ -83,7 +83,7 @@ func serve(ctx context.Context, opts Options) error {
 	}
 	d, err := server.New(opts.Config(childEnviron(os.Environ())))
 	if err != nil {
-		for _, l := range []net.Listener{ls.GRPC, ls.REST, ls.Legacy} {
+		for _, l := range []net.Listener{ls.GRPC, ls.REST, ls.Legacy, ls.Envd} {
 			if l != nil {
 				l.Close()
 			}
@@ -109,7 +109,7 @@ func listen(opts Options) (server.Listeners, error) {
 		}
 		return l
 	}
-	ls.GRPC, ls.REST, ls.Legacy = bind(opts.GRPCPort), bind(opts.RESTPort), bind(opts.LegacyPort)
+	ls.GRPC, ls.REST, ls.Legacy, ls.Envd = bind(opts.GRPCPort), bind(opts.RESTPort), bind(opts.LegacyPort), bind(opts.EnvdPort)
 	if err != nil {
 		for _, l := range bound {
 			l.Close()

@@ -20,6 +20,8 @@ type Options struct {
 	GRPCPort              int
 	RESTPort              int
 	LegacyPort            int
+	EnvdPort              int
+	EnvdAccessToken       string
 	RootDir               string
 	Token                 string
 	TokenFile             string
@@ -85,6 +87,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet, lookup env) {
 	num(&o.GRPCPort, "grpc-port", "SANDBOXD_GRPC_PORT", 9090, "port of the gRPC process.v1.ProcessService (1-65535)")
 	num(&o.RESTPort, "rest-port", "SANDBOXD_REST_PORT", 8080, "port of the REST filesystem and runtime API /v1/... (1-65535)")
 	num(&o.LegacyPort, "legacy-port", "SANDBOXD_LEGACY_PORT", 8888, "port of the legacy Python-runtime API (/execute, /upload, ...); 0 turns it off")
+	num(&o.EnvdPort, "envd-port", sandboxd.EnvdPortEnv, sandboxd.EnvdPort, "port of E2B's in-sandbox protocol (envd: Connect process/filesystem services, /files, /health) for the unmodified E2B SDKs; 0 turns it off")
+	str(&o.EnvdAccessToken, "envd-access-token", sandboxd.EnvdAccessTokenEnv, "", "extra token E2B clients may send as X-Access-Token to the envd port, besides the sandbox token; signed /files URLs are then made with it")
 	str(&o.RootDir, "root-dir", "SANDBOXD_ROOT_DIR", "/workspace", "sandbox root: created if missing; every client path is confined to it and commands start in it")
 	str(&o.Token, "token", sandboxd.TokenEnv, "", "sandbox token every API call except health must carry (Authorization: Bearer <token>, gRPC metadata authorization, or X-Access-Token); prefer the environment variable: a flag is readable by every process in /proc/<pid>/cmdline")
 	str(&o.TokenFile, "token-file", "SANDBOXD_TOKEN_FILE", "", "file holding the sandbox token, used when --token is empty; the sandbox's commands must not be able to read it (they run as sandboxd's user), so prefer the environment variable")
@@ -122,8 +126,10 @@ func (o *Options) Validate() error {
 	checkPort("grpc-port", o.GRPCPort, 1)
 	checkPort("rest-port", o.RESTPort, 1)
 	checkPort("legacy-port", o.LegacyPort, 0)
-	if o.GRPCPort == o.RESTPort || (o.LegacyPort != 0 && (o.LegacyPort == o.GRPCPort || o.LegacyPort == o.RESTPort)) {
-		errs = append(errs, fmt.Errorf("--grpc-port=%d, --rest-port=%d and --legacy-port=%d must all differ", o.GRPCPort, o.RESTPort, o.LegacyPort))
+	checkPort("envd-port", o.EnvdPort, 0)
+	if !distinctPorts(o.GRPCPort, o.RESTPort, o.LegacyPort, o.EnvdPort) {
+		errs = append(errs, fmt.Errorf("--grpc-port=%d, --rest-port=%d, --legacy-port=%d and --envd-port=%d must all differ (0 turns the legacy and envd ports off)",
+			o.GRPCPort, o.RESTPort, o.LegacyPort, o.EnvdPort))
 	}
 	if o.RootDir == "" {
 		errs = append(errs, errors.New("--root-dir is empty; pass the sandbox root, e.g. /workspace (sandboxd never defaults to /)"))
@@ -156,6 +162,21 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
+// distinctPorts reports whether the ports in use (non-zero) are all different.
+func distinctPorts(ports ...int) bool {
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if p == 0 {
+			continue
+		}
+		if seen[p] {
+			return false
+		}
+		seen[p] = true
+	}
+	return true
+}
+
 func readToken(flagName, file string) (string, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -173,6 +194,7 @@ func (o *Options) Config(environ []string) server.Config {
 	return server.Config{
 		RootDir:               o.RootDir,
 		Token:                 o.Token,
+		EnvdAccessToken:       o.EnvdAccessToken,
 		AllowUnauthenticated:  o.AllowUnauthenticated,
 		ControlToken:          o.controlToken,
 		RequireClaim:          o.RequireClaim,

@@ -29,8 +29,8 @@ func TestDefaultsMatchTheReferenceDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []any{o.ListenHost, o.GRPCPort, o.RESTPort, o.LegacyPort, o.RootDir, o.MetadataEnvPrefix, o.ShutdownTimeout, o.HTTPIdleTimeout, o.LegacyExecTimeout}
-	want := []any{"0.0.0.0", 9090, 8080, 8888, "/workspace", "SANDBOX_", 10 * time.Second, 60 * time.Second, 300 * time.Second}
+	got := []any{o.ListenHost, o.GRPCPort, o.RESTPort, o.LegacyPort, o.EnvdPort, o.RootDir, o.MetadataEnvPrefix, o.ShutdownTimeout, o.HTTPIdleTimeout, o.LegacyExecTimeout}
+	want := []any{"0.0.0.0", 9090, 8080, 8888, 49983, "/workspace", "SANDBOX_", 10 * time.Second, 60 * time.Second, 300 * time.Second}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
@@ -61,6 +61,8 @@ func TestEnvironmentAndFlags(t *testing.T) {
 		"SANDBOXD_TOKEN_FILE":          tokenFile,
 		"SANDBOX_EXEC_TIMEOUT_SECONDS": "7",
 		"SANDBOXD_MAX_UPLOAD_BYTES":    "1048576",
+		"SANDBOXD_ENVD_PORT":           "0",
+		"SANDBOXD_ENVD_ACCESS_TOKEN":   "e2b-tok",
 		"SANDBOXD_CONTROL_TOKEN":       "control",
 		"SANDBOXD_REQUIRE_CLAIM":       "true",
 		"SANDBOXD_MAX_PROCESSES":       "3",
@@ -70,8 +72,8 @@ func TestEnvironmentAndFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := o.Config(nil)
-	got := []any{o.RESTPort, o.RootDir, cfg.Token, o.LegacyExecTimeout, o.MaxUploadBytes, cfg.ControlToken, cfg.RequireClaim, cfg.MaxProcesses}
-	want := []any{7000, "/from-flag", "tok", 7 * time.Second, int64(1 << 20), "control", true, 3}
+	got := []any{o.RESTPort, o.RootDir, cfg.Token, o.LegacyExecTimeout, o.MaxUploadBytes, cfg.ControlToken, cfg.RequireClaim, cfg.MaxProcesses, o.EnvdPort, cfg.EnvdAccessToken}
+	want := []any{7000, "/from-flag", "tok", 7 * time.Second, int64(1 << 20), "control", true, 3, 0, "e2b-tok"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
 	}
@@ -90,6 +92,8 @@ func TestValidate(t *testing.T) {
 		{[]string{"--rest-port=70000"}, "--rest-port=70000 must be between 1 and 65535"},
 		{[]string{"--rest-port=9090"}, "must all differ"},
 		{[]string{"--legacy-port=8080"}, "must all differ"},
+		{[]string{"--envd-port=9090"}, "must all differ"},
+		{[]string{"--envd-port=70000"}, "--envd-port=70000 must be between 0 and 65535"},
 		{[]string{"--root-dir="}, "--root-dir is empty"},
 		{[]string{"--max-upload-bytes=-1"}, "--max-upload-bytes=-1 must not be negative"},
 		{[]string{"--legacy-exec-timeout=0s"}, "--legacy-exec-timeout=0s must be positive"},
@@ -105,8 +109,8 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%q: error %v, want it to contain %q", tc.args, err, tc.want)
 		}
 	}
-	if _, err := parse(t, nil, "--legacy-port=0", "--allow-unauthenticated"); err != nil {
-		t.Errorf("--legacy-port=0 (off) refused: %v", err)
+	if _, err := parse(t, nil, "--legacy-port=0", "--envd-port=0", "--allow-unauthenticated"); err != nil {
+		t.Errorf("--legacy-port=0 --envd-port=0 (both off) refused: %v", err)
 	}
 	if _, err := parse(t, map[string]string{"SANDBOXD_ALLOW_UNAUTHENTICATED": "true"}); err != nil {
 		t.Errorf("the opt-in through the environment refused: %v", err)
@@ -130,7 +134,7 @@ func TestRunExitCodes(t *testing.T) {
 }
 
 func TestChildEnvironDropsSandboxdVariables(t *testing.T) {
-	got := childEnviron([]string{"A=1", "SANDBOXD_TOKEN=secret", "SANDBOXD_CONTROL_TOKEN=c", "SANDBOXD_TOKEN_FILE=/f", "SANDBOX_NAME=n"})
+	got := childEnviron([]string{"A=1", "SANDBOXD_TOKEN=secret", "SANDBOXD_CONTROL_TOKEN=c", "SANDBOXD_TOKEN_FILE=/f", "SANDBOXD_ENVD_ACCESS_TOKEN=e", "SANDBOX_NAME=n"})
 	if diff := cmp.Diff([]string{"A=1", "SANDBOX_NAME=n"}, got); diff != "" {
 		t.Errorf("childEnviron (-want +got):\n%s", diff)
 	}

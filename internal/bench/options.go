@@ -92,7 +92,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Out, "out", o.Out, "directory for report.json, report.md and the latency plots")
 	fs.StringVar(&o.Note, "note", o.Note, "conditions to record with the numbers (where the control plane runs, fsync, load)")
 	fs.StringVar(&o.From, "from", o.From, "directory of an earlier run: read its report.json instead of running scenarios (with --doc, to publish it)")
-	fs.StringVar(&o.Doc, "doc", o.Doc, "Markdown document (e.g. docs/performance.md) whose generated results section to rewrite from the report; its plots go to bench/ next to it")
+	fs.StringVar(&o.Doc, "doc", o.Doc, "Markdown document (e.g. docs/performance/results.md) whose generated results section to rewrite from the report; its plots go to bench/ next to it")
 }
 
 // ParseRates reads a comma-separated list of rates per second; "burst" means 0, all at once.

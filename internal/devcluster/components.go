@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"time"
@@ -11,10 +12,11 @@ import (
 
 // Binaries are the executables the cluster runs.
 type Binaries struct {
-	K8sDir   string // kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubelet
-	ToolsDir string // kwok, kwok-stages/, coredns
-	Paddock  string // this CLI, for the registry and provisioner subcommands
-	Pause    string // the pause program, for the pause image
+	K8sDir    string // kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubelet
+	ToolsDir  string // kwok, kwok-stages/, coredns
+	Paddock   string // this CLI, for the registry and provisioner subcommands
+	Pause     string // the pause program, for the pause image
+	GVisorDir string // runsc and containerd-shim-runsc-v1; empty without gVisor
 }
 
 // component is one background process of the cluster.
@@ -22,6 +24,8 @@ type component struct {
 	name   string
 	binary string
 	args   []string
+	// env is added to the environment it starts with.
+	env []string
 	// listens are the addresses it serves on, checked free before it starts.
 	listens []listen
 	// ready probes it once.
@@ -104,6 +108,7 @@ func (cl *cluster) components() map[string]component {
 		},
 		{
 			name: compContainerd, binary: "/usr/bin/containerd", args: []string{"--config=" + c.path("containerd", "config.toml")},
+			env:     containerdEnv(b.GVisorDir),
 			ready:   func(context.Context) error { return unixSocketServes(c.ContainerdSocket()) },
 			timeout: 30 * time.Second,
 		},
@@ -154,6 +159,16 @@ func (cl *cluster) components() map[string]component {
 	return m
 }
 
+// containerdEnv puts gVisor's shim on containerd's PATH: containerd 1.6 looks a runtime's shim
+// up there by its runtime_type (io.containerd.runsc.v1 → containerd-shim-runsc-v1) and does not
+// honour runtime_path when it starts a pod's sandbox.
+func containerdEnv(gvisorDir string) []string {
+	if gvisorDir == "" {
+		return nil
+	}
+	return []string{"PATH=" + gvisorDir + ":" + os.Getenv("PATH")}
+}
+
 // ensure starts comp unless it already runs, then waits until it is ready. It reports whether
 // it started anything.
 func (cl *cluster) ensure(ctx context.Context, comp component) (string, bool, error) {
@@ -182,7 +197,7 @@ func (cl *cluster) ensure(ctx context.Context, comp component) (string, bool, er
 	if err := errors.Join(busy...); err != nil {
 		return "", false, err
 	}
-	pid, err := p.start(comp.binary, comp.args, nil)
+	pid, err := p.start(comp.binary, comp.args, comp.env)
 	if err != nil {
 		return "", false, err
 	}

@@ -32,6 +32,9 @@ type Config struct {
 	KWOKCIDR netip.Prefix
 
 	Ports Ports
+
+	// GVisor configures containerd's runsc runtime and RuntimeClass gvisor.
+	GVisor bool
 }
 
 // Ports are the TCP ports of the components. Loopback ones are marked; the rest are on NodeIP.
@@ -76,6 +79,7 @@ const (
 func Defaults(stateDir string) Config {
 	return Config{
 		StateDir:    stateDir,
+		GVisor:      true,
 		KWOKNodes:   2,
 		KWOKMaxPods: DefaultKWOKMaxPods,
 		NodeIP:      netip.MustParseAddr("198.18.255.1"),

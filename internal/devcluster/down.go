@@ -51,6 +51,7 @@ func Down(ctx context.Context, cfg Config, opts DownOptions) error {
 	do("remove pod sandboxes", func() error { return removeSandboxes(ctx, cfg) })
 	stop(compContainerd, 10*time.Second)
 	do("stop leftover shims", func() error { return killShims(ctx, cfg) })
+	do("remove gVisor's runtime state", func() error { return removeRunscState(runscStateRoot) })
 	for _, name := range []string{compCoreDNS, compRegistry, compScheduler, compControllers, compAPIServer, compEtcd} {
 		stop(name, 10*time.Second)
 	}

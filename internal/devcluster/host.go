@@ -15,6 +15,7 @@ import (
 )
 
 // Packages are the Debian packages the real node needs.
+// busybox-static and bash-static go into the sandbox image.
 var Packages = []string{"containerd", "runc", "containernetworking-plugins", "busybox-static", "bash-static", "iproute2", "iptables"}
 
 func requireRoot() error {

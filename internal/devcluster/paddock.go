@@ -93,16 +93,11 @@ func (cl *cluster) pushPaddockImages(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	tree, err := image.BusyboxTree(busyboxBinary)
+	tree, err := SandboxImageTree("", "", sandboxdBin)
 	if err != nil {
 		return false, err
 	}
-	// E2B's SDK runs every command as /bin/bash -l -c; Debian's bash-static needs no libraries.
-	tree = tree.AddFile("/bin/bash", bashBinary, 0o755)
-	sandbox, err := image.FromTree(tree.AddFile("/usr/local/bin/sandboxd", sandboxdBin, 0o755), image.Config{
-		Entrypoint: []string{"/usr/local/bin/sandboxd"},
-		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-	})
+	sandbox, err := image.FromTree(tree, SandboxImageConfig)
 	if err != nil {
 		return false, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -17,6 +18,9 @@ const ClusterDomain = "cluster.local"
 
 // StorageClassName is the default StorageClass that the dev provisioner serves.
 const StorageClassName = "standard"
+
+// PodPidsLimit is the most processes (threads count) one pod may run on the dev node.
+const PodPidsLimit = 1024
 
 // ProvisionerName is the provisioner field of StorageClassName.
 const ProvisionerName = "paddock.dev/hostpath"
@@ -117,10 +121,22 @@ func kwokArgs(c Config, stageFiles []string) []string {
 	return args
 }
 
-// containerdConfig renders containerd's configuration (format version 2, containerd 1.6).
-func containerdConfig(c Config) string {
+// containerdConfig renders containerd's configuration (format version 2, containerd 1.6). With
+// gvisorDir it adds the runsc runtime (gVisor's own shim: runc's shim cannot drive runsc), which
+// RuntimeClass gvisor names as its handler.
+func containerdConfig(c Config, gvisorDir string) string {
 	d := c.path("containerd")
 	reg := c.RegistryHost()
+	runsc := ""
+	if gvisorDir != "" {
+		runsc = fmt.Sprintf(`    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%[1]s]
+      runtime_type = "io.containerd.runsc.v1"
+      runtime_path = %[2]q
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%[1]s.options]
+        TypeUrl = "io.containerd.runsc.v1.options"
+        ConfigPath = %[3]q
+`, gvisorHandler, filepath.Join(gvisorDir, "containerd-shim-runsc-v1"), c.runscConfigPath())
+	}
 	return fmt.Sprintf(`version = 2
 root = %[1]q
 state = %[2]q
@@ -141,13 +157,13 @@ state = %[2]q
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-  [plugins."io.containerd.grpc.v1.cri".cni]
+%[9]s  [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = %[6]q
   [plugins."io.containerd.grpc.v1.cri".registry.mirrors.%[7]q]
     endpoint = [%[8]q]
 `, d+"/root", d+"/state", d+"/containerd.sock", d+"/containerd.sock.ttrpc",
-		c.PauseImage(), c.path("cni", "net.d"), reg, "http://"+reg)
+		c.PauseImage(), c.path("cni", "net.d"), reg, "http://"+reg, runsc)
 }
 
 // ContainerdSocket is the CRI endpoint of the node's containerd.
@@ -184,24 +200,28 @@ func cniConfig(c Config) string {
 // kubelet does not own: no QoS cgroups, no node allocatable enforcement, no eviction.
 func kubeletConfig(c Config) string {
 	conf := map[string]any{
-		"apiVersion":                    "kubelet.config.k8s.io/v1beta1",
-		"kind":                          "KubeletConfiguration",
-		"address":                       c.NodeIP.String(),
-		"port":                          c.Ports.Kubelet,
-		"readOnlyPort":                  0,
-		"healthzBindAddress":            "127.0.0.1",
-		"healthzPort":                   c.Ports.KubeletHealthz,
-		"containerRuntimeEndpoint":      "unix://" + c.ContainerdSocket(),
-		"failCgroupV1":                  false,
-		"cgroupDriver":                  "cgroupfs",
-		"cgroupsPerQOS":                 false,
-		"enforceNodeAllocatable":        []string{},
-		"failSwapOn":                    false,
-		"localStorageCapacityIsolation": false,
-		"clusterDNS":                    []string{c.NodeIP.String()},
-		"clusterDomain":                 ClusterDomain,
-		"resolvConf":                    c.path("kubelet", "resolv.conf"),
-		"podLogsDir":                    c.path("kubelet", "pod-logs"),
+		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
+		"kind":                     "KubeletConfiguration",
+		"address":                  c.NodeIP.String(),
+		"port":                     c.Ports.Kubelet,
+		"readOnlyPort":             0,
+		"healthzBindAddress":       "127.0.0.1",
+		"healthzPort":              c.Ports.KubeletHealthz,
+		"containerRuntimeEndpoint": "unix://" + c.ContainerdSocket(),
+		"failCgroupV1":             false,
+		"cgroupDriver":             "cgroupfs",
+		"cgroupsPerQOS":            false,
+		"enforceNodeAllocatable":   []string{},
+		"failSwapOn":               false,
+		// Report ephemeral-storage capacity (the kubelet root dir's filesystem) so that pods
+		// requesting it, as upstream's python-sandbox-template does, schedule here.
+		"localStorageCapacityIsolation": true,
+		// No pod may take the node's PID table: a fork bomb in one sandbox stops at this many.
+		"podPidsLimit":  PodPidsLimit,
+		"clusterDNS":    []string{c.NodeIP.String()},
+		"clusterDomain": ClusterDomain,
+		"resolvConf":    c.path("kubelet", "resolv.conf"),
+		"podLogsDir":    c.path("kubelet", "pod-logs"),
 		"authentication": map[string]any{
 			"anonymous": map[string]any{"enabled": true},
 			"webhook":   map[string]any{"enabled": false},

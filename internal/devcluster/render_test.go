@@ -52,6 +52,9 @@ func TestKubeletConfig(t *testing.T) {
 		"cgroupDriver":             "cgroupfs",
 		"cgroupsPerQOS":            false,
 		"resolvConf":               "/state/kubelet/resolv.conf",
+		// Pods requesting ephemeral-storage schedule only where the kubelet reports it.
+		"localStorageCapacityIsolation": true,
+		"podPidsLimit":                  float64(PodPidsLimit),
 	}
 	picked := map[string]any{}
 	for k := range want {
@@ -62,8 +65,35 @@ func TestKubeletConfig(t *testing.T) {
 	}
 }
 
+func TestContainerdConfigGVisor(t *testing.T) {
+	without := containerdConfig(testCfg, "")
+	if strings.Contains(without, "runsc") {
+		t.Errorf("containerd config without gVisor names runsc:\n%s", without)
+	}
+	got := containerdConfig(testCfg, "/cache/gvisor")
+	for _, want := range []string{
+		`[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]`,
+		`runtime_type = "io.containerd.runsc.v1"`,
+		`runtime_path = "/cache/gvisor/containerd-shim-runsc-v1"`,
+		`TypeUrl = "io.containerd.runsc.v1.options"`,
+		`ConfigPath = "/state/containerd/runsc.toml"`,
+		// runc stays the default: only pods of RuntimeClass gvisor get runsc.
+		`default_runtime_name = "runc"`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("containerd config lacks %s:\n%s", want, got)
+		}
+	}
+	if rc := gvisorRuntimeClass(); rc.Handler != gvisorHandler || rc.Name != GVisorRuntimeClass {
+		t.Errorf("RuntimeClass %s has handler %s; want %s with handler %s", rc.Name, rc.Handler, GVisorRuntimeClass, gvisorHandler)
+	}
+	if runsc := runscConfig("/cache/gvisor/runsc"); !strings.Contains(runsc, `binary_name = "/cache/gvisor/runsc"`) || !strings.Contains(runsc, `platform = "systrap"`) {
+		t.Errorf("runsc.toml lacks the binary or the systrap platform:\n%s", runsc)
+	}
+}
+
 func TestContainerdConfig(t *testing.T) {
-	got := containerdConfig(testCfg)
+	got := containerdConfig(testCfg, "")
 	for _, want := range []string{
 		`address = "/state/containerd/containerd.sock"`,
 		`sandbox_image = "127.0.0.1:5001/pause:dev"`,
@@ -225,5 +255,33 @@ func TestProvisionerDeleteOnlyItsOwnDirectories(t *testing.T) {
 func TestUnescapeMountPath(t *testing.T) {
 	if got := unescapeMountPath(`/a\040b/c`); got != "/a b/c" {
 		t.Fatalf("unescapeMountPath = %q, want %q", got, "/a b/c")
+	}
+}
+
+func TestRemoveRunscState(t *testing.T) {
+	parent := t.TempDir()
+	root := filepath.Join(parent, "containerd", "runsc")
+	ours := filepath.Join(root, "k8s.io")
+	other := filepath.Join(root, "other")
+	for _, f := range []string{filepath.Join(ours, "null-netns"), filepath.Join(other, "null-netns"), filepath.Join(other, "abc.state")} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, nil, 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := removeRunscState(root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ours); !os.IsNotExist(err) {
+		t.Errorf("%s after removal: %v; want it gone", ours, err)
+	}
+	// A namespace with a live sandbox's state keeps it, and so do the directories above it.
+	if _, err := os.Stat(filepath.Join(other, "abc.state")); err != nil {
+		t.Errorf("another sandbox's state was removed: %v", err)
+	}
+	if err := removeRunscState(filepath.Join(parent, "missing")); err != nil {
+		t.Errorf("removing a missing root: %v", err)
 	}
 }

@@ -47,6 +47,9 @@ func Status(ctx context.Context, cfg Config) (statuses []ComponentStatus, health
 		healthy = healthy && st.Ready
 		statuses = append(statuses, st)
 	}
+	gv := cl.gvisorStatus(ctx)
+	healthy = healthy && gv.Ready
+	statuses = append(statuses, gv)
 	if cl.client != nil {
 		st := ComponentStatus{Name: "kwok nodes"}
 		list, err := cl.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: KWOKNodeLabelKey + "=" + KWOKNodeLabelValue})

@@ -2,6 +2,7 @@ package devcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -90,7 +91,7 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 		case compRegistry:
 			steps = append(steps, step{"images", cl.pushImages})
 		case compKubelet:
-			steps = append(steps, step{"storage class", cl.ensureStorageClass})
+			steps = append(steps, step{"storage class", cl.ensureStorageClass}, step{"gvisor runtime class", cl.ensureGVisorRuntimeClass})
 		case compKWOK:
 			steps = append(steps, step{"kwok nodes", cl.ensureKWOKNodes})
 		}
@@ -153,6 +154,14 @@ func (cl *cluster) buildBinaries(ctx context.Context) (string, bool, error) {
 	}
 	cl.bin = Binaries{K8sDir: dir, ToolsDir: tools, Pause: cl.cfg.path("bin", "pause"), Paddock: cl.cfg.path("bin", "paddock")}
 	built := builtK8s || builtTools
+	if cl.cfg.GVisor {
+		gvisor, builtGVisor, err := cl.script(ctx, filepath.Join(src, "hack", "build-gvisor.sh"))
+		if err != nil {
+			return "", false, err
+		}
+		cl.bin.GVisorDir = gvisor
+		built = built || builtGVisor
+	}
 	if !exists(cl.bin.Pause) {
 		if err := goBuild(ctx, src, "./cmd/pause", cl.bin.Pause); err != nil {
 			return "", false, err
@@ -244,9 +253,14 @@ func (cl *cluster) writeConfiguration(context.Context) (string, bool, error) {
 		c.path("kubelet", "kubeconfig"):               kubeconfig(c.APIServerURL(), ca, t.Kubelet),
 		c.path("kubelet", "config.yaml"):              kubeletConfig(c),
 		c.path("kubelet", "resolv.conf"):              kubeletResolvConf(c),
-		c.path("containerd", "config.toml"):           containerdConfig(c),
+		c.path("containerd", "config.toml"):           containerdConfig(c, cl.bin.GVisorDir),
 		c.path("cni", "net.d", "10-paddock.conflist"): cniConfig(c),
 		c.path("coredns", "Corefile"):                 corefile(c),
+	}
+	if cl.bin.GVisorDir != "" {
+		files[c.runscConfigPath()] = runscConfig(filepath.Join(cl.bin.GVisorDir, "runsc"))
+	} else if err := os.Remove(c.runscConfigPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", false, err
 	}
 	for path, content := range files {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

@@ -25,16 +25,19 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-// Tree is the content of an image's single layer: regular files copied from the host and
-// symlinks, keyed by their absolute path inside the image.
+// Tree is the content of an image's single layer: regular files copied from the host or given
+// inline, directories and symlinks, keyed by their absolute path inside the image.
 type Tree struct {
 	entries map[string]entry
 }
 
 type entry struct {
-	source string // host file to copy; empty for a symlink
-	mode   int64
-	link   string // symlink target; empty for a regular file
+	source   string // host file to copy
+	data     []byte // inline content, when source is empty
+	mode     int64
+	link     string // symlink target; empty for a regular file
+	dir      bool
+	uid, gid int
 }
 
 // NewTree returns an empty layer tree.
@@ -43,6 +46,18 @@ func NewTree() *Tree { return &Tree{entries: map[string]entry{}} }
 // AddFile copies the host file source to dst (an absolute path in the image) with mode.
 func (t *Tree) AddFile(dst, source string, mode int64) *Tree {
 	t.entries[clean(dst)] = entry{source: source, mode: mode}
+	return t
+}
+
+// AddData writes data to dst (an absolute path in the image) with mode.
+func (t *Tree) AddData(dst string, data []byte, mode int64) *Tree {
+	t.entries[clean(dst)] = entry{data: data, mode: mode}
+	return t
+}
+
+// AddDir makes dst (an absolute path in the image) a directory with mode, owned by uid:gid.
+func (t *Tree) AddDir(dst string, mode int64, uid, gid int) *Tree {
+	t.entries[clean(dst)] = entry{dir: true, mode: mode, uid: uid, gid: gid}
 	return t
 }
 
@@ -125,6 +140,9 @@ func (t *Tree) tar() ([]byte, error) {
 		if err := t.writeEntry(w, p, t.entries[p]); err != nil {
 			return nil, err
 		}
+		if t.entries[p].dir {
+			dirs[p] = true
+		}
 	}
 	if err := w.Close(); err != nil {
 		return nil, err
@@ -147,17 +165,23 @@ func writeParents(w *tar.Writer, written map[string]bool, p string) error {
 }
 
 func (t *Tree) writeEntry(w *tar.Writer, p string, e entry) error {
-	if e.link != "" {
+	switch {
+	case e.link != "":
 		return w.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: p, Linkname: e.link, Mode: e.mode, ModTime: epoch})
+	case e.dir:
+		return w.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: p + "/", Mode: e.mode, Uid: e.uid, Gid: e.gid, ModTime: epoch})
 	}
-	data, err := os.ReadFile(e.source)
-	if err != nil {
-		return fmt.Errorf("read %s for image path /%s: %w", e.source, p, err)
+	data := e.data
+	if e.source != "" {
+		var err error
+		if data, err = os.ReadFile(e.source); err != nil {
+			return fmt.Errorf("read %s for image path /%s: %w", e.source, p, err)
+		}
 	}
 	if err := w.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: p, Size: int64(len(data)), Mode: e.mode, ModTime: epoch}); err != nil {
 		return err
 	}
-	_, err = w.Write(data)
+	_, err := w.Write(data)
 	return err
 }
 

@@ -123,6 +123,23 @@ func TestPushBadReference(t *testing.T) {
 	}
 }
 
+func TestTreeDataDirsAndOwners(t *testing.T) {
+	tree := NewTree().
+		AddData("/etc/passwd", []byte("user:x:1000"), 0o644).
+		AddDir("/workspace", 0o755, 1000, 1000).
+		AddDir("/workspace/sub", 0o1777, 0, 0).
+		AddSymlink("/home/user", "/workspace")
+	img, err := FromTree(tree, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"etc/ dir 755", "etc/passwd file 644 user:x:1000", "home/ dir 755", "home/user -> /workspace",
+		"workspace/ dir 755 1000:1000", "workspace/sub/ dir 1777"}
+	if diff := cmp.Diff(want, layerListing(t, img)); diff != "" {
+		t.Fatalf("layer (-want +got):\n%s", diff)
+	}
+}
+
 func layerListing(t *testing.T, img v1.Image) []string {
 	t.Helper()
 	layers, err := img.Layers()
@@ -148,6 +165,9 @@ func layerListing(t *testing.T, img v1.Image) []string {
 		switch h.Typeflag {
 		case tar.TypeDir:
 			line += " dir " + modeString(h.Mode)
+			if h.Uid != 0 || h.Gid != 0 {
+				line += " " + strconv.Itoa(h.Uid) + ":" + strconv.Itoa(h.Gid)
+			}
 		case tar.TypeSymlink:
 			line += " -> " + h.Linkname
 		default:

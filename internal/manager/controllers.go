@@ -24,7 +24,7 @@ import (
 // SetupControllers registers the cache indexes and the controllers o enables; tp traces the
 // Sandbox controller's passes.
 func SetupControllers(ctx context.Context, mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
-	if err := indexes.Register(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := indexes.RegisterFor(ctx, mgr.GetFieldIndexer(), o.Extensions); err != nil {
 		return err
 	}
 	var key []byte
@@ -91,23 +91,10 @@ func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider, key []b
 }
 
 func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider, key []byte) error {
-	template := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxtemplate.ControllerName), sandboxtemplate.Options{
-		Workers:         o.SandboxTemplateWorkers,
-		RouterNamespace: o.RouterNamespace,
-		RouterPodLabels: o.RouterPodLabels,
-		EgressDenyCIDRs: o.SandboxEgressDenyCIDRs,
-		EgressDiscovery: o.SandboxEgressDiscovery,
-		Reader:          mgr.GetAPIReader(),
-	})
-	poolOpts := sandboxwarmpool.DefaultOptions()
-	poolOpts.Workers = o.SandboxWarmPoolWorkers
-	poolOpts.MaxBatchSize = o.WarmPoolMaxBatchSize
-	poolOpts.ReadinessGracePeriod = o.WarmPoolReadinessGracePeriod
-	poolOpts.UnschedulableRecheckInterval = o.WarmPoolUnschedulableRecheckInterval
-	poolOpts.SafeToEvict = o.EnableWarmPoolEviction
-	poolOpts.ReplenishDelay = o.WarmPoolReplenishDelay
-	poolOpts.MaxRefillRate = o.WarmPoolMaxRefillRate
-	pool := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxwarmpool.ControllerName), poolOpts)
+	templateOpts := templateOptions(o)
+	templateOpts.Reader = mgr.GetAPIReader()
+	template := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxtemplate.ControllerName), templateOpts)
+	pool := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxwarmpool.ControllerName), poolOptions(o))
 
 	domains, err := sandboxclaim.LoadAllowedLabelDomains(o.AllowedLabelDomainsFile)
 	if err != nil {
@@ -117,12 +104,11 @@ func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider, key 
 	if !o.DisableClaimEvents {
 		claimEvents = mgr.GetEventRecorder(sandboxclaim.ControllerName)
 	}
-	claim := sandboxclaim.New(mgr.GetClient(), mgr.GetAPIReader(), claimEvents, warmqueue.New(), sandboxclaim.Options{
-		Workers:             o.SandboxClaimWorkers,
-		AllowedLabelDomains: domains,
-		TracerProvider:      tracerOrNil(tp),
-		CredentialsKey:      key,
-	})
+	claimOpts := claimOptions(o)
+	claimOpts.AllowedLabelDomains = domains
+	claimOpts.TracerProvider = tracerOrNil(tp)
+	claimOpts.CredentialsKey = key
+	claim := sandboxclaim.New(mgr.GetClient(), mgr.GetAPIReader(), claimEvents, warmqueue.New(), claimOpts)
 	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
 		"SandboxTemplate": template, "SandboxWarmPool": pool, "SandboxClaim": claim,
 	} {
@@ -131,4 +117,39 @@ func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider, key 
 		}
 	}
 	return nil
+}
+
+// templateOptions, poolOptions and claimOptions are what the flags in o give each extension
+// controller.
+func templateOptions(o *Options) sandboxtemplate.Options {
+	return sandboxtemplate.Options{
+		Workers:         o.SandboxTemplateWorkers,
+		RouterNamespace: o.RouterNamespace,
+		RouterPodLabels: o.RouterPodLabels,
+		EgressDenyCIDRs: o.SandboxEgressDenyCIDRs,
+		EgressDiscovery: o.SandboxEgressDiscovery,
+	}
+}
+
+func poolOptions(o *Options) sandboxwarmpool.Options {
+	opts := sandboxwarmpool.DefaultOptions()
+	opts.Workers = o.SandboxWarmPoolWorkers
+	opts.MaxBatchSize = o.WarmPoolMaxBatchSize
+	opts.ReadinessGracePeriod = o.WarmPoolReadinessGracePeriod
+	opts.UnschedulableRecheckInterval = o.WarmPoolUnschedulableRecheckInterval
+	opts.SafeToEvict = o.EnableWarmPoolEviction
+	opts.ReplenishDelay = o.WarmPoolReplenishDelay
+	opts.MaxRefillRate = o.WarmPoolMaxRefillRate
+	return opts
+}
+
+// claimOptions leaves out what setupExtensions adds: the label domains read from their file and
+// the tracer.
+func claimOptions(o *Options) sandboxclaim.Options {
+	return sandboxclaim.Options{
+		Workers: o.SandboxClaimWorkers,
+		// --disable-claim-observability-annotations needs nothing: off is the default, and
+		// Validate refuses it together with --claim-observability-annotations.
+		ObservabilityAnnotations: o.ClaimObservabilityAnnotations,
+	}
 }

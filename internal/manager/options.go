@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/internal/controller/sandbox"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
 	"github.com/paddock-dev/paddock/internal/egress"
 )
 
@@ -54,8 +57,15 @@ type Options struct {
 	WarmPoolUnschedulableRecheckInterval time.Duration
 	EnableWarmPoolEviction               bool
 
-	CacheLabelSelectors                  bool
-	DisableClaimEvents                   bool
+	// CacheLabelSelectors limits the Pod and Service caches to objects with the sandbox-name-hash
+	// label (sandbox.LabelScopedCacheOptions).
+	CacheLabelSelectors bool
+	DisableClaimEvents  bool
+	// ClaimObservabilityAnnotations writes agents.x-k8s.io/sandbox-name and
+	// agents.x-k8s.io/controller-first-observed-at on each claim after it turns Ready.
+	ClaimObservabilityAnnotations bool
+	// DisableClaimObservabilityAnnotations is upstream's flag; Paddock writes no such annotations
+	// unless ClaimObservabilityAnnotations asks, so it only conflicts with that option.
 	DisableClaimObservabilityAnnotations bool
 
 	// RouterNamespace and RouterPodLabels are what the default NetworkPolicy of a template admits.
@@ -86,28 +96,32 @@ type Options struct {
 	AllowDuplicateControllers bool
 }
 
-// NewOptions returns the defaults, which match the reference controller's.
+// NewOptions returns the defaults, which match the reference controller's. Each controller's own
+// defaults are taken from its package, so the flags and the controllers cannot disagree.
 func NewOptions() *Options {
+	template, pool, claim := sandboxtemplate.DefaultOptions(), sandboxwarmpool.DefaultOptions(), sandboxclaim.DefaultOptions()
 	return &Options{
 		MetricsBindAddress:                   ":8080",
 		HealthProbeBindAddress:               ":8081",
 		LeaderElect:                          true,
 		LeaderElectionID:                     "paddock-controller.agents.x-k8s.io",
-		ClusterDomain:                        "cluster.local",
+		ClusterDomain:                        sandbox.DefaultClusterDomain,
 		KubeAPIQPS:                           -1,
 		KubeAPIBurst:                         10,
-		SandboxWorkers:                       100,
+		SandboxWorkers:                       sandbox.DefaultWorkers,
 		SandboxStatusCoalesceWindow:          sandbox.DefaultStatusCoalesceWindow,
-		SandboxClaimWorkers:                  50,
-		SandboxWarmPoolWorkers:               1,
-		SandboxTemplateWorkers:               1,
-		WarmPoolMaxBatchSize:                 300,
-		WarmPoolReadinessGracePeriod:         5 * time.Minute,
-		WarmPoolUnschedulableRecheckInterval: time.Minute,
-		EnableWarmPoolEviction:               true,
-		RouterNamespace:                      "paddock-system",
-		RouterPodLabels:                      map[string]string{"app": "paddock-router"},
-		SandboxEgressDiscovery:               true,
+		SandboxClaimWorkers:                  claim.Workers,
+		SandboxWarmPoolWorkers:               pool.Workers,
+		SandboxTemplateWorkers:               template.Workers,
+		WarmPoolMaxBatchSize:                 pool.MaxBatchSize,
+		WarmPoolReplenishDelay:               pool.ReplenishDelay,
+		WarmPoolMaxRefillRate:                pool.MaxRefillRate,
+		WarmPoolReadinessGracePeriod:         pool.ReadinessGracePeriod,
+		WarmPoolUnschedulableRecheckInterval: pool.UnschedulableRecheckInterval,
+		EnableWarmPoolEviction:               pool.SafeToEvict,
+		RouterNamespace:                      template.RouterNamespace,
+		RouterPodLabels:                      template.RouterPodLabels,
+		SandboxEgressDiscovery:               template.EgressDiscovery,
 		AllowedLabelDomainsFile:              "/etc/sandbox-config/allowed-label-domains",
 		SandboxCredentials:                   true,
 	}
@@ -141,9 +155,12 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.WarmPoolReadinessGracePeriod, "sandbox-warm-pool-readiness-grace-period", o.WarmPoolReadinessGracePeriod, "How long a pool member may stay not Ready before it is replaced.")
 	fs.DurationVar(&o.WarmPoolUnschedulableRecheckInterval, "sandbox-warm-pool-unschedulable-recheck-interval", o.WarmPoolUnschedulableRecheckInterval, "How often a pool holding unschedulable members checks them again.")
 	fs.BoolVar(&o.EnableWarmPoolEviction, "enable-warm-pool-eviction", o.EnableWarmPoolEviction, "Mark unclaimed pool Pods safe to evict for the cluster autoscaler.")
-	fs.BoolVar(&o.CacheLabelSelectors, "cache-label-selectors", o.CacheLabelSelectors, "Cache only Pods and Services that carry the sandbox-name-hash label.")
+	fs.BoolVar(&o.CacheLabelSelectors, "cache-label-selectors", o.CacheLabelSelectors, "Cache only Pods and Services that carry the agents.x-k8s.io/sandbox-name-hash label; a Pod or Service made outside Paddock for a Sandbox to adopt must then carry it.")
 	fs.BoolVar(&o.DisableClaimEvents, "disable-claim-events", o.DisableClaimEvents, "Emit no Events for SandboxClaims.")
-	fs.BoolVar(&o.DisableClaimObservabilityAnnotations, "disable-claim-observability-annotations", o.DisableClaimObservabilityAnnotations, "Do not stamp first-observed and trace-context annotations on claims.")
+	fs.BoolVar(&o.ClaimObservabilityAnnotations, "claim-observability-annotations", o.ClaimObservabilityAnnotations,
+		"Write the claim annotations agents.x-k8s.io/sandbox-name and agents.x-k8s.io/controller-first-observed-at after the claim turns Ready, in a separate patch (one more write per claim).")
+	fs.BoolVar(&o.DisableClaimObservabilityAnnotations, "disable-claim-observability-annotations", o.DisableClaimObservabilityAnnotations,
+		"Upstream's flag, accepted for compatibility: the annotations are written only with --claim-observability-annotations, and the two flags together are refused.")
 	fs.StringVar(&o.RouterNamespace, "router-namespace", o.RouterNamespace, "Namespace of paddock-router; a template's default NetworkPolicy admits traffic from it.")
 	fs.StringVar(&o.AllowedLabelDomainsFile, "allowed-label-domains-file", o.AllowedLabelDomainsFile, "File listing, one per line, the label domains a claim's additionalPodMetadata may use; a missing file means the built-in list.")
 	fs.Func("sandbox-egress-deny-cidrs", "Comma-separated CIDRs or addresses a template's default NetworkPolicy denies egress to, besides 10/8, 172.16/12, 192.168/16, 169.254/16, fc00::/7 and fe80::/10; set, it replaces discovery (--sandbox-egress-discovery).",
@@ -224,6 +241,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ClusterDomain == "" {
 		errs = append(errs, errors.New("--cluster-domain: must not be empty (the usual value is cluster.local)"))
+	}
+	if o.ClaimObservabilityAnnotations && o.DisableClaimObservabilityAnnotations {
+		errs = append(errs, errors.New("--claim-observability-annotations and --disable-claim-observability-annotations: choose one (the annotations are off by default; drop --disable-claim-observability-annotations to write them)"))
 	}
 	if o.LeaderElect && o.LeaderElectionID == "" {
 		errs = append(errs, errors.New("--leader-election-id: must not be empty when --leader-elect is true"))

@@ -82,6 +82,8 @@ func TestInvalidOptionsNameTheFlag(t *testing.T) {
 		{[]string{"--credentials-secret=no-namespace"}, "--credentials-secret"},
 		{[]string{"--credentials-secret=ns/"}, "--credentials-secret"},
 		{[]string{"--credentials-secret=a/b/c"}, "--credentials-secret"},
+
+		{[]string{"--claim-observability-annotations", "--disable-claim-observability-annotations"}, "--disable-claim-observability-annotations"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -36,6 +36,10 @@ func NewManager(cfg *rest.Config, scheme *runtime.Scheme, o *Options) (ctrl.Mana
 			"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
 		}
 	}
+	cacheOpts := sandbox.CacheOptions()
+	if o.CacheLabelSelectors {
+		cacheOpts = sandbox.LabelScopedCacheOptions()
+	}
 	mgr, err := ctrl.NewManager(RESTConfig(cfg, o), ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metrics,
@@ -46,7 +50,7 @@ func NewManager(cfg *rest.Config, scheme *runtime.Scheme, o *Options) (ctrl.Mana
 		LeaderElectionReleaseOnCancel: true,
 		Controller:                    config.Controller{SkipNameValidation: &o.AllowDuplicateControllers},
 		// Cached objects lose managedFields, and Pods keep only what the controllers read.
-		Cache: sandbox.CacheOptions(),
+		Cache: cacheOpts,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the controller manager: %w", err)

@@ -65,18 +65,29 @@ func BinaryDir() (string, error) {
 	return strings.TrimSpace(stdout.String()), nil
 }
 
-// Start starts etcd and kube-apiserver and installs the CRDs from config/crd.
-func Start() (*Env, error) {
+// The CRD directories under config/crd: the core API group alone is what a core-only install
+// (dist/paddock-core.yaml) has.
+const (
+	CoreCRDs      = "core"
+	ExtensionCRDs = "extensions"
+)
+
+// Start starts etcd and kube-apiserver and installs every CRD from config/crd.
+func Start() (*Env, error) { return StartWithCRDs(CoreCRDs, ExtensionCRDs) }
+
+// StartWithCRDs is Start installing only the CRDs of the named config/crd directories.
+func StartWithCRDs(crdDirs ...string) (*Env, error) {
 	dir, err := BinaryDir()
 	if err != nil {
 		return nil, err
 	}
+	paths := make([]string, 0, len(crdDirs))
+	for _, d := range crdDirs {
+		paths = append(paths, filepath.Join(RepoRoot(), "config", "crd", d))
+	}
 	scheme := NewScheme()
 	testEnv := &envtest.Environment{
-		CRDDirectoryPaths: []string{
-			filepath.Join(RepoRoot(), "config", "crd", "core"),
-			filepath.Join(RepoRoot(), "config", "crd", "extensions"),
-		},
+		CRDDirectoryPaths:     paths,
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: dir,
 		Scheme:                scheme,
@@ -105,7 +116,12 @@ func (e *Env) Stop() error { return e.testEnv.Stop() }
 // the API server is up (typically to start a manager with the controllers under test); the
 // function it returns runs after the tests, before the API server stops.
 func RunMain(m *testing.M, env **Env, setup ...func(*Env) (func(), error)) {
-	e, err := Start()
+	RunMainWithCRDs(m, env, []string{CoreCRDs, ExtensionCRDs}, setup...)
+}
+
+// RunMainWithCRDs is RunMain with only the CRDs of the named config/crd directories installed.
+func RunMainWithCRDs(m *testing.M, env **Env, crdDirs []string, setup ...func(*Env) (func(), error)) {
+	e, err := StartWithCRDs(crdDirs...)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "integration environment: %v\n", err)
 		os.Exit(1)

@@ -31,6 +31,19 @@ func HelmBinary() (string, error) {
 	return path, nil
 }
 
+// KustomizeBinary returns the kustomize binary the Makefile builds from tools/go.mod (the one
+// that renders dist/): $PADDOCK_KUSTOMIZE, else bin/tools/kustomize in the source tree.
+func KustomizeBinary() (string, error) {
+	path := os.Getenv("PADDOCK_KUSTOMIZE")
+	if path == "" {
+		path = filepath.Join(RepoRoot(), "bin", "tools", "kustomize")
+	}
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("no kustomize binary at %s (set PADDOCK_KUSTOMIZE, or build it with `make %s`): %w", path, filepath.Join(RepoRoot(), "bin", "tools", "kustomize"), err)
+	}
+	return path, nil
+}
+
 // Helm runs helm with args in a scratch HOME, so no user configuration or cache leaks in, and
 // returns its stdout. The error carries stderr.
 func Helm(ctx context.Context, args ...string) (string, error) {

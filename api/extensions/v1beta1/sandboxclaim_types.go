@@ -86,7 +86,11 @@ type SandboxClaimSpec struct {
 	AdditionalPodMetadata AdditionalPodMetadata `json:"additionalPodMetadata,omitempty"`
 
 	// env adds environment variables to the Sandbox, subject to the template's
-	// envVarsInjectionPolicy. A claim with env is always served by a new (cold) Sandbox.
+	// envVarsInjectionPolicy. When the template opts in to claim settings (annotation
+	// extensions.agents.x-k8s.io/claim-settings: sandboxd), a warm Sandbox serves the claim: the
+	// env is delivered to its sandboxd before the claim turns Ready (condition SettingsDelivered),
+	// and a cold Sandbox is created if delivery fails. Otherwise a claim with env is served by a
+	// new (cold) Sandbox, with the env in its Pod spec.
 	// +optional
 	// +listType=atomic
 	Env []EnvVar `json:"env,omitempty"`

@@ -53,6 +53,9 @@ null or empty is left out, so the controller's own default applies.
 {{- if .Values.tracing.enabled }}
 - --enable-tracing
 {{- end }}
+{{- if .Values.claimObservabilityAnnotations }}
+- --claim-observability-annotations
+{{- end }}
 {{- /* The controller's default router namespace is paddock-system; elsewhere say where it is. */ -}}
 {{- if ne .Release.Namespace "paddock-system" }}
 - --router-namespace={{ .Release.Namespace }}

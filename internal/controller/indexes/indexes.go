@@ -47,19 +47,44 @@ func ClaimByWarmPool(obj client.Object) []string {
 	return []string{claim.Spec.WarmPoolRef.Name}
 }
 
-// Register adds every field index of the project to indexer.
-func Register(ctx context.Context, indexer client.FieldIndexer) error {
-	for _, idx := range []struct {
-		obj   client.Object
-		field string
-		fn    client.IndexerFunc
-	}{
+// index is one field index: the kind it is on, the field name and the function.
+type index struct {
+	obj   client.Object
+	field string
+	fn    client.IndexerFunc
+}
+
+// coreIndexes need only the core API group (Sandbox and Pod).
+func coreIndexes() []index {
+	return []index{
 		{&corev1.Pod{}, agentsv1beta1.PodNameHashIndex, PodBySandboxNameHash},
 		{&agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxWarmPoolIndex, SandboxByWarmPool},
 		{&agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxClaimUIDIndex, SandboxByClaimUID},
+	}
+}
+
+// extensionIndexes are on extension kinds, whose CRDs a core-only install does not have.
+func extensionIndexes() []index {
+	return []index{
 		{&extensionsv1beta1.SandboxWarmPool{}, extensionsv1beta1.TemplateRefField, WarmPoolByTemplate},
 		{&extensionsv1beta1.SandboxClaim{}, extensionsv1beta1.WarmPoolRefField, ClaimByWarmPool},
-	} {
+	}
+}
+
+// Register adds every field index of the project to indexer.
+func Register(ctx context.Context, indexer client.FieldIndexer) error {
+	return RegisterFor(ctx, indexer, true)
+}
+
+// RegisterFor adds the indexes of the core controller and, when extensions is true, those of
+// the extension controllers. Without the extensions no index may name an extension kind: the
+// cache would look its CRD up and a core-only install has none.
+func RegisterFor(ctx context.Context, indexer client.FieldIndexer, extensions bool) error {
+	all := coreIndexes()
+	if extensions {
+		all = append(all, extensionIndexes()...)
+	}
+	for _, idx := range all {
 		if err := indexer.IndexField(ctx, idx.obj, idx.field, idx.fn); err != nil {
 			return fmt.Errorf("registering cache index %s on %T: %w", idx.field, idx.obj, err)
 		}

@@ -17,15 +17,38 @@ import (
 // patch computed against the same stripped object, so the stripped fields are never sent back.
 // Secrets are cached only when they carry the tracking label (the credentials Secrets). Merge
 // the result into the manager's cache.Options.
-func CacheOptions() cache.Options {
-	return cache.Options{
+func CacheOptions() cache.Options { return cacheOptions(nil) }
+
+// LabelScopedCacheOptions is CacheOptions with the Pod and Service informers limited to objects
+// carrying the sandbox-name-hash label (--cache-label-selectors): on a cluster with many other
+// Pods the cache holds only Sandboxes' children. A Pod or Service created outside Paddock for a
+// Sandbox to adopt must then carry the label, or the controller does not see it.
+func LabelScopedCacheOptions() cache.Options { return cacheOptions(ChildSelector()) }
+
+// cacheOptions builds CacheOptions with the Pod and Service informers limited to children, when
+// children is not nil.
+func cacheOptions(children labels.Selector) cache.Options {
+	o := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Transform: StripPod},
+			&corev1.Pod{}: {Transform: StripPod, Label: children},
 			// Only the Secrets this controller makes (credentials), never the cluster's others.
 			&corev1.Secret{}: {Label: trackedSelector()},
 		},
 	}
+	if children != nil {
+		o.ByObject[&corev1.Service{}] = cache.ByObject{Label: children}
+	}
+	return o
+}
+
+// ChildSelector selects the objects that carry the sandbox-name-hash label.
+func ChildSelector() labels.Selector {
+	req, err := labels.NewRequirement(agentsv1beta1.SandboxNameHashLabel, selection.Exists, nil)
+	if err != nil {
+		panic(err) // the key is a valid constant
+	}
+	return labels.NewSelector().Add(*req)
 }
 
 // StripPod is the cache transform of Pods: see CacheOptions.

@@ -23,7 +23,7 @@ import (
 
 // Options configure the controller. Defaults match the reference's flag defaults.
 type Options struct {
-	// Workers is --sandbox-claim-concurrent-workers (default 50).
+	// Workers is --sandbox-claim-concurrent-workers (default DefaultWorkers).
 	Workers int
 	// AllowedLabelDomains are the domains additionalPodMetadata labels may use (the reference's
 	// /etc/sandbox-config/allowed-label-domains); blueprint.DefaultAllowedLabelDomains when empty.
@@ -39,7 +39,17 @@ type Options struct {
 	// TracerProvider traces each pass and carries the trace to the claim's Sandbox (tracing.go);
 	// nil, the default, traces nothing.
 	TracerProvider trace.TracerProvider
+	// ObservabilityAnnotations writes the claim annotations agents.x-k8s.io/sandbox-name and
+	// agents.x-k8s.io/controller-first-observed-at once the claim is Ready, in a patch of their
+	// own (observability.go); off by default, since it is one more write per claim.
+	ObservabilityAnnotations bool
 }
+
+// DefaultWorkers is the reference's --sandbox-claim-concurrent-workers default.
+const DefaultWorkers = 50
+
+// DefaultOptions returns the defaults New applies to zero options.
+func DefaultOptions() Options { return Options{Workers: DefaultWorkers} }
 
 // Requeue intervals.
 const (
@@ -78,7 +88,7 @@ const bindingUnknown = ""
 // recorder disables events (--disable-claim-events).
 func New(c client.Client, reader client.Reader, recorder events.EventRecorder, queue *warmqueue.Queues, opts Options) *Reconciler {
 	if opts.Workers <= 0 {
-		opts.Workers = 50
+		opts.Workers = DefaultOptions().Workers
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -123,6 +133,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.recordBinding(ctx, claim, sb, launch)
 	if written {
 		r.recordReady(claim, original, sb)
+	}
+	if err := r.annotateObservability(ctx, claim, sb); err != nil {
+		return ctrl.Result{}, err
 	}
 	return r.result(claim, bindErr, now)
 }

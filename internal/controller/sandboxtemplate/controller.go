@@ -29,7 +29,7 @@ type Options struct {
 	// Workers is --sandbox-template-concurrent-workers (default 1).
 	Workers int
 	// RouterNamespace and RouterPodLabels select the router Pods the default policy admits
-	// (default agent-sandbox-system, app=sandbox-router).
+	// (default paddock-system, app=paddock-router: where Paddock's install puts paddock-router).
 	RouterNamespace string
 	RouterPodLabels map[string]string
 	// EgressDenyCIDRs is --sandbox-egress-deny-cidrs: when not nil, the ranges the default policy
@@ -44,9 +44,19 @@ type Options struct {
 	Reader client.Reader
 }
 
-// DefaultOptions returns the reference's defaults.
+// Defaults of the options. The router defaults name Paddock's install (config/router, the Helm
+// chart); the manager's flags default to them.
+const (
+	DefaultWorkers         = 1
+	DefaultRouterNamespace = "paddock-system"
+)
+
+// DefaultRouterPodLabels returns the labels of the paddock-router Pods of Paddock's install.
+func DefaultRouterPodLabels() map[string]string { return map[string]string{"app": "paddock-router"} }
+
+// DefaultOptions returns the defaults.
 func DefaultOptions() Options {
-	return Options{Workers: 1, RouterNamespace: "agent-sandbox-system", RouterPodLabels: map[string]string{"app": "sandbox-router"}, EgressDiscovery: true}
+	return Options{Workers: DefaultWorkers, RouterNamespace: DefaultRouterNamespace, RouterPodLabels: DefaultRouterPodLabels(), EgressDiscovery: true}
 }
 
 // ReasonPolicyNotControlled is the Warning event of a template whose NetworkPolicy name is taken

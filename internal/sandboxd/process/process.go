@@ -79,6 +79,15 @@ func (p *Process) Wait() int {
 	return p.code
 }
 
+// State describes how the process ended ("exit status 3", "signal: killed"), once Wait has
+// returned; before that it is empty.
+func (p *Process) State() string {
+	if !p.Exited() || p.cmd.ProcessState == nil {
+		return ""
+	}
+	return p.cmd.ProcessState.String()
+}
+
 // Exited reports whether Wait would return at once.
 func (p *Process) Exited() bool {
 	select {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
+	"github.com/paddock-dev/paddock/internal/sandboxd/envd"
 	"github.com/paddock-dev/paddock/internal/sandboxd/pathsafe"
 	"github.com/paddock-dev/paddock/internal/sandboxd/process"
 )
@@ -30,6 +31,9 @@ type Config struct {
 	// Token is the sandbox token (api/sandboxd.TokenEnv): every call but health must carry it
 	// ("Authorization: Bearer <token>", gRPC metadata authorization, or X-Access-Token).
 	Token string
+	// EnvdAccessToken, when set, is accepted on the envd listener besides the sandbox token
+	// (X-Access-Token, and signed /files URLs are made with it).
+	EnvdAccessToken string
 	// AllowUnauthenticated lets calls without a token through when Token is empty. Development
 	// only: New refuses an empty Token without it.
 	AllowUnauthenticated bool
@@ -109,23 +113,63 @@ func (d *Daemon) Root() string { return d.root.Dir() }
 // Listeners are the sockets Serve uses; a nil listener leaves that API off.
 type Listeners struct {
 	GRPC, REST, Legacy net.Listener
+	// Envd serves E2B's in-sandbox protocol (Connect over HTTP/1.1 and h2c, /files, /health).
+	Envd net.Listener
+}
+
+// EnvdServer returns the E2B envd protocol server over the daemon's root, processes and claim.
+// Its calls pass the same Authorize as every other API (so a locked warm member refuses them),
+// with --envd-access-token standing for the sandbox token.
+func (d *Daemon) EnvdServer() *envd.Server {
+	token, authorize := d.cfg.Token, d.AuthorizeCredentials
+	if e2b := d.cfg.EnvdAccessToken; e2b != "" {
+		token = e2b
+		authorize = func(creds ...string) error {
+			for _, c := range creds {
+				if tokenEqual(c, e2b) {
+					return d.AuthorizeCredentials(d.cfg.Token)
+				}
+			}
+			return d.AuthorizeCredentials(creds...)
+		}
+	}
+	return envd.New(envd.Config{
+		Root:  d.root,
+		Procs: d.procs,
+		Environ: func(extra map[string]string) []string {
+			return process.MergeEnv(d.cfg.Environ, d.claims.Env(), extra)
+		},
+		AccessToken:    token,
+		Authorize:      authorize,
+		MaxUploadBytes: d.cfg.MaxUploadBytes,
+		Ready:          d.ready.Load,
+	})
 }
 
 // Serve serves until ctx ends, then shuts down: health turns 503, processes get SIGTERM then
 // SIGKILL, HTTP and gRPC servers stop within ShutdownTimeout.
 func (d *Daemon) Serve(ctx context.Context, ls Listeners) error {
 	var httpServers []*http.Server
-	errs := make(chan error, 3)
-	serveHTTP := func(l net.Listener, h http.Handler) {
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: d.cfg.HTTPIdleTimeout}
+	errs := make(chan error, 4)
+	serveHTTP := func(l net.Listener, h http.Handler, protocols *http.Protocols) {
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: d.cfg.HTTPIdleTimeout, Protocols: protocols}
 		httpServers = append(httpServers, srv)
 		go func() { errs <- srv.Serve(l) }()
 	}
 	if ls.REST != nil {
-		serveHTTP(ls.REST, d.RESTHandler())
+		serveHTTP(ls.REST, d.RESTHandler(), nil)
 	}
 	if ls.Legacy != nil {
-		serveHTTP(ls.Legacy, d.LegacyHandler())
+		serveHTTP(ls.Legacy, d.LegacyHandler(), nil)
+	}
+	if ls.Envd != nil {
+		e := d.EnvdServer()
+		defer e.Close()
+		// E2B's SDK speaks HTTP/1.1 over plain http, and HTTP/2 where it can: serve both.
+		protocols := new(http.Protocols)
+		protocols.SetHTTP1(true)
+		protocols.SetUnencryptedHTTP2(true)
+		serveHTTP(ls.Envd, e.Handler(), protocols)
 	}
 	var grpcServer *grpc.Server
 	if ls.GRPC != nil {
@@ -135,7 +179,7 @@ func (d *Daemon) Serve(ctx context.Context, ls Listeners) error {
 	if d.cfg.Token == "" {
 		klog.InfoS("WARNING: sandboxd serves WITHOUT AUTHENTICATION (--allow-unauthenticated): anyone who reaches its ports can run commands in this sandbox; development only")
 	}
-	klog.InfoS("sandboxd serving", "locked", d.locked.Load(), "root", d.root.Dir(), "rest", addr(ls.REST), "grpc", addr(ls.GRPC), "legacy", addr(ls.Legacy))
+	klog.InfoS("sandboxd serving", "locked", d.locked.Load(), "root", d.root.Dir(), "rest", addr(ls.REST), "grpc", addr(ls.GRPC), "legacy", addr(ls.Legacy), "envd", addr(ls.Envd))
 
 	var serveErr error
 	select {

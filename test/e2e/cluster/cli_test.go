@@ -103,6 +103,7 @@ func sandboxdTemplateWithVolume(t *testing.T, ns string) *extensionsv1beta1.Sand
 	}
 	tpl.Namespace = ns
 	spec := &tpl.Spec.PodTemplate.Spec
+	withoutMissingRuntimeClass(t, spec)
 	spec.Volumes = slicesDelete(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "workspace" })
 	tpl.Spec.VolumeClaimTemplates = append(tpl.Spec.VolumeClaimTemplates, builder.VolumeClaimTemplate("workspace", "64Mi"))
 	return tpl
@@ -129,7 +130,8 @@ func testCLIVerbs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	framework.MustCreate(t, ctx, c, sandboxdTemplateWithVolume(t, ns))
+	tpl := sandboxdTemplateWithVolume(t, ns)
+	framework.MustCreate(t, ctx, c, tpl)
 	framework.MustCreate(t, ctx, c, builder.MakeWarmPool("sandboxd", ns, "sandboxd").Replicas(1).Obj())
 	cli := &cliEnv{t: t, bin: paddockBinary(t), ns: ns}
 
@@ -152,6 +154,11 @@ func testCLIVerbs(t *testing.T) {
 		t.Fatalf("claim output:\n%s\nwant sandbox %q with IP %v", r.stdout, sandbox, claim.Status.Sandbox.PodIPs)
 	}
 	checkListings(t, cli, sandbox)
+	if rc := tpl.Spec.PodTemplate.Spec.RuntimeClassName; rc != nil {
+		// The pool's members, and so the claimed sandbox, run under the example's gVisor: exec,
+		// cp, suspend and resume below all go through it.
+		expectRuntimeClass(t, ctx, c, ns, sandbox, *rc)
+	}
 
 	r = cli.must("exec", "agent", "--", "sh", "-c", "echo hello from $(hostname); echo to-stderr >&2")
 	if r.stdout != "hello from "+sandbox+"\n" || r.stderr != "to-stderr\n" {

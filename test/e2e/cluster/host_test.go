@@ -17,6 +17,8 @@ type hostSnapshot struct {
 	Interfaces []string
 	Mounts     []string // mount points under the state dir or in the network-namespace dirs
 	IPTables   string   // iptables-save and ip6tables-save without counters and comments
+	// RunscState is what lies under gVisor's shim root (/run/containerd/runsc).
+	RunscState []string
 }
 
 func snapshotHost(stateDir string) (hostSnapshot, error) {
@@ -29,10 +31,16 @@ func snapshotHost(stateDir string) (hostSnapshot, error) {
 		s.Interfaces = append(s.Interfaces, i.Name)
 	}
 	sort.Strings(s.Interfaces)
-	if s.Mounts, err = mountsWithin(stateDir, "/run/netns", "/var/run/netns"); err != nil {
+	if s.Mounts, err = mountsWithin(stateDir, "/run/netns", "/var/run/netns", "/run/containerd/runsc"); err != nil {
 		return s, err
 	}
 	s.IPTables = iptablesRules()
+	_ = filepath.WalkDir("/run/containerd/runsc", func(p string, _ os.DirEntry, err error) error {
+		if err == nil {
+			s.RunscState = append(s.RunscState, p)
+		}
+		return nil
+	})
 	return s, nil
 }
 

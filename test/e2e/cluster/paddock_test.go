@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
@@ -85,6 +86,14 @@ func applyExample(t *testing.T, ctx context.Context, c client.Client, ns, file s
 	}
 	for _, u := range objs {
 		u.SetNamespace(ns)
+		if u.GetKind() == "SandboxTemplate" {
+			if rc, found, _ := unstructured.NestedString(u.Object, "spec", "podTemplate", "spec", "runtimeClassName"); found {
+				spec := &corev1.PodSpec{RuntimeClassName: &rc}
+				if withoutMissingRuntimeClass(t, spec); spec.RuntimeClassName == nil {
+					unstructured.RemoveNestedField(u.Object, "spec", "podTemplate", "spec", "runtimeClassName")
+				}
+			}
+		}
 		if err := c.Create(ctx, u); err != nil {
 			t.Fatalf("creating %s %s from examples/%s: %v", u.GetKind(), u.GetName(), file, err)
 		}

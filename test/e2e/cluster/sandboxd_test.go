@@ -194,6 +194,7 @@ func sandboxdSandbox(t *testing.T, name, ns string) *builder.SandboxWrapper {
 	if len(objs) != 1 || runtime.DefaultUnstructuredConverter.FromUnstructured(objs[0].Object, tpl) != nil {
 		t.Fatalf("examples/sandboxd-template.yaml holds %d objects; want the one SandboxTemplate", len(objs))
 	}
+	withoutMissingRuntimeClass(t, &tpl.Spec.PodTemplate.Spec)
 	w := builder.MakeSandbox(name, ns).PodSpec(tpl.Spec.PodTemplate.Spec)
 	for k, v := range tpl.Spec.PodTemplate.ObjectMeta.Labels {
 		w.PodLabel(k, v)

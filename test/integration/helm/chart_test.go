@@ -280,6 +280,7 @@ func TestValues(t *testing.T) {
 		"replicas=2", "leaderElect=true", "extensions=false",
 		"kubeAPIQPS=50", "kubeAPIBurst=100", "clusterDomain=corp.example",
 		"tracing.enabled=true", "tracing.endpoint=otel-collector.observability:4317", "tracing.insecure=true",
+		"claimObservabilityAnnotations=true",
 		"extraArgs={--sandbox-concurrent-workers=200,--cache-label-selectors}",
 		"extraEnv[0].name=LOG_FORMAT", "extraEnv[0].value=json",
 		"resources.requests.cpu=1", "resources.limits.memory=2Gi",
@@ -291,7 +292,7 @@ func TestValues(t *testing.T) {
 	c := d.Spec.Template.Spec.Containers[0]
 	wantArgs := []string{
 		"--leader-elect=true", "--metrics-bind-address=:9443", "--kube-api-qps=50", "--kube-api-burst=100",
-		"--cluster-domain=corp.example", "--enable-tracing", "--router-namespace=agents",
+		"--cluster-domain=corp.example", "--enable-tracing", "--claim-observability-annotations", "--router-namespace=agents",
 		"--sandbox-concurrent-workers=200", "--cache-label-selectors",
 	}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
@@ -390,11 +391,11 @@ func TestServiceMonitor(t *testing.T) {
 }
 
 // TestRouterMatchesKustomize renders the router in each authz mode and compares it with
-// config/router and its components, built by kubectl kustomize.
+// config/router and its components, built by the pinned kustomize that renders dist/.
 func TestRouterMatchesKustomize(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
+	kustomize, err := framework.KustomizeBinary()
 	if err != nil {
-		t.Fatalf("kubectl (which `make dist` needs too) is not on PATH: %v", err)
+		t.Fatal(err)
 	}
 	for mode, component := range map[string]string{"allow-all": "allow-all", "tokenreview": "", "scoped-token": "scoped-token"} {
 		t.Run(mode, func(t *testing.T) {
@@ -415,9 +416,9 @@ func TestRouterMatchesKustomize(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			out, err := exec.Command(kubectl, "kustomize", dir).Output()
+			out, err := exec.Command(kustomize, "build", dir).Output()
 			if err != nil {
-				t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, stderrOf(err))
+				t.Fatalf("kustomize build %s: %v\n%s", dir, err, stderrOf(err))
 			}
 			want, err := framework.DecodeManifests(out)
 			if err != nil {

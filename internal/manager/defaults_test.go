@@ -1,0 +1,41 @@
+package manager
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/paddock-dev/paddock/internal/controller/sandbox"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
+)
+
+// TestDefaultsAreTheControllers checks that the manager's default flags hand each controller
+// exactly the defaults that controller exports: a default declared in two places drifts.
+func TestDefaultsAreTheControllers(t *testing.T) {
+	o := NewOptions()
+	if diff := cmp.Diff(sandboxtemplate.DefaultOptions(), templateOptions(o)); diff != "" {
+		t.Errorf("SandboxTemplate options from the default flags (-controller's defaults +manager's):\n%s", diff)
+	}
+	if diff := cmp.Diff(sandboxwarmpool.DefaultOptions(), poolOptions(o), cmpopts.IgnoreFields(sandboxwarmpool.Options{}, "Now")); diff != "" {
+		t.Errorf("SandboxWarmPool options from the default flags (-controller's defaults +manager's):\n%s", diff)
+	}
+	if diff := cmp.Diff(sandboxclaim.DefaultOptions(), claimOptions(o), cmpopts.IgnoreFields(sandboxclaim.Options{}, "Now")); diff != "" {
+		t.Errorf("SandboxClaim options from the default flags (-controller's defaults +manager's):\n%s", diff)
+	}
+	sandboxDefaults := map[string]any{
+		"cluster domain":         sandbox.DefaultClusterDomain,
+		"workers":                sandbox.DefaultWorkers,
+		"status coalesce window": sandbox.DefaultStatusCoalesceWindow,
+	}
+	fromFlags := map[string]any{
+		"cluster domain":         o.ClusterDomain,
+		"workers":                o.SandboxWorkers,
+		"status coalesce window": o.SandboxStatusCoalesceWindow,
+	}
+	if diff := cmp.Diff(sandboxDefaults, fromFlags); diff != "" {
+		t.Errorf("Sandbox controller settings from the default flags (-controller's defaults +manager's):\n%s", diff)
+	}
+}

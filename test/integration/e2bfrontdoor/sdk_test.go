@@ -19,13 +19,14 @@ import (
 var sdkVersions = []string{"e2b-2.51.0", "e2b-2.50.0"}
 
 // serveSandboxd runs an in-process sandboxd whose envd listener stands in for every sandbox's
-// daemon; it returns that listener's address. It requires no token: the front door's data-plane
+// daemon; it returns that listener's address. It requires no token (--allow-unauthenticated: one
+// daemon cannot hold every sandbox's token): the front door's data-plane
 // check is what the SDK's token meets here.
 func serveSandboxd(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
 	d, err := server.New(server.Config{RootDir: root, Environ: process.MergeEnv(os.Environ(), map[string]string{"HOME": root}),
-		ShutdownTimeout: 5 * time.Second})
+		AllowUnauthenticated: true, ShutdownTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,6 @@ const (
 	e2bPoolReplicas  = 2
 	e2bKeySecretName = "e2b-api-key-dev"
 	e2bKeysNamespace = e2b.DefaultAPIKeyNamespace
-	gvisorClass      = "gvisor"
 )
 
 // E2BTemplate is the `base` template: sandboxd (with bash, which the SDK's commands.run needs)
@@ -64,7 +63,7 @@ func E2BTemplate(image string, gvisor bool) *extensionsv1beta1.SandboxTemplate {
 		},
 	}
 	if gvisor {
-		t.Spec.PodTemplate.Spec.RuntimeClassName = ptr.To(gvisorClass)
+		t.Spec.PodTemplate.Spec.RuntimeClassName = ptr.To(GVisorRuntimeClass)
 	}
 	return t
 }
@@ -86,7 +85,7 @@ func (cl *cluster) installE2B(ctx context.Context) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	err = c.Get(ctx, client.ObjectKey{Name: gvisorClass}, &nodev1.RuntimeClass{})
+	err = c.Get(ctx, client.ObjectKey{Name: GVisorRuntimeClass}, &nodev1.RuntimeClass{})
 	gvisor := err == nil
 	changed := false
 	for _, obj := range []client.Object{E2BTemplate(cl.cfg.SandboxImage(), gvisor), E2BPool()} {

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	processv1 "github.com/paddock-dev/paddock/api/proto/process/v1"
 	"github.com/paddock-dev/paddock/internal/devcluster"
 	"github.com/paddock-dev/paddock/test/builder"
@@ -59,9 +60,9 @@ func testGVisorKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	hostRelease := utsString(host.Release[:])
-	run := func(ip string, cmd ...string) string {
+	run := func(sb *agentsv1beta1.Sandbox, ip string, cmd ...string) string {
 		t.Helper()
-		res, err := dialSandboxd(t, ip).Execute(ctx, &processv1.ExecuteRequest{Config: &processv1.ProcessConfig{Command: cmd}})
+		res, err := dialSandboxd(t, ip, sandboxToken(t, ctx, c, sb)).Execute(ctx, &processv1.ExecuteRequest{Config: &processv1.ProcessConfig{Command: cmd}})
 		if err != nil {
 			t.Fatalf("%s in %s: %v", strings.Join(cmd, " "), ip, err)
 		}
@@ -69,15 +70,15 @@ func testGVisorKernel(t *testing.T) {
 	}
 
 	gvisorIP, runcIP := waitSandboxReady(t, c, gvisor), waitSandboxReady(t, c, runc)
-	uname := run(gvisorIP, "uname", "-a")
+	uname := run(gvisor, gvisorIP, "uname", "-a")
 	t.Logf("uname -a under gVisor: %s", uname)
 	if strings.Contains(uname, hostRelease) {
 		t.Errorf("uname -a under gVisor = %q; it names the host's kernel %s", uname, hostRelease)
 	}
-	if dmesg := run(gvisorIP, "dmesg"); !strings.Contains(dmesg, "Starting gVisor") {
+	if dmesg := run(gvisor, gvisorIP, "dmesg"); !strings.Contains(dmesg, "Starting gVisor") {
 		t.Errorf("dmesg under gVisor = %q; want gVisor's boot messages", dmesg)
 	}
-	uname = run(runcIP, "uname", "-a")
+	uname = run(runc, runcIP, "uname", "-a")
 	t.Logf("uname -a under runc: %s", uname)
 	if !strings.Contains(uname, hostRelease) {
 		t.Errorf("uname -a under runc = %q; want the host's kernel %s", uname, hostRelease)

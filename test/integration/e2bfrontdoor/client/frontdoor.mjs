@@ -1,6 +1,8 @@
 // Drives the front door with the unmodified SDK named by E2B_PKG. E2B_API_URL, E2B_SANDBOX_URL
 // and E2B_API_KEY point at it; OTHER_KEY is a key of another namespace. Prints one line per
-// check and "all checks passed" at the end; exits 1 on the first failure.
+// check and "all checks passed" at the end; exits 1 on the first failure. E2B_TEMPLATE names the
+// template (default base). On a real cluster E2B_CHECK_ENV=1 also checks that a command sees the
+// create's envs, and E2B_CHECK_EXPIRY=1 that a sandbox is gone after its timeout.
 const { Sandbox, AuthenticationError } = await import(process.env.E2B_PKG)
 
 let n = 0
@@ -13,7 +15,8 @@ function check(name, ok, detail = '') {
   console.log(`ok   ${name}`)
 }
 
-const sbx = await Sandbox.create('base', { metadata: { run: 'fd-1' }, envs: { FOO: 'bar' }, timeoutMs: 120_000 })
+const template = process.env.E2B_TEMPLATE || 'base'
+const sbx = await Sandbox.create(template, { metadata: { run: 'fd-1' }, envs: { FOO: 'bar' }, timeoutMs: 120_000 })
 check('create returns an id', /^[a-z0-9]+$/.test(sbx.sandboxId), sbx.sandboxId)
 const r = await sbx.commands.run('echo hi; echo err 1>&2')
 check('commands.run', r.exitCode === 0 && r.stdout === 'hi\n' && r.stderr === 'err\n', JSON.stringify(r))
@@ -23,7 +26,12 @@ check('files.list', (await sbx.files.list('.')).some((e) => e.name === 'kept.txt
 const info = await sbx.getInfo()
 check('getInfo', info.metadata.run === 'fd-1' && info.state === 'running' && info.endAt instanceof Date, JSON.stringify(info))
 
-const other = await Sandbox.create('base', { metadata: { run: 'fd-2' } })
+if (process.env.E2B_CHECK_ENV === '1') {
+  const env = await sbx.commands.run('echo "$FOO"')
+  check('the command sees the envs of create', env.stdout === 'bar\n', JSON.stringify(env))
+}
+
+const other = await Sandbox.create(template, { metadata: { run: 'fd-2' } })
 const filtered = await Sandbox.list({ query: { metadata: { run: 'fd-1' } } }).nextItems()
 check('list with a metadata filter', filtered.length === 1 && filtered[0].sandboxId === sbx.sandboxId, JSON.stringify(filtered))
 const pager = Sandbox.list({ limit: 1 })
@@ -63,4 +71,16 @@ try {
   check('unknown template', String(e).includes('no-such-template'), String(e))
 }
 await other.kill()
+
+if (process.env.E2B_CHECK_EXPIRY === '1') {
+  const short = await Sandbox.create(template, { metadata: { run: 'fd-expiry' }, timeoutMs: 60_000 })
+  await short.setTimeout(5_000)
+  const deadline = Date.now() + 120_000
+  let left = [short]
+  while (left.length > 0 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    left = await Sandbox.list({ query: { metadata: { run: 'fd-expiry' } } }).nextItems()
+  }
+  check('gone after its timeout', left.length === 0, JSON.stringify(left))
+}
 console.log(`all checks passed (${n})`)

@@ -3,6 +3,8 @@ package e2b
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/paddock-dev/paddock/api/sandboxd"
 )
 
 // Wire names of E2B's protocol (shared/reference/e2b.md §1.1-1.3).
@@ -20,8 +22,8 @@ const (
 	NextTokenHeader = "X-Next-Token"
 	// TotalRunningHeader is the number of running sandboxes matching a list.
 	TotalRunningHeader = "X-Total-Running"
-	// EnvdPort is the port of the in-sandbox daemon.
-	EnvdPort = 49983
+	// EnvdPort is the port of the in-sandbox daemon (sandboxd's --envd-port default).
+	EnvdPort = sandboxd.EnvdPort
 	// EnvdVersion is the envd version reported to the SDK. It is a feature switch there: 0.5.7 and
 	// above lets the SDK skip the injected "user" username and use octet-stream uploads.
 	EnvdVersion = "0.5.7"

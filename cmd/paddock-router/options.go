@@ -25,45 +25,47 @@ import (
 // deployment arguments carry over; flags it does not have are marked "paddock" in their help.
 type Options struct {
 	HTTPAddr, HTTPSAddr, MetricsAddr, HealthAddr string
-	TLSCertFile, TLSKeyFile, TLSClientCAFile     string
-	MTLSMode                                     string
-	ClusterDomain                                string
-	ProxyTimeout, ResponseHeaderTimeout          time.Duration
-	DialTimeout                                  time.Duration
-	ShutdownTimeout, ShutdownDelay               time.Duration
-	MaxRequestBodyBytes                          int64
-	MaxHeaderBytes                               int
-	Retries                                      int
-	UpstreamIdleConnsPerHost                     int
-	RetryInitialDelay, RetryMaxDelay             time.Duration
-	AuthzMode                                    string
-	TokenReviewTTL                               time.Duration
-	TokenReviewCacheSize                         int
-	TokenReviewRequireToken                      bool
-	TokenReviewCheckAccess                       bool
-	TokenReviewAudiences                         string
-	ScopedTokenSecretFile                        string
-	SandboxCache                                 bool
-	InsecureDNSRouting                           bool
-	InjectSandboxToken                           bool
-	CredentialsSecret                            string
-	SandboxNamespaces                            string
-	Kubeconfig                                   string
-	AccessLog                                    bool
-	EnableTracing                                bool
-	ConfigFile                                   string
-	Version                                      bool
-	E2BAddr, E2BHTTPSAddr                        string
-	E2BDomain                                    string
-	E2BAPIKeyNamespace                           string
-	E2BCreateTimeout                             time.Duration
+	// MetricsSecure serves /metrics over HTTPS to reviewed callers only.
+	MetricsSecure                            bool
+	TLSCertFile, TLSKeyFile, TLSClientCAFile string
+	MTLSMode                                 string
+	ClusterDomain                            string
+	ProxyTimeout, ResponseHeaderTimeout      time.Duration
+	DialTimeout                              time.Duration
+	ShutdownTimeout, ShutdownDelay           time.Duration
+	MaxRequestBodyBytes                      int64
+	MaxHeaderBytes                           int
+	Retries                                  int
+	UpstreamIdleConnsPerHost                 int
+	RetryInitialDelay, RetryMaxDelay         time.Duration
+	AuthzMode                                string
+	TokenReviewTTL                           time.Duration
+	TokenReviewCacheSize                     int
+	TokenReviewRequireToken                  bool
+	TokenReviewCheckAccess                   bool
+	TokenReviewAudiences                     string
+	ScopedTokenSecretFile                    string
+	SandboxCache                             bool
+	InsecureDNSRouting                       bool
+	InjectSandboxToken                       bool
+	CredentialsSecret                        string
+	SandboxNamespaces                        string
+	Kubeconfig                               string
+	AccessLog                                bool
+	EnableTracing                            bool
+	ConfigFile                               string
+	Version                                  bool
+	E2BAddr, E2BHTTPSAddr                    string
+	E2BDomain                                string
+	E2BAPIKeyNamespace                       string
+	E2BCreateTimeout                         time.Duration
 }
 
 // defaultOptions applies the built-in defaults, then the CLUSTER_DOMAIN and
 // PROXY_TIMEOUT_SECONDS environment variables (invalid values are ignored, as upstream does).
 func defaultOptions() *Options {
 	o := &Options{
-		HTTPAddr: ":8080", MetricsAddr: ":9090", HealthAddr: ":8081", MTLSMode: "off",
+		HTTPAddr: ":8080", MetricsAddr: ":9090", HealthAddr: ":8081", MTLSMode: "off", MetricsSecure: true,
 		ClusterDomain: "cluster.local", ProxyTimeout: 180 * time.Second, ResponseHeaderTimeout: 30 * time.Second,
 		DialTimeout: 30 * time.Second, ShutdownTimeout: 30 * time.Second, ShutdownDelay: 5 * time.Second,
 		MaxHeaderBytes: 64 << 10, Retries: 3, UpstreamIdleConnsPerHost: proxy.DefaultIdleConnsPerHost, RetryInitialDelay: 200 * time.Millisecond, RetryMaxDelay: 800 * time.Millisecond,
@@ -104,6 +106,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.HTTPAddr, "http-bind-address", o.HTTPAddr, "Proxy listener over HTTP; empty turns it off.")
 	fs.StringVar(&o.HTTPSAddr, "https-bind-address", o.HTTPSAddr, "Proxy listener over HTTPS; needs --tls-cert-file and --tls-key-file.")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Prometheus /metrics listener; empty turns it off.")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve /metrics over HTTPS to callers with get on the non-resource URL /metrics (ClusterRole paddock-metrics-reader), checked with TokenReview and SubjectAccessReview; false (UNSAFE) serves every caller over plain HTTP.")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "/healthz and /readyz listener; empty turns it off.")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "PEM certificate for HTTPS, reloaded when it changes.")
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", o.TLSKeyFile, "PEM key for HTTPS, reloaded when it changes.")
@@ -250,7 +253,7 @@ func (o *Options) e2bOn() bool { return o.E2BAddr != "" || o.E2BHTTPSAddr != "" 
 
 // NeedsKube reports whether the options need an API server connection.
 func (o *Options) NeedsKube() bool {
-	return o.SandboxCache || o.InjectSandboxToken || o.AuthzMode == router.AuthzTokenReview || o.e2bOn()
+	return o.SandboxCache || o.InjectSandboxToken || o.AuthzMode == router.AuthzTokenReview || (o.MetricsSecure && o.MetricsAddr != "") || o.e2bOn()
 }
 
 // Config turns validated options into the router's configuration.
@@ -275,7 +278,7 @@ func (o *Options) Config() router.Config {
 			MaxHeaderBytes: o.MaxHeaderBytes, ShutdownDelay: o.ShutdownDelay, ShutdownTimeout: o.ShutdownTimeout},
 		TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSKeyFile, TLSClientCAFile: o.TLSClientCAFile, MTLSMode: o.MTLSMode,
 		SandboxCache: o.SandboxCache, SandboxNamespaces: splitCSV(o.SandboxNamespaces), ClusterDomain: o.ClusterDomain,
-		AuthzMode:          o.AuthzMode,
+		AuthzMode: o.AuthzMode, MetricsSecure: o.MetricsSecure,
 		InsecureDNSRouting: o.InsecureDNSRouting, InjectSandboxToken: o.InjectSandboxToken, CredentialsSecret: secret,
 		TokenReview: authz.TokenReviewOptions{Audiences: splitCSV(o.TokenReviewAudiences),
 			SkipAccessCheck: !o.TokenReviewCheckAccess, TTL: o.TokenReviewTTL, CacheSize: o.TokenReviewCacheSize},

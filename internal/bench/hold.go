@@ -1,10 +1,13 @@
 package bench
 
 import (
-	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,8 +24,8 @@ import (
 )
 
 // Controller locates the controller under test through the API: the Pods matching Selector in
-// Namespace, whose Prometheus endpoint listens on MetricsPort (read through the API server's pod
-// proxy). Nothing in it is specific to Paddock.
+// Namespace, whose Prometheus endpoint listens on MetricsPort (HTTPS, read from the Pod's address
+// with the kubeconfig's token). Nothing in it is specific to Paddock.
 type Controller struct {
 	Namespace   string
 	Selector    string
@@ -68,15 +71,41 @@ type Hold struct {
 	Problems []string `json:"problems,omitempty"`
 }
 
-// ControllerMetrics reads the metrics of the controller Pod pod through the API server's proxy.
+// ControllerMetrics reads the metrics of the controller Pod pod from its address: the
+// controller serves them over HTTPS (self-signed) to a token allowed get on /metrics
+// (--metrics-secure), which the API server's pod proxy cannot present, so the harness dials the
+// Pod with the kubeconfig's token.
 func (r *Runner) ControllerMetrics(ctx context.Context, pod string) (ControllerMetrics, error) {
-	body, err := r.raw.Get().AbsPath("/api/v1/namespaces", r.controller.Namespace, "pods",
-		fmt.Sprintf("%s:%d", pod, r.controller.MetricsPort), "proxy", "metrics").DoRaw(ctx)
-	if err != nil {
-		return ControllerMetrics{}, fmt.Errorf("reading metrics of controller Pod %s/%s on port %d through the API server's pod proxy (check --controller-metrics-port; the identity needs get on pods/proxy): %w",
-			r.controller.Namespace, pod, r.controller.MetricsPort, err)
+	p := &corev1.Pod{}
+	if err := r.c.Get(ctx, client.ObjectKey{Namespace: r.controller.Namespace, Name: pod}, p); err != nil {
+		return ControllerMetrics{}, err
 	}
-	return ParseControllerMetrics(bytes.NewReader(body))
+	if p.Status.PodIP == "" {
+		return ControllerMetrics{}, fmt.Errorf("controller Pod %s/%s has no IP yet", r.controller.Namespace, pod)
+	}
+	if r.token == "" {
+		return ControllerMetrics{}, errors.New("the kubeconfig has no bearer token to present to the controller's /metrics (--metrics-secure)")
+	}
+	url := "https://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(r.controller.MetricsPort)) + "/metrics"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return ControllerMetrics{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+r.token)
+	// The controller's serving certificate is self-signed; the token goes only to the Pod the
+	// API server named.
+	transport := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // self-signed, see above
+	defer transport.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: transport, Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return ControllerMetrics{}, fmt.Errorf("reading metrics of controller Pod %s/%s at %s (check --controller-metrics-port): %w", r.controller.Namespace, pod, url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return ControllerMetrics{}, fmt.Errorf("reading metrics of controller Pod %s/%s at %s: %s (the kubeconfig's identity needs get on /metrics, ClusterRole paddock-metrics-reader)",
+			r.controller.Namespace, pod, url, resp.Status)
+	}
+	return ParseControllerMetrics(resp.Body)
 }
 
 // controllerPod returns the name and UID of the Ready controller Pod that is not being deleted;

@@ -77,7 +77,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.HoldTimeout, "hold-timeout", o.HoldTimeout, "bound on each phase of the hold scenario: creating the Sandboxes, the controller settling, the resync after its restart")
 	fs.StringVar(&o.Controller.Namespace, "controller-namespace", o.Controller.Namespace, "namespace of the controller's Pods (hold scenario)")
 	fs.StringVar(&o.Controller.Selector, "controller-selector", o.Controller.Selector, "label selector of the controller's Pods (hold scenario)")
-	fs.IntVar(&o.Controller.MetricsPort, "controller-metrics-port", o.Controller.MetricsPort, "port of the controller's plain-HTTP Prometheus /metrics, read through the API server's pod proxy (hold scenario)")
+	fs.IntVar(&o.Controller.MetricsPort, "controller-metrics-port", o.Controller.MetricsPort, "port of the controller's HTTPS Prometheus /metrics, read from the Pod's address with the kubeconfig's token (hold scenario)")
 	fs.StringVar(&o.Controller.Deployment, "controller-deployment", o.Controller.Deployment, "the controller's Deployment in --controller-namespace, whose first container's image --compare swaps")
 	fs.StringVar(&o.Compare, "compare", o.Compare, "IMAGE_A,IMAGE_B: run every scenario with the controller Deployment on image A, then on image B, on the same cluster; write a/, b/ and compare.md (ratios B/A) into --out, then restore the original image")
 	fs.IntVar(&o.RuntimeRequests, "runtime", o.RuntimeRequests, "round trips of a runtime scenario, each way: exec of \"true\" through the SDK and GET /v1/health, straight to one real sandbox and through the router; 0 skips it. The harness must reach Pod IPs (run it on the cluster's node)")

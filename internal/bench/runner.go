@@ -44,6 +44,8 @@ type Runner struct {
 	controller Controller
 	// runtimeTarget is what the runtime scenario measures; see MeasureRuntime.
 	runtimeTarget RuntimeTarget
+	// token is the kubeconfig's bearer token, presented to the controller's /metrics.
+	token string
 }
 
 // NewRunner builds the clients. It lifts the client-side rate limit: the harness must not be the
@@ -68,7 +70,15 @@ func NewRunner(cfg *rest.Config, image string) (*Runner, error) {
 	if image == "" {
 		image = DefaultImage
 	}
-	return &Runner{c: c, raw: d.RESTClient(), disc: d, image: image, runtimeTarget: DefaultRuntimeTarget()}, nil
+	token := cfg.BearerToken
+	if token == "" && cfg.BearerTokenFile != "" {
+		b, err := os.ReadFile(cfg.BearerTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the kubeconfig's token file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	return &Runner{c: c, raw: d.RESTClient(), disc: d, image: image, runtimeTarget: DefaultRuntimeTarget(), token: token}, nil
 }
 
 // Writes reads the API server's write counters from GET /metrics.

@@ -38,6 +38,16 @@ func LockUntilClaimed(spec *corev1.PodSpec) {
 	}
 }
 
+// Unlock removes the lock from a pod spec: a claimed Sandbox whose Pod is created again (after
+// a resume, an eviction) must not start locked, since the claim was bound before and nothing
+// sends claim settings to the new Pod.
+func Unlock(spec *corev1.PodSpec) {
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == sandboxd.RequireClaimEnv })
+	}
+}
+
 // LockedUntilClaimed reports whether a Sandbox's pod spec starts sandboxd locked.
 func LockedUntilClaimed(spec *corev1.PodSpec) bool {
 	for _, c := range spec.Containers {

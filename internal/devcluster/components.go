@@ -145,9 +145,9 @@ func (cl *cluster) components() map[string]component {
 		},
 		{
 			name: compKWOK, binary: filepath.Join(b.ToolsDir, "kwok"), args: kwokArgs(c, stages),
-			listens: []listen{{addr: node(c.Ports.KWOK)}},
+			listens: []listen{{addr: loopback(c.Ports.KWOK)}},
 			ready: func(ctx context.Context) error {
-				return httpOK(ctx, "http://"+node(c.Ports.KWOK)+"/healthz", "")
+				return httpOK(ctx, "http://"+loopback(c.Ports.KWOK)+"/healthz", "")
 			},
 			timeout: 60 * time.Second,
 		},

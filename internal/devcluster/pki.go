@@ -46,6 +46,12 @@ func ensurePKI(c Config) error {
 			return err
 		}
 	}
+	// Its own check: state dirs made before the kubelet required authentication lack it.
+	if !exists(filepath.Join(dir, kubeletClientCert)) {
+		if err := writeKubeletClient(dir); err != nil {
+			return fmt.Errorf("create the API server's kubelet client certificate in %s: %w", dir, err)
+		}
+	}
 	if !exists(filepath.Join(dir, "tokens.csv")) {
 		t := tokens{Admin: randomToken(), Kubelet: randomToken()}
 		if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(tokenFile(t)), 0o600); err != nil {
@@ -112,6 +118,73 @@ func writeCA(c Config, dir string) error {
 		}
 	}
 	return nil
+}
+
+// The API server's client certificate for the kubelet.
+const (
+	kubeletClientCert = "apiserver-kubelet-client.crt"
+	kubeletClientKey  = "apiserver-kubelet-client.key"
+)
+
+// writeKubeletClient signs, with the cluster CA, the certificate the API server presents to the
+// kubelet: group system:masters, so the kubelet's webhook authorization allows it everything.
+func writeKubeletClient(dir string) error {
+	ca, caKey, err := readCA(dir)
+	if err != nil {
+		return err
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.AddDate(10, 0, 0),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	if err := writePEM(filepath.Join(dir, kubeletClientKey), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key)); err != nil {
+		return err
+	}
+	// The certificate last: its presence marks the pair as complete.
+	return writePEM(filepath.Join(dir, kubeletClientCert), "CERTIFICATE", der)
+}
+
+// readCA reads the cluster CA's certificate and key.
+func readCA(dir string) (*x509.Certificate, *rsa.PrivateKey, error) {
+	certPEM, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(dir, "ca.key"))
+	if err != nil {
+		return nil, nil, err
+	}
+	certBlock, _ := pem.Decode(certPEM)
+	keyBlock, _ := pem.Decode(keyPEM)
+	if certBlock == nil || keyBlock == nil {
+		return nil, nil, fmt.Errorf("ca.crt or ca.key in %s is not PEM; remove the state dir (paddock dev down) to start afresh", dir)
+	}
+	ca, err := x509.ParseCertificate(certBlock.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := x509.ParsePKCS1PrivateKey(keyBlock.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ca, key, nil
 }
 
 func apiServerDNSNames() []string {

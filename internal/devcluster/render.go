@@ -55,6 +55,10 @@ func apiServerArgs(c Config) []string {
 		"--service-account-key-file=" + c.path("pki", "sa.pub"),
 		"--service-account-signing-key-file=" + c.path("pki", "sa.key"),
 		"--token-auth-file=" + c.path("pki", "tokens.csv"),
+		// The kubelet authenticates the API server by this certificate (system:masters), and
+		// nobody else: it serves no anonymous request.
+		"--kubelet-client-certificate=" + c.path("pki", kubeletClientCert),
+		"--kubelet-client-key=" + c.path("pki", kubeletClientKey),
 		"--authorization-mode=Node,RBAC",
 		"--service-cluster-ip-range=" + c.ServiceCIDR.String(),
 		"--allow-privileged=true",
@@ -103,9 +107,7 @@ func kubeletArgs(c Config) []string {
 	}
 }
 
-// kwokArgs points KWOK at the fake nodes. Its server (fake logs and exec) listens on the node
-// address and the fake nodes report that address and port, so `kubectl logs` on a KWOK pod is
-// answered by KWOK instead of going anywhere else.
+// kwokArgs points KWOK at the fake nodes, with its configuration and stages.
 func kwokArgs(c Config, stageFiles []string) []string {
 	args := []string{
 		"--kubeconfig=" + c.KubeconfigPath(),
@@ -113,7 +115,12 @@ func kwokArgs(c Config, stageFiles []string) []string {
 		"--cidr=" + c.KWOKCIDR.String(),
 		"--node-ip=" + c.NodeIP.String(),
 		"--node-port=" + strconv.Itoa(c.Ports.KWOK),
-		"--server-address=" + hostPort(c.NodeIP, c.Ports.KWOK),
+		// KWOK's server authenticates nobody and serves /metrics whatever its configuration, so
+		// it listens on loopback only: pods cannot reach it. The fake nodes still report the node
+		// address, so the API server's logs and exec requests for KWOK pods are refused there
+		// instead of reaching anything else.
+		"--server-address=" + loopback(c.Ports.KWOK),
+		"--config=" + c.path("kwok", "kwok.yaml"),
 	}
 	for _, f := range stageFiles {
 		args = append(args, "--config="+f)
@@ -222,11 +229,15 @@ func kubeletConfig(c Config) string {
 		"clusterDomain": ClusterDomain,
 		"resolvConf":    c.path("kubelet", "resolv.conf"),
 		"podLogsDir":    c.path("kubelet", "pod-logs"),
+		// Anonymous requests get 401; the API server presents its client certificate, anything
+		// else a token the API server reviews, and every request is authorized by it. Pods
+		// reach the node's address, so an open kubelet would run commands in every pod for them.
 		"authentication": map[string]any{
-			"anonymous": map[string]any{"enabled": true},
-			"webhook":   map[string]any{"enabled": false},
+			"anonymous": map[string]any{"enabled": false},
+			"webhook":   map[string]any{"enabled": true},
+			"x509":      map[string]any{"clientCAFile": c.path("pki", "ca.crt")},
 		},
-		"authorization":               map[string]any{"mode": "AlwaysAllow"},
+		"authorization":               map[string]any{"mode": "Webhook"},
 		"evictionHard":                map[string]string{"memory.available": "0%", "nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"},
 		"imageGCHighThresholdPercent": 100,
 		"serializeImagePulls":         false,
@@ -234,6 +245,25 @@ func kubeletConfig(c Config) string {
 	}
 	out, _ := json.MarshalIndent(conf, "", "  ")
 	return string(out) + "\n"
+}
+
+// kwokConfig renders KWOK's own configuration: no debugging handlers, so no pprof (a heap
+// profile would hold the admin token KWOK uses) and no exec, attach or port-forward. A
+// configuration file replaces KWOK's defaults, so the rest restates them (KWOK v0.8).
+func kwokConfig() string {
+	return `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  enableDebuggingHandlers: false
+  enableProfilingHandler: false
+  enableContentionProfiling: false
+  podPlayStageParallelism: 4
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
+  enablePodsOnNodeSyncListPager: true
+  enablePodsOnNodeSyncStreamWatch: false
+`
 }
 
 // kubeletResolvConf is the upstream resolver file of pods: only the cluster DNS, so no pod query

@@ -132,7 +132,7 @@ func TestArgsStayInsideTheTestBed(t *testing.T) {
 	want := map[string][]string{
 		"apiserver": {"--bind-address=198.18.255.1", "--service-cluster-ip-range=198.19.128.0/17", "--authorization-mode=Node,RBAC"},
 		"kubelet":   {"--node-ip=198.18.255.1", "--hostname-override=paddock-dev"},
-		"kwok":      {"--cidr=198.19.0.0/17", "--manage-nodes-with-label-selector=type=kwok", "--config=/s/a.yaml", "--config=/s/b.yaml"},
+		"kwok":      {"--cidr=198.19.0.0/17", "--manage-nodes-with-label-selector=type=kwok", "--config=/state/kwok/kwok.yaml", "--config=/s/a.yaml", "--config=/s/b.yaml"},
 		"etcd":      {"--listen-client-urls=http://127.0.0.1:23790", "--listen-peer-urls=http://127.0.0.1:23800"},
 		"kcm":       {"--controllers=*,-nodeipam", "--bind-address=127.0.0.1"},
 	}

@@ -256,6 +256,7 @@ func (cl *cluster) writeConfiguration(context.Context) (string, bool, error) {
 		c.path("containerd", "config.toml"):           containerdConfig(c, cl.bin.GVisorDir),
 		c.path("cni", "net.d", "10-paddock.conflist"): cniConfig(c),
 		c.path("coredns", "Corefile"):                 corefile(c),
+		c.path("kwok", "kwok.yaml"):                   kwokConfig(),
 	}
 	if cl.bin.GVisorDir != "" {
 		files[c.runscConfigPath()] = runscConfig(filepath.Join(cl.bin.GVisorDir, "runsc"))

@@ -73,14 +73,11 @@ func tracerOrNil(tp trace.TracerProvider) trace.TracerProvider {
 
 // setupSandbox registers the Sandbox controller; key (nil: credentials off) derives the tokens.
 func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider, key []byte) error {
-	opts := []sandbox.Option{
-		sandbox.WithClusterDomain(o.ClusterDomain), sandbox.WithWorkers(o.SandboxWorkers), sandbox.WithStatusCoalesceWindow(o.SandboxStatusCoalesceWindow), sandbox.WithTracerProvider(tp),
-		sandbox.WithAPIReader(mgr.GetAPIReader()), sandbox.WithWriteBehindWindow(o.SandboxWriteBehindWindow),
-	}
-	if key != nil {
-		opts = append(opts, sandbox.WithCredentialsKey(key))
-	}
-	r, err := sandbox.New(mgr.GetClient(), mgr.GetScheme(), mgr.GetEventRecorder(sandbox.ControllerName), opts...)
+	opts := sandboxOptions(o)
+	opts.APIReader = mgr.GetAPIReader()
+	opts.CredentialsKey = key
+	opts.TracerProvider = tp
+	r, err := sandbox.New(mgr.GetClient(), mgr.GetEventRecorder(sandbox.ControllerName), opts)
 	if err != nil {
 		return err
 	}
@@ -117,6 +114,16 @@ func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider, key 
 		}
 	}
 	return nil
+}
+
+// sandboxOptions is what the flags in o give the Sandbox controller.
+func sandboxOptions(o *Options) sandbox.Options {
+	opts := sandbox.DefaultOptions()
+	opts.ClusterDomain = o.ClusterDomain
+	opts.Workers = o.SandboxWorkers
+	opts.StatusCoalesceWindow = o.SandboxStatusCoalesceWindow
+	opts.WriteBehindWindow = o.SandboxWriteBehindWindow
+	return opts
 }
 
 // templateOptions, poolOptions and claimOptions are what the flags in o give each extension

@@ -21,7 +21,11 @@ import (
 // Options is the controller manager's configuration. Flag names follow the reference controller
 // so that existing deployment manifests keep working.
 type Options struct {
-	MetricsBindAddress     string
+	MetricsBindAddress string
+	// MetricsSecure serves /metrics (and pprof) over HTTPS to callers the API server
+	// authenticates and authorizes (get on the non-resource URL, ClusterRole
+	// paddock-metrics-reader); false serves everybody over plain HTTP.
+	MetricsSecure          bool
 	HealthProbeBindAddress string
 
 	LeaderElect             bool
@@ -124,6 +128,7 @@ func NewOptions() *Options {
 		SandboxEgressDiscovery:               template.EgressDiscovery,
 		AllowedLabelDomainsFile:              "/etc/sandbox-config/allowed-label-domains",
 		SandboxCredentials:                   true,
+		MetricsSecure:                        true,
 	}
 }
 
@@ -132,6 +137,7 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.ShowVersion, "version", o.ShowVersion, "Print the version and exit.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address the Prometheus metrics endpoint listens on; \"0\" disables it.")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve /metrics over HTTPS to callers with get on the non-resource URL /metrics (ClusterRole paddock-metrics-reader), checked with TokenReview and SubjectAccessReview; false (UNSAFE) serves every caller over plain HTTP.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address /healthz and /readyz listen on.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader through a Lease so that only one replica reconciles at a time.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader-election Lease; empty means the namespace the controller runs in.")

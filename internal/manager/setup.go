@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/paddock-dev/paddock/internal/controller/sandbox"
@@ -29,6 +30,12 @@ func RESTConfig(cfg *rest.Config, o *Options) *rest.Config {
 // leader election. Controllers are added by SetupControllers.
 func NewManager(cfg *rest.Config, scheme *runtime.Scheme, o *Options) (ctrl.Manager, error) {
 	metrics := metricsserver.Options{BindAddress: o.MetricsBindAddress}
+	if o.MetricsSecure {
+		// A self-signed serving certificate; the filter reviews the caller's token and checks
+		// get on the path, for pprof too.
+		metrics.SecureServing = true
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
 	if o.EnablePprof {
 		metrics.ExtraHandlers = map[string]http.Handler{
 			"/debug/pprof/":        http.HandlerFunc(pprof.Index),

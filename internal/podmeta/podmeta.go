@@ -154,6 +154,11 @@ func applyClaimIdentity(ref *metav1.OwnerReference, labels, annotations map[stri
 	annotations[agentsv1beta1.ClaimNameAnnotation] = ref.Name
 }
 
+// ClaimControlled reports whether ref, a Sandbox's controller reference, is a SandboxClaim.
+func ClaimControlled(ref *metav1.OwnerReference) bool {
+	return extensionsControllerKind(ref) == claimKind
+}
+
 // extensionsControllerKind returns the kind of ref when it belongs to the extensions API group
 // (any version), and "" otherwise.
 func extensionsControllerKind(ref *metav1.OwnerReference) string {

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 
 	"github.com/paddock-dev/paddock/internal/router/authz"
 	"github.com/paddock-dev/paddock/internal/router/e2b"
@@ -85,6 +88,10 @@ type Config struct {
 	// E2B turns on the E2B-compatible front door (internal/router/e2b) on Server.E2BHTTPAddr
 	// and Server.E2BHTTPSAddr; optional.
 	E2B *E2BConfig
+
+	// MetricsSecure serves /metrics over TLS (a self-signed certificate) to callers the API
+	// server authenticates and authorizes for get on the non-resource URL /metrics; it needs Kube.
+	MetricsSecure bool
 
 	// Policy relaxes the address checks. It exists for tests that run upstreams on 127.0.0.1;
 	// no flag sets it.
@@ -177,10 +184,52 @@ func New(cfg Config) (*Router, error) {
 		}
 		opts.E2B = r.e2b
 	}
+	if cfg.MetricsSecure && opts.MetricsAddr != "" {
+		if opts.MetricsFilter, opts.MetricsTLS, err = secureMetrics(cfg); err != nil {
+			return nil, err
+		}
+	}
 	opts.Gatherer = r.Registry
 	opts.Log = cfg.Log.WithName("server")
 	r.srv = server.New(opts, handler)
 	return r, nil
+}
+
+// secureMetrics builds the authentication and authorization filter of /metrics (TokenReview and
+// SubjectAccessReview, as the controller does) and a self-signed serving certificate.
+func secureMetrics(cfg Config) (func(http.Handler) http.Handler, *tls.Config, error) {
+	if cfg.Kube == nil {
+		return nil, nil, errors.New("--metrics-secure needs an API server connection to review callers; set --kubeconfig, run in a pod, or pass --metrics-secure=false (UNSAFE)")
+	}
+	httpClient, err := rest.HTTPClientFor(cfg.Kube)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--metrics-secure: %w", err)
+	}
+	filter, err := filters.WithAuthenticationAndAuthorization(cfg.Kube, httpClient)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--metrics-secure: %w", err)
+	}
+	log := cfg.Log.WithName("metrics")
+	wrap := func(h http.Handler) http.Handler {
+		filtered, err := filter(log, h)
+		if err != nil {
+			// The filter fails only on construction; refuse every request rather than serve openly.
+			log.Error(err, "building the /metrics filter; /metrics answers 500")
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				http.Error(w, "metrics authorization is not available", http.StatusInternalServerError)
+			})
+		}
+		return filtered
+	}
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("paddock-router-metrics", nil, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--metrics-secure: generating the serving certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--metrics-secure: %w", err)
+	}
+	return wrap, &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}, nil
 }
 
 func serverTLS(cfg Config, reloader *tlsreload.Reloader) (*tls.Config, error) {

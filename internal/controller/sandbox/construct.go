@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/internal/blueprint"
 	"github.com/paddock-dev/paddock/internal/naming"
 	"github.com/paddock-dev/paddock/internal/podmeta"
 	"github.com/paddock-dev/paddock/internal/serviceports"
@@ -27,6 +28,11 @@ func constructPod(sb *agentsv1beta1.Sandbox, owner metav1.OwnerReference) *corev
 		Spec: *sb.Spec.PodTemplate.Spec.DeepCopy(),
 	}
 	pod.Spec.Volumes = mergeClaimVolumes(pod.Spec.Volumes, sb)
+	// A warm member starts locked until its claim binds it; a Pod made again for a claimed
+	// Sandbox (resume, eviction) serves that claim, so it starts unlocked.
+	if podmeta.ClaimControlled(metav1.GetControllerOfNoCopy(sb)) {
+		blueprint.Unlock(&pod.Spec)
+	}
 	// The sandbox's own hostname is its name, as users expect from a "stable hostname". A name
 	// that is not a DNS label (dots, over 63 characters) cannot be a hostname; the kubelet then
 	// derives one from the Pod name, as it does for any Pod.

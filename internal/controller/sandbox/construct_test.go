@@ -12,6 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/sandboxd"
+	"github.com/paddock-dev/paddock/internal/blueprint"
 	"github.com/paddock-dev/paddock/internal/naming"
 )
 
@@ -169,5 +171,32 @@ func TestConstructService(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, constructService(sb, testOwner)); diff != "" {
 		t.Errorf("constructService (-want +got):\n%s", diff)
+	}
+}
+
+// A pool member starts locked; once a claim controls the Sandbox, a Pod made again for it (after
+// a resume) serves that claim and starts unlocked, the claim's other env kept.
+func TestConstructPodUnlocksClaimedSandboxes(t *testing.T) {
+	locked := func(kind string) *agentsv1beta1.Sandbox {
+		return sandbox(func(sb *agentsv1beta1.Sandbox) {
+			sb.OwnerReferences = []metav1.OwnerReference{{APIVersion: "extensions.agents.x-k8s.io/v1beta1", Kind: kind,
+				Name: "owner", UID: "owner-uid", Controller: ptr.To(true)}}
+			sb.Spec.PodTemplate.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "KEEP", Value: "1"}}
+			blueprint.LockUntilClaimed(&sb.Spec.PodTemplate.Spec)
+		})
+	}
+	if !blueprint.LockedUntilClaimed(&constructPod(locked("SandboxWarmPool"), testOwner).Spec) {
+		t.Errorf("the Pod of a pool member starts unlocked; want %s=true", sandboxd.RequireClaimEnv)
+	}
+	claimed := locked("SandboxClaim")
+	pod := constructPod(claimed, testOwner)
+	if blueprint.LockedUntilClaimed(&pod.Spec) {
+		t.Errorf("the Pod of a claimed Sandbox starts locked (%s=true): nothing would unlock it", sandboxd.RequireClaimEnv)
+	}
+	if diff := cmp.Diff([]corev1.EnvVar{{Name: "KEEP", Value: "1"}}, pod.Spec.Containers[0].Env); diff != "" {
+		t.Errorf("env of the claimed Sandbox's Pod (-want +got):\n%s", diff)
+	}
+	if !blueprint.LockedUntilClaimed(&claimed.Spec.PodTemplate.Spec) {
+		t.Errorf("constructPod unlocked the Sandbox's own spec; it must only change the Pod")
 	}
 }

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/internal/kube"
@@ -41,81 +44,85 @@ const (
 // fieldOwner is the field manager of every object this controller creates.
 var fieldOwner = client.FieldOwner(ControllerName)
 
+// Options configure the Reconciler. Start from DefaultOptions; New gives the zero fields whose
+// zero means nothing (workers, cluster domain, clock) their defaults.
+type Options struct {
+	// ClusterDomain is the DNS domain used in status.serviceFQDN (default cluster.local).
+	ClusterDomain string
+	// Workers is how many Sandboxes are reconciled concurrently (default 100).
+	Workers int
+	// StatusCoalesceWindow is how long a status change that only reports a Sandbox still starting
+	// up may wait to be written with the next one (DefaultOptions: DefaultStatusCoalesceWindow;
+	// 0 writes every change at once).
+	StatusCoalesceWindow time.Duration
+	// WriteBehindWindow holds back the metadata patch of an owned Pod for up to this long (capped
+	// at MaxWriteBehindWindow) after the controller first finds it out of date, so that edits in
+	// quick succession cost one Pod write. 0, the default, patches at once.
+	WriteBehindWindow time.Duration
+	// APIReader is the uncached reader (the manager's GetAPIReader) used to read a Pod that the
+	// API server has but the cache does not show yet; the client when nil.
+	APIReader client.Reader
+	// CredentialsKey turns on per-Sandbox credentials derived from it (the installation's key,
+	// credentials.KeyFromSecret). Nil creates no credentials Secret and adds no token variables,
+	// which is manager --sandbox-credentials=false.
+	CredentialsKey []byte
+	// TracerProvider makes each pass a "ReconcileSandbox" span, a child of the trace recorded in
+	// the Sandbox's trace-context annotation (tracing.go). Nil, the default, traces nothing and
+	// writes no annotation.
+	TracerProvider trace.TracerProvider
+	// Clock tells the time of expiry; the real clock when nil.
+	Clock clock.PassiveClock
+}
+
+// DefaultOptions returns the defaults New gives zero fields.
+func DefaultOptions() Options {
+	return Options{ClusterDomain: DefaultClusterDomain, Workers: DefaultWorkers,
+		StatusCoalesceWindow: DefaultStatusCoalesceWindow, Clock: clock.RealClock{}}
+}
+
 // Reconciler reconciles Sandboxes. Build it with New.
 type Reconciler struct {
-	client        client.Client
-	scheme        *runtime.Scheme
-	recorder      events.EventRecorder
-	clock         clock.PassiveClock
-	clusterDomain string
-	workers       int
+	client   client.Client
+	scheme   *runtime.Scheme
+	recorder events.EventRecorder
+	opts     Options
 	// apiReader reads past the cache where the cache cannot have caught up yet.
 	apiReader client.Reader
 	tracer    trace.Tracer
 	written   writtenVersions
 	// podPatches holds back metadata patches of owned Pods (--sandbox-write-behind-window).
-	podPatches        *holdClock
-	writeBehindWindow time.Duration
+	podPatches *holdClock
 	// statusHold holds back start-up-only status changes (--sandbox-status-coalesce-window).
-	statusHold   *holdClock
-	statusWindow time.Duration
-	// credentialsKey derives each Sandbox's tokens; nil turns per-Sandbox credentials off.
-	credentialsKey []byte
-}
-
-// Option configures a Reconciler.
-type Option func(*Reconciler)
-
-// WithClock replaces the real clock, for tests of expiry.
-func WithClock(c clock.PassiveClock) Option { return func(r *Reconciler) { r.clock = c } }
-
-// WithClusterDomain sets the DNS domain used in status.serviceFQDN (default cluster.local).
-func WithClusterDomain(d string) Option { return func(r *Reconciler) { r.clusterDomain = d } }
-
-// WithWorkers sets how many Sandboxes are reconciled concurrently (default 100).
-func WithWorkers(n int) Option { return func(r *Reconciler) { r.workers = n } }
-
-// WithStatusCoalesceWindow sets how long a status change that only reports a Sandbox still
-// starting up may wait to be written with the next one (default DefaultStatusCoalesceWindow;
-// 0 writes every change at once).
-func WithStatusCoalesceWindow(d time.Duration) Option {
-	return func(r *Reconciler) { r.statusWindow = d }
-}
-
-// WithAPIReader sets the uncached reader (the manager's GetAPIReader) used to read a Pod that
-// the API server has but the cache does not show yet; without it the client is used.
-func WithAPIReader(reader client.Reader) Option { return func(r *Reconciler) { r.apiReader = reader } }
-
-// WithWriteBehindWindow holds back the metadata patch of an owned Pod for up to d (capped at
-// MaxWriteBehindWindow) after the controller first finds it out of date, so that edits in quick
-// succession cost one Pod write. 0, the default, patches at once.
-func WithWriteBehindWindow(d time.Duration) Option {
-	return func(r *Reconciler) { r.writeBehindWindow = d }
+	statusHold *holdClock
 }
 
 // New returns a Reconciler that reads and writes through c (normally the manager's cached
-// client), resolves kinds with scheme and emits events with recorder.
-func New(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder, opts ...Option) (*Reconciler, error) {
-	r := &Reconciler{client: c, scheme: scheme, recorder: recorder, clock: clock.RealClock{},
-		clusterDomain: DefaultClusterDomain, workers: DefaultWorkers, tracer: defaultTracer(),
-		statusWindow: DefaultStatusCoalesceWindow}
-	for _, opt := range opts {
-		opt(r)
+// client, whose scheme resolves kinds) and emits events with recorder.
+func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconciler, error) {
+	if c == nil || recorder == nil {
+		return nil, errors.New("sandbox reconciler needs a client and an event recorder")
 	}
+	def := DefaultOptions()
 	switch {
-	case c == nil || scheme == nil || recorder == nil:
-		return nil, errors.New("sandbox reconciler needs a client, a scheme and an event recorder")
-	case r.workers < 1:
-		return nil, fmt.Errorf("sandbox reconciler workers is %d; set at least 1", r.workers)
-	case r.clusterDomain == "":
-		return nil, errors.New("sandbox reconciler cluster domain is empty; set it or leave the default cluster.local")
-	case r.statusWindow < 0:
-		return nil, fmt.Errorf("sandbox reconciler status coalesce window is %v; set 0 or more", r.statusWindow)
-	case r.writeBehindWindow < 0:
-		return nil, fmt.Errorf("sandbox reconciler write-behind window is %s; set 0 (off) or a positive duration", r.writeBehindWindow)
+	case opts.Workers < 0:
+		return nil, fmt.Errorf("sandbox reconciler workers is %d; set at least 1", opts.Workers)
+	case opts.StatusCoalesceWindow < 0:
+		return nil, fmt.Errorf("sandbox reconciler status coalesce window is %v; set 0 or more", opts.StatusCoalesceWindow)
+	case opts.WriteBehindWindow < 0:
+		return nil, fmt.Errorf("sandbox reconciler write-behind window is %s; set 0 (off) or a positive duration", opts.WriteBehindWindow)
 	}
-	r.podPatches = newWriteBehind(r.writeBehindWindow)
-	r.statusHold = newHoldClock(r.statusWindow)
+	opts.ClusterDomain = cmp.Or(opts.ClusterDomain, def.ClusterDomain)
+	opts.Workers = cmp.Or(opts.Workers, def.Workers)
+	opts.CredentialsKey = bytes.Clone(opts.CredentialsKey)
+	if opts.Clock == nil {
+		opts.Clock = def.Clock
+	}
+	r := &Reconciler{client: c, scheme: c.Scheme(), recorder: recorder, opts: opts,
+		apiReader: cmp.Or[client.Reader](opts.APIReader, c), tracer: defaultTracer(),
+		podPatches: newWriteBehind(opts.WriteBehindWindow), statusHold: newHoldClock(opts.StatusCoalesceWindow)}
+	if opts.TracerProvider != nil {
+		r.tracer = opts.TracerProvider.Tracer(TracerName)
+	}
 	return r, nil
 }
 
@@ -147,11 +154,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 	var obs observation
 	var result ctrl.Result
-	switch now := r.clock.Now(); {
+	switch now := r.opts.Clock.Now(); {
 	case !expired(sb, now):
 		obs = r.reconcileChildren(ctx, sb)
 		obs.addErr(stepMetadata, annotations.patch(ctx, r.client, sb))
-		computeStatus(sb, &obs, r.clusterDomain)
+		computeStatus(sb, &obs, r.opts.ClusterDomain)
 		result = soonest(r.scheduleExpiry(sb), obs.podPatchWait)
 	case !markedExpired(sb):
 		// First of two passes: persist the verdict before tearing anything down.
@@ -161,7 +168,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		deleted, err := r.tearDownExpired(ctx, sb)
 		obs.addErr(stepExpiry, err)
 		if deleted {
-			return ctrl.Result{}, obs.err()
+			return kube.Result(ctx, ctrl.Result{}, obs.err())
 		}
 	}
 	if !obs.podPatchPending {
@@ -172,12 +179,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	held, err := r.writeStatus(ctx, sb, before)
 	if err != nil {
 		obs.addErr(stepStatus, err)
-		return ctrl.Result{}, obs.err()
+		return kube.Result(ctx, ctrl.Result{}, obs.err())
 	}
 	result = soonest(result, held)
 	r.emitEvents(sb, before)
-	observePodReady(sb, before, obs.pod, r.clock.Now())
-	return result, obs.err()
+	observePodReady(sb, before, obs.pod, r.opts.Clock.Now())
+	return kube.Result(ctx, result, obs.err())
 }
 
 // reconcileChildren reconciles volume claims, then the Pod, then the Service, and records what
@@ -284,7 +291,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// The credentials Secret: repaired when changed, re-created when deleted. Its creation
 		// is this controller's own doing and needs no pass.
 		Owns(&corev1.Secret{}, tracked, builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
 		Complete(r)
 }
 
@@ -353,6 +360,11 @@ func (o *observation) addErr(step string, err error) {
 	o.errs = append(o.errs, err)
 }
 
-// err is what the pass returns to the work queue: every error except several owned Pods, which
-// only a human can resolve, so retrying would be a hot loop.
-func (o *observation) err() error { return errors.Join(o.errs...) }
+// err is what the pass returns to the work queue. Several owned Pods only a human can resolve:
+// that error is terminal, so that it is logged and counted but not retried in a hot loop.
+func (o *observation) err() error {
+	if o.multiplePods != nil {
+		return errors.Join(append(o.errs, reconcile.TerminalError(o.multiplePods))...)
+	}
+	return errors.Join(o.errs...)
+}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/internal/controller/indexes"
@@ -44,23 +45,23 @@ func TestNewValidatesOptions(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		c       client.Client
-		opts    []Option
+		opts    Options
 		wantErr string
 	}{
 		{name: "defaults"},
 		{name: "no client", c: nil, wantErr: "needs a client"},
-		{name: "zero workers", opts: []Option{WithWorkers(0)}, wantErr: "workers is 0"},
-		{name: "empty domain", opts: []Option{WithClusterDomain("")}, wantErr: "cluster domain is empty"},
-		{name: "negative write-behind window", opts: []Option{WithWriteBehindWindow(-time.Second)}, wantErr: "write-behind window is -1s"},
+		{name: "negative workers", opts: Options{Workers: -1}, wantErr: "workers is -1"},
+		{name: "negative status coalesce window", opts: Options{StatusCoalesceWindow: -time.Second}, wantErr: "status coalesce window is -1s"},
+		{name: "negative write-behind window", opts: Options{WriteBehindWindow: -time.Second}, wantErr: "write-behind window is -1s"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cl := c
 			if tt.name == "no client" {
 				cl = nil
 			}
-			r, err := New(cl, s, rec, tt.opts...)
+			r, err := New(cl, rec, tt.opts)
 			if tt.wantErr == "" {
-				if err != nil || r.clusterDomain != DefaultClusterDomain || r.workers != DefaultWorkers || r.podPatches.window != 0 {
+				if err != nil || r.opts.ClusterDomain != DefaultClusterDomain || r.opts.Workers != DefaultWorkers || r.opts.Clock == nil || r.podPatches.window != 0 {
 					t.Fatalf("New = %+v, %v; want defaults", r, err)
 				}
 				return
@@ -74,7 +75,7 @@ func TestNewValidatesOptions(t *testing.T) {
 
 func TestScheduleExpiry(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	r := &Reconciler{clock: clocktesting.NewFakePassiveClock(now)}
+	r := &Reconciler{opts: Options{Clock: clocktesting.NewFakePassiveClock(now)}}
 	for _, tt := range []struct {
 		name        string
 		shutdown    *time.Time
@@ -125,7 +126,7 @@ func TestEventsFollowStatusWrite(t *testing.T) {
 			},
 		}).Build()
 	rec := events.NewFakeRecorder(10)
-	r, err := New(c, s, rec)
+	r, err := New(c, rec, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,9 +141,9 @@ func TestEventsFollowStatusWrite(t *testing.T) {
 
 	failStatus = false
 	for pass := 0; pass < 2; pass++ {
-		// Several owned Pods are not returned to the work queue: only a human can resolve them.
-		if _, err := r.Reconcile(context.Background(), req); err != nil {
-			t.Fatalf("pass %d: Reconcile error = %v, want nil", pass, err)
+		// Several owned Pods are a terminal error, not retried: only a human can resolve them.
+		if _, err := r.Reconcile(context.Background(), req); !errors.Is(err, reconcile.TerminalError(nil)) {
+			t.Fatalf("pass %d: Reconcile error = %v, want a terminal error", pass, err)
 		}
 	}
 	if n := len(rec.Events); n != 1 {
@@ -207,14 +208,14 @@ func TestCreatePodReadsPastALaggingCache(t *testing.T) {
 
 	for _, tt := range []struct {
 		name    string
-		opts    []Option
+		opts    Options
 		wantErr bool
 	}{
 		{name: "without an API reader the cache miss is an error", wantErr: true},
-		{name: "with the API reader the Pod is found", opts: []Option{WithAPIReader(apiServer)}},
+		{name: "with the API reader the Pod is found", opts: Options{APIReader: apiServer}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := New(laggingCache, s, events.NewFakeRecorder(10), tt.opts...)
+			r, err := New(laggingCache, events.NewFakeRecorder(10), tt.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -229,5 +230,37 @@ func TestCreatePodReadsPastALaggingCache(t *testing.T) {
 				t.Errorf("createPod = created %v, existing %v; want the existing Pod sb", created, found)
 			}
 		})
+	}
+}
+
+// A pass that fails returns no requeue next to its error: controller-runtime would drop it with
+// a warning, and the error's backoff is what retries the pass. The fake client only injects the
+// Pod create failure.
+func TestFailedPassReturnsNoRequeue(t *testing.T) {
+	s := testScheme(t)
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	sb := sandbox(func(sb *agentsv1beta1.Sandbox) { sb.Spec.ShutdownTime = &metav1.Time{Time: now.Add(time.Hour)} })
+	c := fake.NewClientBuilder().WithScheme(s).
+		WithStatusSubresource(&agentsv1beta1.Sandbox{}).
+		WithIndex(&corev1.Pod{}, agentsv1beta1.PodNameHashIndex, indexes.PodBySandboxNameHash).
+		WithObjects(sb).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if _, ok := obj.(*corev1.Pod); ok {
+					return errors.New("injected pod create failure")
+				}
+				return c.Create(ctx, obj, opts...)
+			},
+		}).Build()
+	opts := DefaultOptions()
+	opts.StatusCoalesceWindow = 0
+	opts.Clock = clocktesting.NewFakePassiveClock(now)
+	r, err := New(c, events.NewFakeRecorder(10), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(sb)})
+	if err == nil || res != (ctrl.Result{}) {
+		t.Errorf("Reconcile = %+v, %v; want no requeue and the Pod create failure", res, err)
 	}
 }

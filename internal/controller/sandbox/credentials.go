@@ -23,13 +23,6 @@ import (
 	"github.com/paddock-dev/paddock/internal/kube"
 )
 
-// WithCredentialsKey turns on per-Sandbox credentials derived from key (the installation's key,
-// credentials.KeyFromSecret). Without it the controller creates no credentials Secret and adds
-// no token variables, which is manager --sandbox-credentials=false.
-func WithCredentialsKey(key []byte) Option {
-	return func(r *Reconciler) { r.credentialsKey = bytes.Clone(key) }
-}
-
 // constructCredentials returns the credentials Secret sb should have.
 func constructCredentials(sb *agentsv1beta1.Sandbox, owner metav1.OwnerReference, key []byte) *corev1.Secret {
 	return &corev1.Secret{
@@ -75,14 +68,14 @@ func withCredentialEnv(spec *corev1.PodSpec, secret string) {
 // (this UID) and is controlled by it. It costs one create per Sandbox and nothing on later
 // passes: the Secret is read from the cache, which holds only Secrets carrying the tracking label.
 func (r *Reconciler) reconcileCredentials(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
-	if r.credentialsKey == nil {
+	if r.opts.CredentialsKey == nil {
 		return nil
 	}
 	owner, err := r.ownerRef(sb)
 	if err != nil {
 		return err
 	}
-	want := constructCredentials(sb, owner, r.credentialsKey)
+	want := constructCredentials(sb, owner, r.opts.CredentialsKey)
 	got := &corev1.Secret{}
 	err = r.client.Get(ctx, client.ObjectKeyFromObject(want), got)
 	if apierrors.IsNotFound(err) {
@@ -138,9 +131,4 @@ func controlledBySandboxNamed(obj metav1.Object, name string) bool {
 }
 
 // reader is the uncached reader when one was given, else the client.
-func (r *Reconciler) reader() client.Reader {
-	if r.apiReader != nil {
-		return r.apiReader
-	}
-	return r.client
-}
+func (r *Reconciler) reader() client.Reader { return r.apiReader }

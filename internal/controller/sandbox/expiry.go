@@ -49,7 +49,7 @@ func (r *Reconciler) scheduleExpiry(sb *agentsv1beta1.Sandbox) ctrl.Result {
 	if sb.Spec.ShutdownTime == nil {
 		return ctrl.Result{}
 	}
-	now := r.clock.Now()
+	now := r.opts.Clock.Now()
 	if expired(sb, now) {
 		markExpired(sb)
 		return ctrl.Result{RequeueAfter: expiryTeardownDelay}

@@ -154,7 +154,7 @@ func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (
 		return nil, nil, err
 	}
 	pod := constructPod(sb, owner)
-	if r.credentialsKey != nil {
+	if r.opts.CredentialsKey != nil {
 		withCredentialEnv(&pod.Spec, credentials.SandboxSecretName(sb.Name))
 	}
 	err = r.client.Create(ctx, pod, fieldOwner)
@@ -181,7 +181,7 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1beta1.Sand
 		return nil
 	}
 	obs.podPatchPending = true // until the patch succeeds
-	if wait := r.podPatches.wait(client.ObjectKeyFromObject(sb), r.clock.Now()); wait > 0 {
+	if wait := r.podPatches.wait(client.ObjectKeyFromObject(sb), r.opts.Clock.Now()); wait > 0 {
 		obs.podPatchWait = wait
 		ctrl.LoggerFrom(ctx).V(4).Info("Holding back pod metadata patch", "pod", klog.KObj(pod), "wait", wait)
 		return nil

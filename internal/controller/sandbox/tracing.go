@@ -20,13 +20,6 @@ const TracerName = "paddock-controller"
 // traceContext propagates W3C trace context only, through the trace-context annotation.
 var traceContext = propagation.TraceContext{}
 
-// WithTracerProvider makes each pass a "ReconcileSandbox" span, a child of the trace recorded in
-// the Sandbox's trace-context annotation; a Sandbox without one gets its own trace recorded there.
-// Without it (the default) nothing is traced and no annotation is written.
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(r *Reconciler) { r.tracer = tp.Tracer(TracerName) }
-}
-
 func defaultTracer() trace.Tracer { return noop.NewTracerProvider().Tracer(TracerName) }
 
 // startSpan starts the pass's span under the trace the Sandbox carries, if any.

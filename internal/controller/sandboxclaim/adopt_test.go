@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -137,7 +138,7 @@ func TestLostAdoptionAnswerNeverBindsTwice(t *testing.T) {
 		// A lagging cache: it does not show Sandboxes bound to claims yet.
 		List: listsNoSandboxesWhile(ptr.To(true)),
 	})
-	r := New(cached, raw, nil, queueOf("m1", "m2"), Options{Now: func() time.Time { return time.Now().Add(time.Minute) }})
+	r := New(cached, raw, nil, queueOf("m1", "m2"), Options{Clock: clocktesting.NewFakePassiveClock(time.Now().Add(time.Minute))})
 	if err := reconcileClaim(t, r); err == nil {
 		t.Fatal("first pass hid the lost answer")
 	}
@@ -295,5 +296,44 @@ func listsNoSandboxesWhile(lagging *bool) func(context.Context, client.WithWatch
 			sbs.Items = nil
 		}
 		return nil
+	}
+}
+
+// TestStalePassDoesNotRepeatTheStatusWrite: a pass that runs before the cache shows the claim's
+// last status write (one started by the adopted Sandbox's event) computes that status again from
+// the same stale claim; it must not send it again. This is what lastWrite is kept for
+// (docs/design/cache-lag.md).
+func TestStalePassDoesNotRepeatTheStatusWrite(t *testing.T) {
+	_, _, objs := fixtures()
+	stale := objs[len(objs)-1].(*extensionsv1beta1.SandboxClaim).DeepCopy()
+	statusWrites := 0
+	raw := newFake(t, objs, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if _, ok := obj.(*extensionsv1beta1.SandboxClaim); ok {
+				statusWrites++
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	if err := raw.Get(context.Background(), client.ObjectKeyFromObject(stale), stale); err != nil {
+		t.Fatal(err)
+	}
+	cached := interceptor.NewClient(raw, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if claim, ok := obj.(*extensionsv1beta1.SandboxClaim); ok {
+				stale.DeepCopyInto(claim) // the cache never shows the status write
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	r := New(cached, raw, nil, queueOf("m1", "m2"), Options{})
+	for range 2 {
+		if err := reconcileClaim(t, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if statusWrites != 1 {
+		t.Errorf("two passes on a stale claim wrote its status %d times, want 1", statusWrites)
 	}
 }

@@ -40,7 +40,7 @@ func (r *Reconciler) bind(ctx context.Context, claim *extensionsv1beta1.SandboxC
 			return sb, agentsv1beta1.LaunchTypeWarm, err
 		}
 		// A member about to get its IP beats a cold start, for a short while.
-		if age := r.opts.Now().Sub(claim.CreationTimestamp.Time); networkPending && age < warmCandidateGrace {
+		if age := r.opts.Clock.Now().Sub(claim.CreationTimestamp.Time); networkPending && age < warmCandidateGrace {
 			return nil, "", &warmWait{retryAfter: min(warmCandidateRetry, warmCandidateGrace-age)}
 		}
 	}

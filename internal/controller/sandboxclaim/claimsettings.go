@@ -219,7 +219,7 @@ func (r *Reconciler) deliverClaimSettings(ctx context.Context, c *extensionsv1be
 		ctrl.LoggerFrom(ctx).V(2).Info("Delivered claim settings", "claim", klog.KObj(c), "sandbox", sb.Name)
 		return sb, nil
 	}
-	now := r.opts.Now()
+	now := r.opts.Clock.Now()
 	since, _ := r.settings.failures.LoadOrStore(c.UID, now)
 	msg := fmt.Sprintf("sending the claim's env to sandboxd in Sandbox %q: %v", sb.Name, err)
 	var perm *permanentError

@@ -12,8 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
@@ -28,8 +30,8 @@ type Options struct {
 	// AllowedLabelDomains are the domains additionalPodMetadata labels may use (the reference's
 	// /etc/sandbox-config/allowed-label-domains); blueprint.DefaultAllowedLabelDomains when empty.
 	AllowedLabelDomains []string
-	// Now is the clock; time.Now when nil.
-	Now func() time.Time
+	// Clock is the clock; the real clock when nil.
+	Clock clock.PassiveClock
 	// ClaimSettings configure binding warm sandboxd Sandboxes to their claims (claimsettings.go).
 	ClaimSettings ClaimSettingsOptions
 	// CredentialsKey derives each Sandbox's control token (internal/credentials), with which the
@@ -90,8 +92,8 @@ func New(c client.Client, reader client.Reader, recorder events.EventRecorder, q
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultOptions().Workers
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	return &Reconciler{client: c, reader: reader, recorder: recorder, queue: queue, opts: opts,
 		settings: newSettingsDelivery(opts.ClaimSettings)}
@@ -113,7 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	ctx, span := r.startSpan(ctx, claim)
 	defer span.End()
 
-	now := r.opts.Now()
+	now := r.opts.Clock.Now()
 	if at, ok := expiresAt(claim); ok && !now.Before(at) {
 		return r.expire(ctx, claim)
 	}
@@ -137,12 +139,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.annotateObservability(ctx, claim, sb); err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.result(claim, bindErr, now)
+	return r.result(ctx, claim, bindErr, now)
 }
 
 // result turns the pass's outcome into a requeue: at expiry, after a minute for a missing pool
 // or template, soon for cache lag; backoff only for errors a retry can fix.
-func (r *Reconciler) result(claim *extensionsv1beta1.SandboxClaim, bindErr error, now time.Time) (ctrl.Result, error) {
+func (r *Reconciler) result(ctx context.Context, claim *extensionsv1beta1.SandboxClaim, bindErr error, now time.Time) (ctrl.Result, error) {
 	var res ctrl.Result
 	if at, ok := expiresAt(claim); ok {
 		res.RequeueAfter = max(at.Sub(now), expiryMarkedRequeue)
@@ -162,14 +164,15 @@ func (r *Reconciler) result(claim *extensionsv1beta1.SandboxClaim, bindErr error
 		after(createPendingRetry)
 		return res, nil
 	case suppressed(bindErr):
-		return res, nil
+		// A user error: in the claim's status, not retried; the claim's watch brings the fix.
+		return kube.Result(ctx, res, reconcile.TerminalError(bindErr))
 	default:
 		return ctrl.Result{}, bindErr
 	}
 }
 
 func (r *Reconciler) observe(claim *extensionsv1beta1.SandboxClaim) {
-	r.firstSeen.LoadOrStore(claim.UID, r.opts.Now())
+	r.firstSeen.LoadOrStore(claim.UID, r.opts.Clock.Now())
 }
 
 func (r *Reconciler) forget(uid types.UID) {

@@ -49,5 +49,5 @@ func (r *Reconciler) firstSeenAt(claim *extensionsv1beta1.SandboxClaim) time.Tim
 	if v, ok := r.firstSeen.Load(claim.UID); ok {
 		return v.(time.Time)
 	}
-	return r.opts.Now()
+	return r.opts.Clock.Now()
 }

@@ -36,7 +36,7 @@ func (r *Reconciler) recordReady(claim, original *extensionsv1beta1.SandboxClaim
 	if v, ok := r.firstSeen.Load(claim.UID); ok {
 		firstSeen = v.(time.Time)
 	}
-	observeStartup(claim, sb, firstSeen, r.opts.Now())
+	observeStartup(claim, sb, firstSeen, r.opts.Clock.Now())
 }
 
 func (r *Reconciler) event(obj runtime.Object, eventType, reason, action, note string) {

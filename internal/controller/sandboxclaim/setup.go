@@ -20,6 +20,7 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/kube"
 	"github.com/paddock-dev/paddock/internal/warmqueue"
 )
 
@@ -29,7 +30,10 @@ type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 // registered on mgr first.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
+		// Only this controller writes a claim's status: its own writes start no pass, so that no
+		// pass runs on a cache that does not show them yet (docs/design/cache-lag.md).
 		For(&extensionsv1beta1.SandboxClaim{}, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: kube.BeyondStatus,
 			DeleteFunc: func(e event.DeleteEvent) bool { r.forget(e.Object.GetUID()); return true },
 		})).
 		Owns(&agentsv1beta1.Sandbox{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: boundSandboxChanged})).

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -37,14 +38,14 @@ type Options struct {
 	ReplenishDelay time.Duration
 	// MaxRefillRate is --sandbox-warm-pool-max-refill-rate in Sandboxes per second (0, unpaced).
 	MaxRefillRate float64
-	// Now is the clock; time.Now when nil.
-	Now func() time.Time
+	// Clock is the clock; the real clock when nil.
+	Clock clock.PassiveClock
 }
 
 // DefaultOptions returns the reference's defaults.
 func DefaultOptions() Options {
 	return Options{Workers: 1, MaxBatchSize: 300, ReadinessGracePeriod: 5 * time.Minute,
-		UnschedulableRecheckInterval: time.Minute, SafeToEvict: true, Now: time.Now}
+		UnschedulableRecheckInterval: time.Minute, SafeToEvict: true, Clock: clock.RealClock{}}
 }
 
 // statusCountsInterval is the least time between two status writes of a pool that only move its
@@ -87,11 +88,11 @@ func New(c client.Client, recorder events.EventRecorder, opts Options) *Reconcil
 	if opts.UnschedulableRecheckInterval <= 0 {
 		opts.UnschedulableRecheckInterval = def.UnschedulableRecheckInterval
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = def.Clock
 	}
 	return &Reconciler{client: c, recorder: recorder, opts: opts,
-		expectations: warmpool.NewExpectations(opts.Now), notProgressing: map[string]bool{},
+		expectations: warmpool.NewExpectations(opts.Clock.Now), notProgressing: map[string]bool{},
 		shaping:     &warmpool.Shaping{ReplenishDelay: opts.ReplenishDelay, MaxRefillRate: opts.MaxRefillRate},
 		statusPacer: &warmpool.StatusPacer{Interval: statusCountsInterval}}
 }
@@ -119,7 +120,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	r.expectations.Listed(key, memberUIDs(members))
-	now := r.opts.Now()
+	now := r.opts.Clock.Now()
 	plan := warmpool.Make(observeMembers(pool, tpl, members, r.expectations.DeletePending), warmpool.Input{
 		Desired:               desiredReplicas(pool),
 		MaxBatch:              r.opts.MaxBatchSize,
@@ -164,7 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.conditionEvents(pool, original.Status.Conditions)
 	}
 	r.reportProgress(pool, plan)
-	return r.requeue(key, plan, sooner(paced, statusWait), now), errors.Join(actErr, tplErr)
+	return kube.Result(ctx, r.requeue(key, plan, sooner(paced, statusWait), now), errors.Join(actErr, tplErr))
 }
 
 // writeStatus writes the pool's status from plan, unless it only moves the replica counts and

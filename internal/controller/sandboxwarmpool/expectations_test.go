@@ -78,3 +78,36 @@ func TestLaggingCacheNeverOverCreates(t *testing.T) {
 		t.Error("expectations not satisfied after every create was observed and listed")
 	}
 }
+
+// A pass whose creates fail returns the error alone: a requeue next to it (here the recheck of
+// unobserved writes) would be dropped by controller-runtime with a warning. The fake client only
+// injects the failure.
+func TestFailedPassReturnsNoRequeue(t *testing.T) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tpl := &extensionsv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "tpl", Namespace: "ns"}}
+	pool := &extensionsv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "pool-uid"},
+		Spec: extensionsv1beta1.SandboxWarmPoolSpec{Replicas: ptr.To[int32](2), TemplateRef: extensionsv1beta1.SandboxTemplateRef{Name: "tpl"}}}
+	var generated atomic.Int32
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(tpl, pool).
+		WithStatusSubresource(&extensionsv1beta1.SandboxWarmPool{}).
+		WithIndex(&agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxWarmPoolIndex, indexes.SandboxByWarmPool).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if generated.Add(1) > 1 {
+					return fmt.Errorf("injected create failure")
+				}
+				obj.SetName(fmt.Sprintf("%s%d", obj.GetGenerateName(), generated.Load())) // no generateName in the fake
+				return c.Create(ctx, obj, opts...)
+			},
+		}).Build()
+	r := New(c, nil, Options{})
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}})
+	if err == nil || res != (ctrl.Result{}) {
+		t.Errorf("Reconcile = %+v, %v; want no requeue and the create failure", res, err)
+	}
+}

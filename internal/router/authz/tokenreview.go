@@ -67,6 +67,10 @@ func (a *TokenReview) Authorize(ctx context.Context, r *http.Request, t headers.
 		// Unlike upstream, a mode named for authentication never lets an anonymous request by.
 		return fmt.Errorf("%w: send a Kubernetes token as \"Authorization: Bearer <token>\" (for example from `kubectl create token`)", ErrUnauthenticated)
 	}
+	// The reviews outlive the request: a client that half-closes its connection after sending
+	// (nc, some proxies) cancels the request's context at once, which would turn its answer into
+	// a 500. Each call is bounded by apiCallTimeout, and its answer is cached for the next.
+	ctx = context.WithoutCancel(ctx)
 	sum := sha256.Sum256([]byte(token))
 	key := hex.EncodeToString(sum[:])
 	authn := a.cached(ctx, "authn/"+key, func() decision { return a.review(ctx, token) })

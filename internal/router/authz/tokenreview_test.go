@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,7 +12,9 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/paddock-dev/paddock/internal/router/headers"
@@ -85,5 +88,27 @@ func TestTokenReviewAlwaysAuthenticates(t *testing.T) {
 	r, _ := http.NewRequest(http.MethodGet, "/", nil)
 	if got := StatusFor(a.Authorize(context.Background(), r, headers.Target{Namespace: "ns", Name: "sb"})); got != http.StatusUnauthorized {
 		t.Errorf("no token answered %d, want 401", got)
+	}
+}
+
+// A request whose context is already cancelled (the client half-closed its connection after
+// sending) still gets the API server's answer: 401 for a token it rejects, not 500.
+func TestTokenReviewOutlivesTheRequest(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"authenticated":false,"error":"invalid token"}}`))
+	}))
+	defer api.Close()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: api.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewTokenReview(cs, TokenReviewOptions{TTL: time.Hour, CacheSize: 10})
+	r, _ := http.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("Authorization", "Bearer made-up")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got := StatusFor(a.Authorize(ctx, r, headers.Target{Namespace: "ns", Name: "sb"})); got != http.StatusUnauthorized {
+		t.Fatalf("a made-up token on a cancelled request = %d, want 401", got)
 	}
 }

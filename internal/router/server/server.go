@@ -38,6 +38,10 @@ type Options struct {
 	ShutdownDelay   time.Duration
 	ShutdownTimeout time.Duration
 	Gatherer        prometheus.Gatherer
+	// MetricsFilter wraps /metrics (authentication and authorization); optional.
+	MetricsFilter func(http.Handler) http.Handler
+	// MetricsTLS serves MetricsAddr over TLS; optional.
+	MetricsTLS *tls.Config
 	// Ready is an extra readiness check (the Sandbox cache has synced); optional.
 	Ready func() bool
 	Log   logr.Logger
@@ -75,7 +79,11 @@ func New(opts Options, proxy http.Handler) *Server {
 	healthMux.HandleFunc("/readyz", s.readyz)
 	metricsMux := http.NewServeMux()
 	if opts.Gatherer != nil {
-		metricsMux.Handle("/metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+		h := promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})
+		if opts.MetricsFilter != nil {
+			h = opts.MetricsFilter(h)
+		}
+		metricsMux.Handle("/metrics", h)
 	}
 	addrs := map[string]string{ProxyHTTP: opts.HTTPAddr, ProxyHTTPS: opts.HTTPSAddr,
 		Metrics: opts.MetricsAddr, Health: opts.HealthAddr}
@@ -103,6 +111,9 @@ func New(opts Options, proxy http.Handler) *Server {
 			srv.TLSConfig = opts.TLS
 		}
 	}
+	if srv := s.servers[Metrics]; srv != nil {
+		srv.TLSConfig = opts.MetricsTLS
+	}
 	return s
 }
 
@@ -120,6 +131,9 @@ func (s *Server) Listen() error {
 				s.closeListeners()
 				return errors.New("the HTTPS listener needs a TLS configuration; set --tls-cert-file and --tls-key-file")
 			}
+			ln = tls.NewListener(ln, srv.TLSConfig)
+		}
+		if name == Metrics && srv.TLSConfig != nil {
 			ln = tls.NewListener(ln, srv.TLSConfig)
 		}
 		s.listeners[name] = ln

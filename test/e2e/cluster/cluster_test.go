@@ -47,6 +47,7 @@ func TestCluster(t *testing.T) {
 	t.Run("sandboxd: exec, streams, files and confinement by pod IP", testSandboxd)
 	t.Run("router: routes by header, authorizes scoped tokens, streams exec", testRouter)
 	t.Run("e2b: the unmodified npm e2b SDK through the router's E2B front door", testE2B)
+	t.Run("attacker: from the host, another namespace and a sandbox, nothing reaches what it was not given", testAttacker)
 	t.Run("bench: the runtime scenario measures sandboxd and the router on the real node", testBenchRuntime)
 	t.Run("helm: the chart replaces the bundle, runs two replicas with leader election, uninstalls cleanly", testHelm)
 	t.Run("dev down leaves no process, mount, interface or iptables rule", testDownIsClean)

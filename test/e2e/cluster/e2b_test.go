@@ -71,15 +71,10 @@ func testE2B(t *testing.T) {
 	env := append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key)
 	waitPoolReady(t, c, ns, e2b.DefaultTemplate, 2)
 
-	// KNOWN BUG, left out until fixed: connect after pause times out on the real node. The resumed
-	// Pod of a warm-adopted sandboxd Sandbox starts locked again (SANDBOXD_REQUIRE_CLAIM stays in
-	// its pod template) and the claim controller delivers claim settings once per claim, so the
-	// daemon never unlocks. test/integration/e2bfrontdoor covers connect against a daemon that
-	// stays up.
 	for _, pkg := range e2bSDKs {
 		t.Run(pkg, func(t *testing.T) {
 			out, err := node(t, ctx, dir, append(env, "E2B_PKG="+pkg, "OTHER_KEY="+otherKey, "E2B_TEMPLATE="+e2b.DefaultTemplate,
-				"E2B_CHECK_ENV=1", "E2B_CHECK_EXPIRY=1", "E2B_SKIP_RESUME=1"), "frontdoor.mjs")
+				"E2B_CHECK_ENV=1", "E2B_CHECK_EXPIRY=1"), "frontdoor.mjs")
 			if err != nil || !strings.Contains(out, "all checks passed") {
 				t.Fatalf("the E2B SDK %s through the front door: %v", pkg, err)
 			}

@@ -284,6 +284,19 @@ func scopedTokenRouter(t *testing.T, ctx context.Context, ns string) scopedtoken
 	if _, err := suite.client.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// It presents each sandbox's own token, as the installed router does: sandboxd answers
+	// nothing else. The key Secret is read through the installed router's Role.
+	keyReader := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "scoped-router-" + ns, Namespace: routerNamespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: routerName + "-credentials"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "default", Namespace: ns}},
+	}
+	if _, err := suite.client.RbacV1().RoleBindings(routerNamespace).Create(ctx, keyReader, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = suite.client.RbacV1().RoleBindings(routerNamespace).Delete(context.Background(), keyReader.Name, metav1.DeleteOptions{})
+	})
 	spec := installed.Spec.Template.Spec.DeepCopy()
 	spec.ServiceAccountName, spec.DeprecatedServiceAccount = "", ""
 	spec.TopologySpreadConstraints = nil
@@ -291,7 +304,7 @@ func scopedTokenRouter(t *testing.T, ctx context.Context, ns string) scopedtoken
 	ctr := &spec.Containers[0]
 	ctr.Args = []string{"--http-bind-address=:8080", "--health-probe-bind-address=:8081", "--metrics-bind-address=:9090",
 		"--sandbox-namespaces=" + ns, "--authz-mode=scoped-token", "--authz-scoped-token-secret-file=/etc/scoped-router/keys",
-		"--shutdown-delay=0s", "--inject-sandbox-token=false"}
+		"--shutdown-delay=0s", "--metrics-secure=false", "--credentials-secret=" + routerNamespace + "/" + credentials.KeySecretName}
 	ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "keys", MountPath: "/etc/scoped-router", ReadOnly: true})
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "keys", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret.Name}}})
 	pod := &corev1.Pod{

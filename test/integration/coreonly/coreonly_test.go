@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/manager"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
@@ -35,6 +36,8 @@ func TestCoreOnlyManagerStartsAndReconciles(t *testing.T) {
 	o.LeaderElect = false
 	o.MetricsBindAddress = "0"
 	o.HealthProbeBindAddress = freeAddr(t)
+	// The controller creates its credentials key in its own namespace, which an install makes.
+	o.CredentialsSecret = env.Namespace(t) + "/" + credentials.KeySecretName
 	if err := o.Validate(); err != nil {
 		t.Fatalf("options: %v", err)
 	}

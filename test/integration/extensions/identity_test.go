@@ -31,7 +31,7 @@ func TestClaimIdentityReachesThePod(t *testing.T) {
 		return framework.Ready
 	})
 	stop, err := env.StartManager(func(mgr ctrl.Manager) error {
-		r, err := sandbox.New(mgr.GetClient(), mgr.GetScheme(), mgr.GetEventRecorder("sandbox-controller"))
+		r, err := sandbox.New(mgr.GetClient(), mgr.GetEventRecorder("sandbox-controller"), sandbox.DefaultOptions())
 		if err != nil {
 			return err
 		}

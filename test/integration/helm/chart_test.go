@@ -381,7 +381,8 @@ func TestServiceMonitor(t *testing.T) {
 		}
 	}
 	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
-	wantEndpoints := []any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "15s"}}
+	wantEndpoints := []any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "15s", "scheme": "https",
+		"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token", "tlsConfig": map[string]any{"insecureSkipVerify": true}}}
 	if diff := cmp.Diff(wantEndpoints, endpoints); diff != "" {
 		t.Errorf("ServiceMonitor endpoints (-want +got):\n%s", diff)
 	}

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -111,6 +113,16 @@ func TestExpiryDelete(t *testing.T) {
 	expire(t, sb)
 	waitGone(t, sb.DeepCopy())
 	waitGone(t, pod)
+	// The recorder logs a delete after the API server answered it, so the Sandbox can be seen
+	// gone before its delete is in the log.
+	framework.Eventually(t, func(context.Context) error {
+		for _, p := range ops.Passes(sb)[n:] {
+			if slices.Contains(p, "delete Sandbox") {
+				return nil
+			}
+		}
+		return errors.New("the Sandbox's delete is not recorded yet")
+	})
 	checkTwoPassExpiry(t, ops.Passes(sb)[n:], "delete Pod", "delete Service", "delete Sandbox")
 }
 

@@ -45,15 +45,16 @@ func TestMain(m *testing.M) {
 	framework.RunMain(m, &env, func(e *framework.Env) (func(), error) {
 		return e.StartManager(func(mgr ctrl.Manager) error {
 			recorder.next = mgr.GetEventRecorder(sandboxctrl.ControllerName)
-			opts := []sandboxctrl.Option{sandboxctrl.WithClock(clock), sandboxctrl.WithClusterDomain("paddock.test"), sandboxctrl.WithWorkers(4),
-				sandboxctrl.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))),
-				sandboxctrl.WithAPIReader(mgr.GetAPIReader())}
+			opts := sandboxctrl.DefaultOptions()
+			opts.Clock, opts.ClusterDomain, opts.Workers = clock, "paddock.test", 4
+			opts.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+			opts.APIReader = mgr.GetAPIReader()
 			// Credentials are on, as in production; PADDOCK_SANDBOX_CREDENTIALS=off measures the
 			// benchmarks without them (--sandbox-credentials=false).
 			if os.Getenv("PADDOCK_SANDBOX_CREDENTIALS") != "off" {
-				opts = append(opts, sandboxctrl.WithCredentialsKey(bytes.Repeat([]byte{1}, credentials.KeySize)))
+				opts.CredentialsKey = bytes.Repeat([]byte{1}, credentials.KeySize)
 			}
-			r, err := sandboxctrl.New(&recordingClient{Client: mgr.GetClient(), log: ops}, mgr.GetScheme(), recorder, opts...)
+			r, err := sandboxctrl.New(&recordingClient{Client: mgr.GetClient(), log: ops}, recorder, opts)
 			if err != nil {
 				return fmt.Errorf("building sandbox reconciler: %w", err)
 			}

@@ -129,10 +129,17 @@ func TestPVCOwnership(t *testing.T) {
 			create(t, ctx, sb)
 			waitPod(t, key(sb), nil) // the Pod is created whatever happens to the claim
 			if tt.wantErr != "" {
-				got := waitSandbox(t, sb, ready(metav1.ConditionFalse, agentsv1beta1.SandboxReasonReconcilerError))
-				if msg := readyCondition(got).Message; !strings.Contains(msg, tt.wantErr) {
-					t.Errorf("Ready message %q does not contain %q", msg, tt.wantErr)
-				}
+				// A first pass on a cache that does not show the PVC yet reports its create's
+				// AlreadyExists; the retry reports why the PVC is refused.
+				waitSandbox(t, sb, func(s *agentsv1beta1.Sandbox) error {
+					if err := ready(metav1.ConditionFalse, agentsv1beta1.SandboxReasonReconcilerError)(s); err != nil {
+						return err
+					}
+					if msg := readyCondition(s).Message; !strings.Contains(msg, tt.wantErr) {
+						return fmt.Errorf("Ready message %q does not contain %q", msg, tt.wantErr)
+					}
+					return nil
+				})
 				return
 			}
 			got := waitSandbox(t, sb, ready(metav1.ConditionFalse, agentsv1beta1.SandboxReasonDependenciesNotReady))

@@ -29,8 +29,8 @@ func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
 	framework.RunMain(m, &env, func(e *framework.Env) (func(), error) {
 		return e.StartManager(func(mgr ctrl.Manager) error {
-			r, err := sandboxctrl.New(&countingClient{Client: mgr.GetClient()}, mgr.GetScheme(), mgr.GetEventRecorder(sandboxctrl.ControllerName),
-				sandboxctrl.WithStatusCoalesceWindow(time.Hour), sandboxctrl.WithAPIReader(mgr.GetAPIReader()))
+			r, err := sandboxctrl.New(&countingClient{Client: mgr.GetClient()}, mgr.GetEventRecorder(sandboxctrl.ControllerName),
+				sandboxctrl.Options{StatusCoalesceWindow: time.Hour, APIReader: mgr.GetAPIReader()})
 			if err != nil {
 				return fmt.Errorf("building sandbox reconciler: %w", err)
 			}

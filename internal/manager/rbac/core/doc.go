@@ -11,6 +11,11 @@
 // carrying the sandbox tracking label, so a deleted credentials Secret is re-created at once;
 // RBAC cannot narrow a watch by label, so the grant covers every Secret (docs/security.md).
 //
+// TokenReviews and SubjectAccessReviews authenticate and authorize the callers of /metrics
+// (--metrics-secure).
+//
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups="",resources=pods;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update

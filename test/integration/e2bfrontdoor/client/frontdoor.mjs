@@ -4,7 +4,6 @@
 // template (default base). On a real cluster E2B_CHECK_ENV=1 also checks that a command sees the
 // create's envs, and E2B_CHECK_EXPIRY=1 that a sandbox is gone after its timeout.
 const { Sandbox, AuthenticationError } = await import(process.env.E2B_PKG)
-// E2B_SKIP_RESUME=1 leaves out connect after pause (see test/e2e/cluster/e2b_test.go).
 
 let n = 0
 function check(name, ok, detail = '') {
@@ -49,14 +48,10 @@ check('setTimeout moves endAt', moved.endAt.getTime() > info.endAt.getTime(), `$
 check('pause', (await sbx.pause()) === true)
 check('getInfo after pause', (await sbx.getInfo()).state === 'paused')
 check('second pause', (await sbx.pause()) === false)
-if (process.env.E2B_SKIP_RESUME !== '1') {
-  const back = await Sandbox.connect(sbx.sandboxId)
-  check('connect resumes', (await back.files.read('kept.txt')) === 'before pause')
-} else {
-  console.log('SKIP connect resumes (E2B_SKIP_RESUME=1)')
-}
+const back = await Sandbox.connect(sbx.sandboxId)
+check('connect resumes', (await back.files.read('kept.txt')) === 'before pause')
 
-check('kill', (await Sandbox.kill(sbx.sandboxId)) === true)
+check('kill', (await back.kill()) === true)
 check('second kill', (await Sandbox.kill(sbx.sandboxId)) === false)
 
 try {

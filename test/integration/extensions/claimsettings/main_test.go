@@ -23,6 +23,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,7 +57,12 @@ const giveUpAfter = time.Hour
 // clockOffset moves the claim controller's clock ahead of the real one.
 var clockOffset atomic.Int64
 
-func now() time.Time { return time.Now().Add(time.Duration(clockOffset.Load())) }
+// offsetClock is the real clock moved ahead by clockOffset.
+type offsetClock struct{ clock.RealClock }
+
+func (offsetClock) Now() time.Time { return time.Now().Add(time.Duration(clockOffset.Load())) }
+
+func (c offsetClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
 func TestMain(m *testing.M) {
 	if os.Getenv("PADDOCK_TEST_LOG") != "" {
@@ -79,7 +85,7 @@ func startControllers(e *framework.Env) (func(), error) {
 	stop, err := e.StartManager(func(mgr ctrl.Manager) error {
 		claims := sandboxclaim.New(&recordingClient{Client: mgr.GetClient(), log: claimWrites}, mgr.GetAPIReader(),
 			mgr.GetEventRecorder(sandboxclaim.ControllerName), warmqueue.New(), sandboxclaim.Options{
-				Now:            now,
+				Clock:          offsetClock{},
 				ClaimSettings:  sandboxclaim.ClaimSettingsOptions{Address: daemons.address, GiveUpAfter: giveUpAfter},
 				CredentialsKey: testKey,
 			})

@@ -43,11 +43,9 @@ func TestMain(m *testing.M) {
 	}
 	framework.RunMain(m, &env, func(e *framework.Env) (func(), error) {
 		return e.StartManager(func(mgr ctrl.Manager) error {
-			r, err := sandboxctrl.New(&recordingClient{Client: mgr.GetClient()}, mgr.GetScheme(),
-				mgr.GetEventRecorder(sandboxctrl.ControllerName), sandboxctrl.WithClock(clock),
-				sandboxctrl.WithWorkers(4), sandboxctrl.WithAPIReader(mgr.GetAPIReader()),
-				sandboxctrl.WithWriteBehindWindow(time.Hour),
-				sandboxctrl.WithStatusCoalesceWindow(0)) // only the write-behind clock is under test
+			r, err := sandboxctrl.New(&recordingClient{Client: mgr.GetClient()}, mgr.GetEventRecorder(sandboxctrl.ControllerName),
+				sandboxctrl.Options{Clock: clock, Workers: 4, APIReader: mgr.GetAPIReader(), WriteBehindWindow: time.Hour,
+					StatusCoalesceWindow: 0}) // only the write-behind clock is under test
 			if err != nil {
 				return fmt.Errorf("building sandbox reconciler: %w", err)
 			}

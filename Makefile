@@ -93,18 +93,23 @@ test-unit: ## Run unit tests (no API server).
 test-integration: k8s-binaries $(HELM) $(KUSTOMIZE) e2b-deps image-deps ## Run integration tests against a real kube-apiserver and etcd (and the E2B SDK tier).
 	PADDOCK_HELM=$(HELM) PADDOCK_KUSTOMIZE=$(KUSTOMIZE) KUBEBUILDER_ASSETS=$(K8S_BIN) $(GO) test $(GO_TEST_FLAGS) ./test/integration/...
 
-# The E2B tier (test/integration/e2b) runs the unmodified npm e2b SDK with the machine's Node.js.
+# The E2B tiers (test/integration/e2b against sandboxd's envd, test/integration/e2bfrontdoor
+# through the router's E2B front door) run the unmodified npm e2b SDK with the machine's Node.js.
 E2B_CLIENT := test/integration/e2b/client
+E2B_FRONTDOOR_CLIENT := test/integration/e2bfrontdoor/client
 
 .PHONY: image-deps
 image-deps: ## Install the Debian packages the sandbox image is built from (test/integration/sandboximage runs it).
 	@hack/install-deps.sh $(IMAGE_DEBIAN_PACKAGES)
 
 .PHONY: e2b-deps
-e2b-deps: $(E2B_CLIENT)/node_modules/.package-lock.json ## Install the pinned E2B SDKs of the E2B tier (npm ci).
+e2b-deps: $(E2B_CLIENT)/node_modules/.package-lock.json $(E2B_FRONTDOOR_CLIENT)/node_modules/.package-lock.json ## Install the pinned E2B SDKs of the E2B tiers (npm ci).
 
 $(E2B_CLIENT)/node_modules/.package-lock.json: $(E2B_CLIENT)/package-lock.json $(E2B_CLIENT)/package.json
 	cd $(E2B_CLIENT) && npm ci --no-audit --no-fund
+
+$(E2B_FRONTDOOR_CLIENT)/node_modules/.package-lock.json: $(E2B_FRONTDOOR_CLIENT)/package-lock.json $(E2B_FRONTDOOR_CLIENT)/package.json
+	cd $(E2B_FRONTDOOR_CLIENT) && npm ci --no-audit --no-fund
 
 .PHONY: test-e2e
 test-e2e: e2e-deps $(HELM) ## Run end-to-end tests: bring a local dev cluster up (as root), test it, take it down.

@@ -16,6 +16,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/router"
 	"github.com/paddock-dev/paddock/internal/router/authz"
+	"github.com/paddock-dev/paddock/internal/router/e2b"
 	"github.com/paddock-dev/paddock/internal/router/proxy"
 	"github.com/paddock-dev/paddock/internal/router/server"
 	"github.com/paddock-dev/paddock/internal/router/wake"
@@ -57,6 +58,10 @@ type Options struct {
 	EnableTracing                            bool
 	ConfigFile                               string
 	Version                                  bool
+	E2BAddr, E2BHTTPSAddr                    string
+	E2BDomain                                string
+	E2BAPIKeyNamespace                       string
+	E2BCreateTimeout                         time.Duration
 }
 
 // defaultOptions applies the built-in defaults, then the CLUSTER_DOMAIN and
@@ -70,7 +75,8 @@ func defaultOptions() *Options {
 		AuthzMode: router.AuthzTokenReview, TokenReviewTTL: 30 * time.Second, TokenReviewCacheSize: 2048,
 		TokenReviewRequireToken: true, TokenReviewCheckAccess: true,
 		SandboxCache: true, InjectSandboxToken: true, AccessLog: true, WakeOnRequest: true, WakeTimeout: wake.DefaultTimeout,
-		CredentialsSecret: ownNamespace() + "/" + credentials.KeySecretName,
+		CredentialsSecret:  ownNamespace() + "/" + credentials.KeySecretName,
+		E2BAPIKeyNamespace: e2b.DefaultAPIKeyNamespace, E2BCreateTimeout: 60 * time.Second,
 	}
 	if v := os.Getenv("CLUSTER_DOMAIN"); v != "" {
 		o.ClusterDomain = v
@@ -144,6 +150,11 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"on by default when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set.")
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "YAML file of flag-name: value pairs; flags given on the command line win. Also SANDBOX_ROUTER_CONFIG.")
 	fs.BoolVar(&o.Version, "version", o.Version, "Print the version and exit.")
+	fs.StringVar(&o.E2BAddr, "e2b-bind-address", o.E2BAddr, "E2B-compatible API and data plane over HTTP (E2B_API_URL and E2B_SANDBOX_URL); empty turns it off (paddock).")
+	fs.StringVar(&o.E2BHTTPSAddr, "e2b-https-bind-address", o.E2BHTTPSAddr, "E2B-compatible API and data plane over HTTPS, with --tls-cert-file and --tls-key-file (paddock).")
+	fs.StringVar(&o.E2BDomain, "e2b-domain", o.E2BDomain, "Domain of E2B sandbox hosts {port}-{id}.<domain>, returned to the SDK as the sandbox's domain (paddock).")
+	fs.StringVar(&o.E2BAPIKeyNamespace, "e2b-api-key-namespace", o.E2BAPIKeyNamespace, "Namespace of the E2B API-key Secrets (label "+e2b.APIKeyNamespaceLabel+"=<namespace the key may use>) (paddock).")
+	fs.DurationVar(&o.E2BCreateTimeout, "e2b-create-timeout", o.E2BCreateTimeout, "Bound on an E2B create or connect waiting for the sandbox's daemon (paddock).")
 }
 
 // Validate reports every invalid option, naming the flag and the fix.
@@ -215,9 +226,20 @@ func (o *Options) Validate() error {
 	if o.InjectSandboxToken && !o.SandboxCache {
 		bad("--inject-sandbox-token needs --sandbox-cache=true (the token derives from the Sandbox's UID); set --inject-sandbox-token=false")
 	}
-	if o.InjectSandboxToken {
+	if o.InjectSandboxToken || o.e2bOn() {
 		if _, err := o.credentialsSecret(); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if o.e2bOn() {
+		if o.E2BHTTPSAddr != "" && (o.TLSCertFile == "" || o.TLSKeyFile == "") {
+			bad("--e2b-https-bind-address needs --tls-cert-file and --tls-key-file")
+		}
+		if o.E2BAPIKeyNamespace == "" {
+			bad("--e2b-api-key-namespace is empty; name the namespace of the API-key Secrets")
+		}
+		if o.E2BCreateTimeout <= 0 {
+			bad("--e2b-create-timeout=%s must be positive", o.E2BCreateTimeout)
 		}
 	}
 	return errors.Join(errs...)
@@ -231,9 +253,12 @@ func (o *Options) credentialsSecret() (types.NamespacedName, error) {
 	return types.NamespacedName{Namespace: ns, Name: name}, nil
 }
 
+// e2bOn reports whether a listener of the E2B front door is configured.
+func (o *Options) e2bOn() bool { return o.E2BAddr != "" || o.E2BHTTPSAddr != "" }
+
 // NeedsKube reports whether the options need an API server connection.
 func (o *Options) NeedsKube() bool {
-	return o.SandboxCache || o.InjectSandboxToken || o.AuthzMode == router.AuthzTokenReview || (o.MetricsSecure && o.MetricsAddr != "")
+	return o.SandboxCache || o.InjectSandboxToken || o.AuthzMode == router.AuthzTokenReview || (o.MetricsSecure && o.MetricsAddr != "") || o.e2bOn()
 }
 
 // Config turns validated options into the router's configuration.
@@ -245,9 +270,15 @@ func (o *Options) Config() router.Config {
 	if retryMax == 0 {
 		retryMax = 800 * time.Millisecond
 	}
+	var e2bConfig *router.E2BConfig
+	if o.e2bOn() {
+		e2bConfig = &router.E2BConfig{Domain: o.E2BDomain, KeysNamespace: o.E2BAPIKeyNamespace, CreateTimeout: o.E2BCreateTimeout}
+	}
 	secret, _ := o.credentialsSecret()
 	return router.Config{
+		E2B: e2bConfig,
 		Server: server.Options{HTTPAddr: o.HTTPAddr, HTTPSAddr: o.HTTPSAddr, MetricsAddr: o.MetricsAddr,
+			E2BHTTPAddr: o.E2BAddr, E2BHTTPSAddr: o.E2BHTTPSAddr,
 			HealthAddr: o.HealthAddr, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 			MaxHeaderBytes: o.MaxHeaderBytes, ShutdownDelay: o.ShutdownDelay, ShutdownTimeout: o.ShutdownTimeout},
 		TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSKeyFile, TLSClientCAFile: o.TLSClientCAFile, MTLSMode: o.MTLSMode,

@@ -57,7 +57,7 @@ func AddCommands(root *cobra.Command) {
 	fs.StringVarP(&g.Output, "output", "o", OutputTable, "output format of lists and objects: table, json or yaml")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{OutputTable, OutputJSON, OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	root.AddCommand(newClaimCommand(g), newListCommand(g), newGetCommand(g), newExecCommand(g), newCopyCommand(g), newMCPCommand(g),
-		newSuspendCommand(g), newResumeCommand(g), newDeleteCommand(g), newPoolCommand(g),
+		newSuspendCommand(g), newResumeCommand(g), newDeleteCommand(g), newPoolCommand(g), newE2BCommand(g),
 		newUninstallCommand(g))
 }
 

@@ -45,6 +45,8 @@ type cluster struct {
 	tokens      tokens
 	client      kubernetes.Interface
 	out         io.Writer
+	// e2bExports are the E2B variables installE2B prints at the end.
+	e2bExports string
 }
 
 // step runs fn and prints one line with its outcome and duration. changed tells whether fn
@@ -96,7 +98,7 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 	}
 	steps = append(steps, step{"default service account", cl.waitDefaultServiceAccount})
 	if opts.InstallPaddock {
-		steps = append(steps, step{"paddock", cl.installPaddock})
+		steps = append(steps, step{"paddock", cl.installPaddock}, step{"e2b front door", cl.installE2B})
 	}
 
 	start := time.Now()
@@ -118,6 +120,9 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 	}
 	cl.printf("\nUse it with:\n  export KUBECONFIG=%s\n  kubectl get nodes\n  kubectl run demo --image %s -- sleep 3600\nImages: push to %s (plain HTTP on loopback). Stop it with: paddock dev down --state-dir %s\n",
 		cfg.KubeconfigPath(), cfg.BusyboxImage(), cfg.RegistryHost(), cfg.StateDir)
+	if cl.e2bExports != "" {
+		cl.printf("\nE2B SDK programs (npm e2b, Python e2b) run against the cluster with:\n%s", cl.e2bExports)
+	}
 	return nil
 }
 

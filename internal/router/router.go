@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 
 	"github.com/paddock-dev/paddock/internal/router/authz"
+	"github.com/paddock-dev/paddock/internal/router/e2b"
 	"github.com/paddock-dev/paddock/internal/router/headers"
 	"github.com/paddock-dev/paddock/internal/router/metrics"
 	"github.com/paddock-dev/paddock/internal/router/proxy"
@@ -64,7 +65,8 @@ type Config struct {
 	SandboxNamespaces  []string
 	ClusterDomain      string
 	// InjectSandboxToken replaces the client's Authorization with the sandbox's own token,
-	// derived from the key in CredentialsSecret; it needs the Sandbox cache (for the UID).
+	// derived from the key in CredentialsSecret; it needs the Sandbox cache (for the UID). The
+	// E2B front door derives the tokens it hands out from the same Secret.
 	InjectSandboxToken bool
 	CredentialsSecret  types.NamespacedName
 
@@ -85,6 +87,10 @@ type Config struct {
 	// Tracer records a span per request and propagates W3C trace context upstream; optional.
 	Tracer trace.Tracer
 
+	// E2B turns on the E2B-compatible front door (internal/router/e2b) on Server.E2BHTTPAddr
+	// and Server.E2BHTTPSAddr; optional.
+	E2B *E2BConfig
+
 	// MetricsSecure serves /metrics over TLS (a self-signed certificate) to callers the API
 	// server authenticates and authorizes for get on the non-resource URL /metrics; it needs Kube.
 	MetricsSecure bool
@@ -99,11 +105,22 @@ type Config struct {
 	Policy headers.Policy
 }
 
+// E2BConfig configures the E2B front door; the router supplies its connection, address policy,
+// transport, log and the sandbox tokens (from CredentialsSecret).
+type E2BConfig struct {
+	Domain        string
+	KeysNamespace string
+	CreateTimeout time.Duration
+	// DaemonPort replaces the daemon's port 49983 upstream. Only tests set it; no flag does.
+	DaemonPort int
+}
+
 // Router is a built router, ready to Listen and Serve.
 type Router struct {
 	cfg      Config
 	srv      *server.Server
 	cache    *resolve.Cache
+	e2b      *e2b.FrontDoor
 	tokens   *sandboxtoken.Source
 	reloader *tlsreload.Reloader
 	waker    *wake.Waker
@@ -134,19 +151,23 @@ func New(cfg Config) (*Router, error) {
 	default:
 		cfg.Log.Info("WARNING: --insecure-dns-routing: requests are routed by DNS name without checking that the target is a Ready, claimed Sandbox or that the port is declared")
 	}
-	var creds proxy.Credentials
-	if cfg.InjectSandboxToken {
-		if !cfg.SandboxCache {
-			return nil, errors.New("--inject-sandbox-token needs --sandbox-cache=true (the token derives from the Sandbox's UID); set --inject-sandbox-token=false with --insecure-dns-routing")
-		}
+	if cfg.InjectSandboxToken && !cfg.SandboxCache {
+		return nil, errors.New("--inject-sandbox-token needs --sandbox-cache=true (the token derives from the Sandbox's UID); set --inject-sandbox-token=false with --insecure-dns-routing")
+	}
+	// The E2B front door hands each sandbox's token to the SDK, so it needs the key even when
+	// the proxy does not inject tokens.
+	if cfg.InjectSandboxToken || cfg.E2B != nil {
 		cs, err := kubernetes.NewForConfig(cfg.Kube)
 		if err != nil {
 			return nil, fmt.Errorf("creating the Kubernetes client for the credentials key: %w", err)
 		}
 		r.tokens = sandboxtoken.New(cs, cfg.CredentialsSecret)
+	}
+	var creds proxy.Credentials
+	if cfg.InjectSandboxToken {
 		creds = r.tokens
 	}
-	if cfg.Server.HTTPSAddr != "" {
+	if cfg.Server.HTTPSAddr != "" || cfg.Server.E2BHTTPSAddr != "" {
 		if r.reloader, err = tlsreload.New(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Log.WithName("tls")); err != nil {
 			return nil, err
 		}
@@ -171,13 +192,22 @@ func New(cfg Config) (*Router, error) {
 			r.waker = wake.NewWaker(r.cache, patcher, cfg.Policy, timeout, m)
 		}
 	}
+	transport := proxy.NewTransport(cfg.Policy, cfg.DialTimeout, cfg.ResponseTimeout, cfg.UpstreamIdleConnsPerHost)
 	handler := proxy.New(proxy.Config{
 		Resolver: resolver, Authorizer: authorizer, Metrics: m, Log: cfg.Log.WithName("proxy"),
 		AccessLog: cfg.AccessLog, ProxyTimeout: cfg.ProxyTimeout, MaxRequestBodyBytes: cfg.MaxRequestBody,
 		Retry: cfg.Retry, Tracer: cfg.Tracer, Credentials: creds, Waker: r.waker, Activity: r.activity,
-		Transport: proxy.NewTransport(cfg.Policy, cfg.DialTimeout, cfg.ResponseTimeout, cfg.UpstreamIdleConnsPerHost),
+		Transport: transport,
 	})
 	opts := cfg.Server
+	if e := cfg.E2B; e != nil {
+		if r.e2b, err = e2b.New(e2b.Config{Kube: cfg.Kube, Domain: e.Domain, KeysNamespace: e.KeysNamespace,
+			Tokens: r.tokens, CreateTimeout: e.CreateTimeout, Policy: cfg.Policy,
+			Transport: transport, DaemonPort: e.DaemonPort, Log: cfg.Log.WithName("e2b"), Registry: r.Registry}); err != nil {
+			return nil, err
+		}
+		opts.E2B = r.e2b
+	}
 	if cfg.MetricsSecure && opts.MetricsAddr != "" {
 		if opts.MetricsFilter, opts.MetricsTLS, err = secureMetrics(cfg); err != nil {
 			return nil, err
@@ -285,6 +315,7 @@ func (r *Router) Serve(ctx context.Context) error {
 	bg, stop := context.WithCancel(context.Background())
 	defer stop()
 	var cacheErr = make(chan error, 1)
+	var e2bErr = make(chan error, 1)
 	var syncs []func(context.Context) bool
 	if r.cache != nil {
 		go func() { cacheErr <- r.cache.Start(bg) }()
@@ -296,6 +327,10 @@ func (r *Router) Serve(ctx context.Context) error {
 	if r.tokens != nil {
 		go r.tokens.Run(bg)
 		syncs = append(syncs, r.tokens.WaitForSync)
+	}
+	if r.e2b != nil {
+		go func() { e2bErr <- r.e2b.Start(bg) }()
+		syncs = append(syncs, r.e2b.WaitForSync)
 	}
 	if len(syncs) > 0 {
 		synced := make(chan struct{})
@@ -326,6 +361,11 @@ func (r *Router) Serve(ctx context.Context) error {
 	if r.cache != nil {
 		if cerr := <-cacheErr; cerr != nil && !errors.Is(cerr, context.Canceled) {
 			err = errors.Join(err, fmt.Errorf("sandbox cache: %w", cerr))
+		}
+	}
+	if r.e2b != nil {
+		if cerr := <-e2bErr; cerr != nil && !errors.Is(cerr, context.Canceled) {
+			err = errors.Join(err, fmt.Errorf("E2B front door cache: %w", cerr))
 		}
 	}
 	return err

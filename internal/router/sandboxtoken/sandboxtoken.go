@@ -66,6 +66,9 @@ func (s *Source) SandboxToken(namespace, name string, uid types.UID) (string, er
 	return credentials.SandboxToken(st.key, namespace, name, uid), nil
 }
 
+// KeyErr is nil once the key is known, else the client-facing reason no token can be derived.
+func (s *Source) KeyErr() error { return s.key.Load().err }
+
 func (s *Source) observe(obj any) {
 	secret, ok := obj.(*corev1.Secret)
 	if !ok {

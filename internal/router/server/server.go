@@ -25,6 +25,9 @@ type Options struct {
 	HTTPSAddr   string
 	MetricsAddr string
 	HealthAddr  string
+	// E2BHTTPAddr and E2BHTTPSAddr serve E2B, the E2B front door's handler (HTTPS with TLS).
+	E2BHTTPAddr, E2BHTTPSAddr string
+	E2B                       http.Handler
 	// TLS serves HTTPSAddr; required when it is set.
 	TLS               *tls.Config
 	ReadHeaderTimeout time.Duration
@@ -61,6 +64,8 @@ const (
 	ProxyHTTPS = "proxy-https"
 	Metrics    = "metrics"
 	Health     = "health"
+	E2BHTTP    = "e2b-http"
+	E2BHTTPS   = "e2b-https"
 )
 
 // New builds the listeners around the proxy handler.
@@ -80,8 +85,12 @@ func New(opts Options, proxy http.Handler) *Server {
 		}
 		metricsMux.Handle("/metrics", h)
 	}
-	for name, addr := range map[string]string{ProxyHTTP: opts.HTTPAddr, ProxyHTTPS: opts.HTTPSAddr,
-		Metrics: opts.MetricsAddr, Health: opts.HealthAddr} {
+	addrs := map[string]string{ProxyHTTP: opts.HTTPAddr, ProxyHTTPS: opts.HTTPSAddr,
+		Metrics: opts.MetricsAddr, Health: opts.HealthAddr}
+	if opts.E2B != nil {
+		addrs[E2BHTTP], addrs[E2BHTTPS] = opts.E2BHTTPAddr, opts.E2BHTTPSAddr
+	}
+	for name, addr := range addrs {
 		if addr == "" {
 			continue
 		}
@@ -91,12 +100,16 @@ func New(opts Options, proxy http.Handler) *Server {
 			h = metricsMux
 		case Health:
 			h = healthMux
+		case E2BHTTP, E2BHTTPS:
+			h = s.track(opts.E2B)
 		}
 		s.servers[name] = &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: opts.ReadHeaderTimeout,
 			IdleTimeout: opts.IdleTimeout, MaxHeaderBytes: opts.MaxHeaderBytes}
 	}
-	if srv := s.servers[ProxyHTTPS]; srv != nil {
-		srv.TLSConfig = opts.TLS
+	for _, name := range []string{ProxyHTTPS, E2BHTTPS} {
+		if srv := s.servers[name]; srv != nil {
+			srv.TLSConfig = opts.TLS
+		}
 	}
 	if srv := s.servers[Metrics]; srv != nil {
 		srv.TLSConfig = opts.MetricsTLS
@@ -112,7 +125,7 @@ func (s *Server) Listen() error {
 			s.closeListeners()
 			return fmt.Errorf("binding %s listener on %s: %w", name, srv.Addr, err)
 		}
-		if name == ProxyHTTPS {
+		if name == ProxyHTTPS || name == E2BHTTPS {
 			if srv.TLSConfig == nil {
 				_ = ln.Close()
 				s.closeListeners()
@@ -173,7 +186,7 @@ func (s *Server) drain() error {
 	defer cancel()
 	// Proxy listeners first: probes and metrics stay up while requests drain, so /readyz keeps
 	// answering 503 and the drain stays observable.
-	err := s.shutdown(ctx, ProxyHTTP, ProxyHTTPS)
+	err := s.shutdown(ctx, ProxyHTTP, ProxyHTTPS, E2BHTTP, E2BHTTPS)
 	// Shutdown does not wait for hijacked (upgraded) connections; their handlers are counted.
 	done := make(chan struct{})
 	go func() { s.active.Wait(); close(done) }()

@@ -470,6 +470,9 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{[]string{"leaderElection=false"}, "leaderElection"},
 		{[]string{"extraEnv[0].name=GOMAXPROCS", "extraEnv[0].value=2"}, "/extraEnv/0/value"},
 		{[]string{"metrics.serviceMonitor.enabled=true", "metrics.service.enabled=false"}, "metrics.service.enabled=true"},
+		// The router lists every Secret of the API-key namespace: never the release's.
+		{[]string{"router.enabled=true", "router.e2b.apiKeyNamespace=" + namespace}, "must not be the release namespace"},
+		{[]string{"router.enabled=true", "router.e2b.apiKeyNamespace="}, "/router/e2b/apiKeyNamespace"},
 	} {
 		out, err := renderErr(t, namespace, tc.set...)
 		if err == nil {

@@ -57,7 +57,12 @@ func TestInstallAndUninstall(t *testing.T) {
 	ctx := framework.Context(t, framework.DefaultTimeout)
 	kc := kubeconfig(t)
 	const ns = "paddock-helm"
-	helmInstall(ctx, t, kc, "paddock", ns, "router.enabled=true", "router.authzMode=tokenreview")
+	// envtest runs no namespace controller, so a Namespace the release made would never finish
+	// deleting (helm uninstall --wait would hang): the API-key namespace is made here instead.
+	const keysNS = "paddock-helm-e2b"
+	framework.MustCreate(t, ctx, env.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: keysNS}})
+	helmInstall(ctx, t, kc, "paddock", ns, "router.enabled=true", "router.authzMode=tokenreview",
+		"router.e2b.apiKeyNamespace="+keysNS, "router.e2b.createApiKeyNamespace=false")
 	manifest, err := framework.Helm(ctx, "get", "manifest", "paddock", "--kubeconfig", kc, "--namespace", ns)
 	if err != nil {
 		t.Fatal(err)

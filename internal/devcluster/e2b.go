@@ -1,0 +1,146 @@
+package devcluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/router/e2b"
+)
+
+// The E2B defaults of the dev cluster: a pool named after the SDK's default template, in the
+// default namespace, and one API key for that namespace.
+const (
+	e2bNamespace     = "default"
+	e2bPoolReplicas  = 2
+	e2bKeySecretName = "e2b-api-key-dev"
+	e2bKeysNamespace = e2b.DefaultAPIKeyNamespace
+)
+
+// E2BTemplate is the `base` template: sandboxd (with bash, which the SDK's commands.run needs)
+// as the only container, E2B's user home on a volume so files survive pause, and gVisor when the
+// cluster has its RuntimeClass.
+func E2BTemplate(image string, gvisor bool) *extensionsv1beta1.SandboxTemplate {
+	t := &extensionsv1beta1.SandboxTemplate{
+		// sandboxd runtime: members start locked and are bound with the claim's settings, so a
+		// create's envVars are served warm.
+		ObjectMeta: metav1.ObjectMeta{Name: e2b.DefaultTemplate, Namespace: e2bNamespace,
+			Annotations: map[string]string{extensionsv1beta1.RuntimeAnnotation: extensionsv1beta1.RuntimeSandboxd}},
+		Spec: extensionsv1beta1.SandboxTemplateSpec{
+			EnvVarsInjectionPolicy: extensionsv1beta1.EnvVarsInjectionPolicyOverrides,
+			SandboxBlueprint: agentsv1beta1.SandboxBlueprint{
+				PodTemplate: agentsv1beta1.PodTemplate{Spec: corev1.PodSpec{
+					SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1000),
+						RunAsNonRoot: ptr.To(true), FSGroup: ptr.To[int64](1000)},
+					Containers: []corev1.Container{{
+						Name: "sandboxd", Image: image,
+						Args:         []string{"--root-dir=/home/user", "--listen-host=0.0.0.0"},
+						Ports:        []corev1.ContainerPort{{Name: "envd", ContainerPort: e2b.EnvdPort}, {Name: "rest", ContainerPort: 8080}},
+						VolumeMounts: []corev1.VolumeMount{{Name: "home", MountPath: "/home/user"}},
+					}},
+				}},
+				VolumeClaimTemplates: []agentsv1beta1.PersistentVolumeClaimTemplate{{
+					EmbeddedObjectMetadata: agentsv1beta1.EmbeddedObjectMetadata{Name: "home"},
+					Spec: corev1.PersistentVolumeClaimSpec{
+						AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+						Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+					},
+				}},
+			},
+		},
+	}
+	if gvisor {
+		t.Spec.PodTemplate.Spec.RuntimeClassName = ptr.To(GVisorRuntimeClass)
+	}
+	return t
+}
+
+// E2BPool is the warm pool of E2BTemplate, under the SDK's default template name.
+func E2BPool() *extensionsv1beta1.SandboxWarmPool {
+	return &extensionsv1beta1.SandboxWarmPool{
+		ObjectMeta: metav1.ObjectMeta{Name: e2b.DefaultTemplate, Namespace: e2bNamespace},
+		Spec: extensionsv1beta1.SandboxWarmPoolSpec{Replicas: ptr.To[int32](e2bPoolReplicas),
+			TemplateRef: extensionsv1beta1.SandboxTemplateRef{Name: e2b.DefaultTemplate}},
+	}
+}
+
+// installE2B creates the `base` template and pool and the dev API key when they are missing, and
+// returns the three variables an E2B program exports, with the router's pod IP (reachable from
+// the host over the node bridge).
+func (cl *cluster) installE2B(ctx context.Context) (string, bool, error) {
+	c, err := cl.e2bClient()
+	if err != nil {
+		return "", false, err
+	}
+	err = c.Get(ctx, client.ObjectKey{Name: GVisorRuntimeClass}, &nodev1.RuntimeClass{})
+	gvisor := err == nil
+	changed := false
+	for _, obj := range []client.Object{E2BTemplate(cl.cfg.SandboxImage(), gvisor), E2BPool()} {
+		switch err := c.Create(ctx, obj); {
+		case err == nil:
+			changed = true
+		case !apierrors.IsAlreadyExists(err):
+			return "", false, fmt.Errorf("creating %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
+		}
+	}
+	key, err := cl.e2bKey(ctx, c)
+	if err != nil {
+		return "", false, err
+	}
+	var url string
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for url == "" {
+		if url, err = e2b.RouterURL(ctx, c, "paddock-system", e2b.DefaultPort); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return "", false, err
+		case <-time.After(time.Second):
+		}
+	}
+	cl.e2bExports = e2b.Exports(url, key)
+	return fmt.Sprintf("pool %s/%s (gVisor %v), API key Secret %s/%s", e2bNamespace, e2b.DefaultTemplate, gvisor, e2bKeysNamespace, e2bKeySecretName), changed, nil
+}
+
+// e2bKey returns the dev API key, creating its Secret the first time.
+func (cl *cluster) e2bKey(ctx context.Context, c client.Client) (string, error) {
+	var s corev1.Secret
+	err := c.Get(ctx, client.ObjectKey{Namespace: e2bKeysNamespace, Name: e2bKeySecretName}, &s)
+	if err == nil {
+		return string(s.Data[e2b.APIKeyDataKey]), nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("reading the dev API key Secret: %w", err)
+	}
+	key, _, err := e2b.CreateNamedAPIKey(ctx, c, e2bKeysNamespace, e2bKeySecretName, e2bNamespace)
+	return key, err
+}
+
+func (cl *cluster) e2bClient() (client.Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", cl.cfg.KubeconfigPath())
+	if err != nil {
+		return nil, err
+	}
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return client.New(cfg, client.Options{Scheme: s})
+}

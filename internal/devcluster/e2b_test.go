@@ -1,0 +1,29 @@
+package devcluster
+
+import (
+	"testing"
+
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/router/e2b"
+)
+
+// The dev `base` template runs sandboxd as its runtime, so a create's envVars are served warm
+// through claim settings, and declares the envd port, the only port the router dials for E2B.
+func TestE2BTemplateIsWarmSandboxdWithTheEnvdPort(t *testing.T) {
+	for _, gvisor := range []bool{false, true} {
+		tpl := E2BTemplate("registry.test/sandbox:dev", gvisor)
+		if got := tpl.Annotations[extensionsv1beta1.RuntimeAnnotation]; got != extensionsv1beta1.RuntimeSandboxd {
+			t.Errorf("gvisor=%v: annotation %s = %q, want %q", gvisor, extensionsv1beta1.RuntimeAnnotation, got, extensionsv1beta1.RuntimeSandboxd)
+		}
+		declared := false
+		for _, p := range tpl.Spec.PodTemplate.Spec.Containers[0].Ports {
+			declared = declared || p.ContainerPort == e2b.EnvdPort
+		}
+		if !declared {
+			t.Errorf("gvisor=%v: the sandboxd container does not declare port %d", gvisor, e2b.EnvdPort)
+		}
+		if rc := tpl.Spec.PodTemplate.Spec.RuntimeClassName; (rc != nil) != gvisor {
+			t.Errorf("gvisor=%v: RuntimeClassName %v", gvisor, rc)
+		}
+	}
+}

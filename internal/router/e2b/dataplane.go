@@ -1,0 +1,148 @@
+package e2b
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/router/headers"
+	"github.com/paddock-dev/paddock/internal/router/resolve"
+)
+
+// dataProxy proxies E2B data-plane requests to the sandbox they name.
+type dataProxy struct {
+	f  *FrontDoor
+	rp *httputil.ReverseProxy
+}
+
+type upstreamKey struct{}
+
+func newDataProxy(f *FrontDoor) *dataProxy {
+	p := &dataProxy{f: f}
+	p.rp = &httputil.ReverseProxy{
+		Transport: f.cfg.Transport,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			ep, _ := pr.In.Context().Value(upstreamKey{}).(resolve.Endpoint)
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = ep.HostPort()
+			pr.Out.Host = ""
+			// Routing headers are the router's business; the daemon sees the request as the SDK
+			// sent it otherwise (X-Access-Token and the Basic user selection included).
+			pr.Out.Header.Del(SandboxIDHeader)
+			pr.Out.Header.Del(SandboxPortHeader)
+			pr.Out.Header.Del(TrafficAccessTokenHeader)
+			pr.SetXForwarded()
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			f.cfg.Log.Info("E2B data-plane upstream failed", "err", err.Error())
+			// 502 is what the SDK reads as "sandbox gone or not reachable".
+			writeError(w, http.StatusBadGateway, "could not reach the sandbox's daemon; it may have stopped")
+		},
+	}
+	return p
+}
+
+func (p *dataProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.serve(&refusalCounter{ResponseWriter: w, m: p.f.stats}, r)
+}
+
+// refusalCounter counts the answers the data plane writes itself: writeError goes through
+// WriteHeader before any upstream byte, so a refusal is a WriteHeader with no upstream yet.
+type refusalCounter struct {
+	http.ResponseWriter
+	m        *frontDoorMetrics
+	upstream bool
+}
+
+func (c *refusalCounter) WriteHeader(code int) {
+	if !c.upstream && code >= 400 {
+		c.m.data.WithLabelValues(strconv.Itoa(code)).Inc()
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *refusalCounter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+func (p *dataProxy) serve(w *refusalCounter, r *http.Request) {
+	t, ok, err := TargetFromHeaders(r.Header.Get(SandboxIDHeader), r.Header.Get(SandboxPortHeader))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if !ok {
+		if t, ok = TargetFromHost(r.Host, p.f.cfg.Domain); !ok {
+			writeError(w, http.StatusBadRequest, "the request names no sandbox: send E2b-Sandbox-Id, or use the host {port}-{id}."+p.f.cfg.Domain)
+			return
+		}
+	}
+	token := r.Header.Get(AccessTokenHeader)
+	if token == "" {
+		token = r.Header.Get(TrafficAccessTokenHeader)
+	}
+	if token == "" {
+		writeError(w, http.StatusUnauthorized, fmt.Sprintf("sandbox %q needs its envdAccessToken in the %s header", t.ID, AccessTokenHeader))
+		return
+	}
+	sb, status, msg := p.f.routeFor(r.Context(), t, token)
+	if sb == nil {
+		writeError(w, status, msg)
+		return
+	}
+	port := t.Port
+	if port == EnvdPort {
+		port = p.f.cfg.DaemonPort
+	}
+	ep, rerr := resolve.FromSandbox(sb, headers.Target{Namespace: sb.Namespace, Name: sb.Name, Port: port}, p.f.cfg.Policy)
+	if rerr != nil {
+		writeError(w, rerr.Status, rerr.Detail)
+		return
+	}
+	w.upstream = true
+	p.rp.ServeHTTP(w.ResponseWriter, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, ep)))
+}
+
+// routeFor finds the Sandbox of the front-door claim named t.ID whose token is token, and
+// checks the port is one it serves. Claims of the same name in several namespaces are told apart
+// by the token, which is bound to one Sandbox.
+func (f *FrontDoor) routeFor(ctx context.Context, t DataTarget, token string) (*agentsv1beta1.Sandbox, int, string) {
+	var claims extensionsv1beta1.SandboxClaimList
+	if err := f.cache.List(ctx, &claims, client.MatchingFields{ClaimNameIndex: t.ID}); err != nil {
+		return nil, http.StatusServiceUnavailable, "sandbox lookup failed; retry shortly"
+	}
+	known := false
+	for i := range claims.Items {
+		c := &claims.Items[i]
+		if c.DeletionTimestamp != nil {
+			continue
+		}
+		sb := f.cachedSandbox(ctx, c.Namespace, c.UID)
+		if sb == nil {
+			continue
+		}
+		known = true
+		want, err := f.sandboxToken(sb)
+		if err != nil {
+			f.cfg.Log.Error(err, "deriving a sandbox token")
+			return nil, http.StatusServiceUnavailable, "sandbox credentials are unavailable; retry shortly"
+		}
+		if subtle.ConstantTimeCompare([]byte(want), []byte(token)) != 1 {
+			continue
+		}
+		if t.Port != EnvdPort && !resolve.DeclaresPort(sb, t.Port) {
+			return nil, http.StatusForbidden, fmt.Sprintf("sandbox %q does not declare port %d; add it to the template's container ports", t.ID, t.Port)
+		}
+		return sb, 0, ""
+	}
+	if known {
+		return nil, http.StatusUnauthorized, fmt.Sprintf("the access token is not sandbox %q's", t.ID)
+	}
+	// 502 is what E2B's proxy answers for a sandbox it does not know; the SDK maps it to "gone".
+	return nil, http.StatusBadGateway, fmt.Sprintf("sandbox %q not found", t.ID)
+}

@@ -1,0 +1,260 @@
+package e2b
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/router/headers"
+	"github.com/paddock-dev/paddock/internal/router/proxy"
+)
+
+// Config is what the front door needs. Every field is required unless marked optional.
+type Config struct {
+	// Kube is the API server connection.
+	Kube *rest.Config
+	// Domain is returned as each sandbox's domain, so the SDK builds {port}-{id}.{Domain} hosts;
+	// it is also the domain TargetFromHost accepts.
+	Domain string
+	// KeysNamespace holds the API-key Secrets.
+	KeysNamespace string
+	// Tokens derives each sandbox's token from the cluster's credentials key (the router's
+	// sandboxtoken.Source, which watches the key Secret).
+	Tokens Tokens
+	// CreateTimeout bounds create and connect: the wait for a bound, Ready sandbox whose daemon
+	// accepts requests.
+	CreateTimeout time.Duration
+	// Policy is the router's address policy for dialling sandboxes.
+	Policy headers.Policy
+	// Transport dials sandboxes, for the daemon probe and the data plane.
+	Transport http.RoundTripper
+	// DaemonPort is the container port the E2B port 49983 maps to; 0 means 49983. Only tests
+	// change it; no flag sets it.
+	DaemonPort int
+	Log        logr.Logger
+	// Registry receives the front door's metrics; optional.
+	Registry prometheus.Registerer
+	// Now is the clock; optional.
+	Now func() time.Time
+}
+
+// The front door's API client budget.
+const (
+	kubeQPS   = 200
+	kubeBurst = 400
+)
+
+// FrontDoor serves E2B's control plane and data plane.
+type FrontDoor struct {
+	cfg     Config
+	client  client.Client // uncached: writes, and reads that must see the caller's last write
+	cache   cache.Cache   // API keys, front-door claims and Sandboxes: lists, waits and routing
+	waits   *notifier
+	proxy   http.Handler
+	control http.Handler
+	stats   *frontDoorMetrics
+}
+
+// New builds the front door; Start runs its cache.
+func New(cfg Config) (*FrontDoor, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.DaemonPort == 0 {
+		cfg.DaemonPort = EnvdPort
+	}
+	scheme := k8sruntime.NewScheme()
+	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("building the E2B front door's scheme: %w", err)
+		}
+	}
+	// client-go's default of 5 requests per second would queue a burst of creates behind its rate
+	// limiter: every create is a write and a few reads, so the front door gets its own budget.
+	kube := rest.CopyConfig(cfg.Kube)
+	if kube.QPS >= 0 { // negative turns the limiter off; keep that
+		kube.QPS, kube.Burst = max(kube.QPS, kubeQPS), max(kube.Burst, kubeBurst)
+	}
+	c, err := client.New(kube, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("creating the E2B front door's client: %w", err)
+	}
+	hasKeyLabel, err := labels.NewRequirement(APIKeyNamespaceLabel, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := cache.New(cfg.Kube, cache.Options{
+		Scheme: scheme,
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{
+				cfg.KeysNamespace: {LabelSelector: labels.NewSelector().Add(*hasKeyLabel)}}},
+			&extensionsv1beta1.SandboxClaim{}: {Label: labels.SelectorFromSet(labels.Set{SandboxLabel: "true"}), Transform: dropManagedFields},
+			&agentsv1beta1.Sandbox{}:          {Transform: dropManagedFields},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the E2B front door's cache: %w", err)
+	}
+	f := &FrontDoor{cfg: cfg, client: c, cache: ca, waits: newNotifier()}
+	if err := f.registerInformers(context.Background()); err != nil {
+		return nil, err
+	}
+	f.stats = newMetrics(cfg.Registry)
+	f.proxy = newDataProxy(f)
+	f.control = f.stats.instrument(f.routes())
+	return f, nil
+}
+
+func dropManagedFields(obj any) (any, error) {
+	if o, ok := obj.(client.Object); ok {
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// registerInformers adds the indexes and the event handlers that wake waiting creates.
+func (f *FrontDoor) registerInformers(ctx context.Context) error {
+	if err := f.cache.IndexField(ctx, &extensionsv1beta1.SandboxClaim{}, ClaimNameIndex, func(o client.Object) []string {
+		return []string{o.GetName()}
+	}); err != nil {
+		return fmt.Errorf("indexing SandboxClaims by name: %w", err)
+	}
+	if err := f.cache.IndexField(ctx, &agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxClaimUIDIndex, func(o client.Object) []string {
+		if uid := o.GetLabels()[agentsv1beta1.ClaimUIDLabel]; uid != "" {
+			return []string{uid}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing Sandboxes by claim UID: %w", err)
+	}
+	for _, obj := range []client.Object{&extensionsv1beta1.SandboxClaim{}, &agentsv1beta1.Sandbox{}, &corev1.Secret{}, &extensionsv1beta1.SandboxWarmPool{}} {
+		inf, err := f.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+		if err != nil {
+			return fmt.Errorf("creating the %T informer: %w", obj, err)
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { f.waits.wake(o) },
+			UpdateFunc: func(_, o any) { f.waits.wake(o) },
+			DeleteFunc: func(o any) { f.waits.wake(o) },
+		}); err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+	}
+	return nil
+}
+
+// Start runs the cache until ctx ends.
+func (f *FrontDoor) Start(ctx context.Context) error { return f.cache.Start(ctx) }
+
+// WaitForSync blocks until the cache has synced or ctx ends, and reports which.
+func (f *FrontDoor) WaitForSync(ctx context.Context) bool { return f.cache.WaitForCacheSync(ctx) }
+
+// ServeHTTP routes data-plane requests (E2b-Sandbox-Id header, or a {port}-{id}.{domain} Host) to
+// sandboxes and everything else to the control plane.
+func (f *FrontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(SandboxIDHeader) != "" {
+		f.proxy.ServeHTTP(w, r)
+		return
+	}
+	if _, ok := TargetFromHost(r.Host, f.cfg.Domain); ok {
+		f.proxy.ServeHTTP(w, r)
+		return
+	}
+	f.control.ServeHTTP(w, r)
+}
+
+// namespaceOf authenticates the API key and returns the namespace it is bound to.
+func (f *FrontDoor) namespaceOf(ctx context.Context, r *http.Request) (string, error) {
+	key := r.Header.Get(APIKeyHeader)
+	if key == "" {
+		return "", errMissingKey
+	}
+	var secrets corev1.SecretList
+	if err := f.cache.List(ctx, &secrets, client.InNamespace(f.cfg.KeysNamespace)); err != nil {
+		return "", fmt.Errorf("reading API keys: %w", err)
+	}
+	ns := ""
+	for i := range secrets.Items {
+		s := &secrets.Items[i]
+		// Compare every key in constant time so the answer's timing says nothing about which
+		// Secret came close.
+		if subtle.ConstantTimeCompare(s.Data[APIKeyDataKey], []byte(key)) == 1 && ns == "" {
+			ns = s.Labels[APIKeyNamespaceLabel]
+		}
+	}
+	if ns == "" {
+		return "", errUnknownKey
+	}
+	return ns, nil
+}
+
+var (
+	errMissingKey = errors.New("missing API key: send it in the X-API-Key header (E2B_API_KEY); create one with `paddock e2b create-key`")
+	errUnknownKey = errors.New("invalid API key: no API key Secret holds it; create one with `paddock e2b create-key`")
+)
+
+// Tokens gives sandbox tokens (proxy.Credentials) and says when it cannot give any.
+type Tokens interface {
+	proxy.Credentials
+	// KeyErr is nil when the credentials key is known, else a client-facing reason it is not.
+	KeyErr() error
+}
+
+// sandboxToken derives the sandbox token of sb from the cluster's credentials key.
+func (f *FrontDoor) sandboxToken(sb *agentsv1beta1.Sandbox) (string, error) {
+	return f.cfg.Tokens.SandboxToken(sb.Namespace, sb.Name, sb.UID)
+}
+
+// notifier wakes the creates waiting in a namespace whenever a claim or Sandbox there changes.
+type notifier struct {
+	mu sync.Mutex
+	ch map[string]chan struct{}
+}
+
+func newNotifier() *notifier { return &notifier{ch: map[string]chan struct{}{}} }
+
+// changed returns a channel closed at the next change in namespace ns.
+func (n *notifier) changed(ns string) <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c, ok := n.ch[ns]
+	if !ok {
+		c = make(chan struct{})
+		n.ch[ns] = c
+	}
+	return c
+}
+
+func (n *notifier) wake(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	o, ok := obj.(client.Object)
+	if !ok {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if c, ok := n.ch[o.GetNamespace()]; ok {
+		close(c)
+		delete(n.ch, o.GetNamespace())
+	}
+}

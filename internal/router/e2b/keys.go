@@ -1,0 +1,27 @@
+package e2b
+
+// Keys of the objects the front door reads and writes. The front door owns them; nothing else
+// in the tree spells them.
+const (
+	// SandboxLabel ("true") marks a SandboxClaim made by the front door: only such claims are E2B
+	// sandboxes, listed, routed and killed through it.
+	SandboxLabel = "e2b.paddock.dev/sandbox"
+	// MetadataAnnotation holds the sandbox's E2B metadata as a JSON object. Metadata keys and
+	// values are free text, so they fit neither label keys nor label values.
+	MetadataAnnotation = "e2b.paddock.dev/metadata"
+	// TemplateAnnotation holds the templateID the sandbox was created from (a pool name or alias).
+	TemplateAnnotation = "e2b.paddock.dev/template-id"
+	// TemplateLabel on a SandboxWarmPool makes the pool serve that templateID besides its own
+	// name, e.g. e2b.paddock.dev/template=base.
+	TemplateLabel = "e2b.paddock.dev/template"
+	// APIKeyNamespaceLabel on a Secret in the API-key namespace makes the Secret an API key bound
+	// to the namespace the label names.
+	APIKeyNamespaceLabel = "e2b.paddock.dev/api-key-namespace"
+	// DefaultAPIKeyNamespace holds the API-key Secrets unless --e2b-api-key-namespace says
+	// otherwise. It holds nothing else: the router lists and watches every Secret there.
+	DefaultAPIKeyNamespace = "paddock-e2b"
+	// APIKeyDataKey is the data key of the API key in such a Secret.
+	APIKeyDataKey = "api-key"
+	// ClaimNameIndex indexes front-door claims by name (the sandbox ID) across namespaces.
+	ClaimNameIndex = "e2b.paddock.dev/claim-name"
+)

@@ -1,0 +1,137 @@
+package e2b
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/router/headers"
+	"github.com/paddock-dev/paddock/internal/router/resolve"
+)
+
+// ProbePath is the daemon call that proves it accepts the sandbox's requests: an authenticated
+// unary Connect RPC. GET /health would not do: a locked warm member answers it before the
+// controller has bound and unlocked it.
+const ProbePath = "/process.Process/List"
+
+// probeRetry is how long to wait before probing a daemon that refused again when no watch event
+// comes first.
+const probeRetry = 20 * time.Millisecond
+
+// claimFailures are the claim Ready reasons a wait cannot outlast: the claim controller has
+// decided the claim cannot be served as it stands.
+var claimFailures = map[string]bool{
+	extensionsv1beta1.ClaimReasonTemplateNotFound:          true,
+	extensionsv1beta1.ClaimReasonWarmPoolNotFound:          true,
+	extensionsv1beta1.ClaimReasonInvalidMetadata:           true,
+	extensionsv1beta1.ClaimReasonEnvVarsInjectionRejected:  true,
+	extensionsv1beta1.ClaimReasonVolumeClaimTemplatesError: true,
+}
+
+// awaitDaemon follows the claim on the front door's watch until a Sandbox is bound to it (the
+// controller's adoption patch, or its cold create), that Sandbox is Ready and routable, and its
+// daemon answers ProbePath with the sandbox's token. It does not wait for the claim's status
+// write, which the controller makes in parallel.
+func (f *FrontDoor) awaitDaemon(ctx context.Context, c *extensionsv1beta1.SandboxClaim) (*agentsv1beta1.Sandbox, error) {
+	var last string
+	seen := false // the claim has been in the cache: its absence afterwards is a deletion
+	for {
+		changed := f.waits.changed(c.Namespace)
+		retry := (<-chan time.Time)(nil)
+		present, msg, failed := claimState(ctx, f, c)
+		switch {
+		case failed:
+			return nil, fmt.Errorf("claim %s/%s cannot be served: %s", c.Namespace, c.Name, msg)
+		case present:
+			seen = true
+		case seen:
+			return nil, fmt.Errorf("claim %s/%s was deleted (expired or killed) before its sandbox was ready", c.Namespace, c.Name)
+		}
+		if sb, why, fatal := f.readySandbox(ctx, c.Namespace, c.Name, c.UID); fatal {
+			return nil, errors.New(why)
+		} else if sb == nil {
+			last = why
+		} else if err := f.probe(ctx, sb); err != nil {
+			last = err.Error()
+			retry = time.After(probeRetry)
+		} else {
+			return sb, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s (%w)", last, ctx.Err())
+		case <-changed:
+		case <-retry:
+		}
+	}
+}
+
+// claimState reports whether the cache holds the claim (this UID, not being deleted), and the
+// message of a Ready condition that carries a terminal reason.
+func claimState(ctx context.Context, f *FrontDoor, want *extensionsv1beta1.SandboxClaim) (present bool, msg string, failed bool) {
+	var c extensionsv1beta1.SandboxClaim
+	if f.cache.Get(ctx, types.NamespacedName{Namespace: want.Namespace, Name: want.Name}, &c) != nil ||
+		c.UID != want.UID || c.DeletionTimestamp != nil {
+		return false, "", false
+	}
+	ready := meta.FindStatusCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionReady)
+	if ready == nil || ready.Status == metav1.ConditionTrue || !claimFailures[ready.Reason] {
+		return true, "", false
+	}
+	return true, ready.Reason + ": " + ready.Message, true
+}
+
+// readySandbox is the routable Sandbox bound to the claim in the cache, or nil and why not;
+// fatal when waiting cannot help: the bound Sandbox does not declare the daemon's port, which
+// the router's address policy requires of every port it dials.
+func (f *FrontDoor) readySandbox(ctx context.Context, ns, name string, uid types.UID) (sb *agentsv1beta1.Sandbox, why string, fatal bool) {
+	if sb = f.cachedSandbox(ctx, ns, uid); sb == nil {
+		return nil, fmt.Sprintf("no Sandbox is bound to claim %s/%s yet", ns, name), false
+	}
+	if !resolve.DeclaresPort(sb, f.cfg.DaemonPort) {
+		return nil, fmt.Sprintf("Sandbox %s/%s does not declare container port %d, where the E2B SDK reaches its daemon (envd); add it to the template's sandboxd container", ns, sb.Name, f.cfg.DaemonPort), true
+	}
+	if _, rerr := resolve.FromSandbox(sb, headers.Target{Namespace: ns, Name: sb.Name, Port: f.cfg.DaemonPort}, f.cfg.Policy); rerr != nil {
+		return nil, rerr.Detail, false
+	}
+	return sb, "", false
+}
+
+// probe calls ProbePath on the Sandbox's daemon with its token and reports why it refused.
+func (f *FrontDoor) probe(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
+	ep, rerr := resolve.FromSandbox(sb, headers.Target{Namespace: sb.Namespace, Name: sb.Name, Port: f.cfg.DaemonPort}, f.cfg.Policy)
+	if rerr != nil {
+		return rerr
+	}
+	token, err := f.sandboxToken(sb)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ep.HostPort()+ProbePath, bytes.NewReader([]byte("{}")))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Connect-Protocol-Version", "1")
+	req.Header.Set(AccessTokenHeader, token)
+	resp, err := f.cfg.Transport.RoundTrip(req)
+	if err != nil {
+		return fmt.Errorf("the daemon of Sandbox %s/%s does not answer yet: %w", sb.Namespace, sb.Name, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the daemon of Sandbox %s/%s answers %s %d", sb.Namespace, sb.Name, ProbePath, resp.StatusCode)
+	}
+	return nil
+}

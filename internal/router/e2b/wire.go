@@ -1,0 +1,111 @@
+package e2b
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/paddock-dev/paddock/api/sandboxd"
+)
+
+// Wire names of E2B's protocol (shared/reference/e2b.md §1.1-1.3).
+const (
+	// APIKeyHeader carries the API key on every control-plane request.
+	APIKeyHeader = "X-Api-Key"
+	// SandboxIDHeader and SandboxPortHeader route a data-plane request (E2B_SANDBOX_URL mode).
+	SandboxIDHeader   = "E2b-Sandbox-Id"
+	SandboxPortHeader = "E2b-Sandbox-Port"
+	// AccessTokenHeader carries the sandbox's envdAccessToken on data-plane requests.
+	AccessTokenHeader = "X-Access-Token"
+	// TrafficAccessTokenHeader is E2B's header for user-port traffic; it carries the same token.
+	TrafficAccessTokenHeader = "E2b-Traffic-Access-Token"
+	// NextTokenHeader carries the cursor of the next list page; absent on the last page.
+	NextTokenHeader = "X-Next-Token"
+	// TotalRunningHeader is the number of running sandboxes matching a list.
+	TotalRunningHeader = "X-Total-Running"
+	// EnvdPort is the port of the in-sandbox daemon (sandboxd's --envd-port default).
+	EnvdPort = sandboxd.EnvdPort
+	// EnvdVersion is the envd version reported to the SDK. It is a feature switch there: 0.5.7 and
+	// above lets the SDK skip the injected "user" username and use octet-stream uploads.
+	EnvdVersion = "0.5.7"
+	// DefaultTimeoutSeconds is the sandbox lifetime when create sends none.
+	DefaultTimeoutSeconds = 300
+	// DefaultTemplate is the SDK's default templateID.
+	DefaultTemplate = "base"
+)
+
+// State values of a sandbox.
+const (
+	StateRunning = "running"
+	StatePaused  = "paused"
+)
+
+// createRequest is NewSandbox (v1) and NewSandboxV2; v2 only drops "secure".
+type createRequest struct {
+	TemplateID          string            `json:"templateID"`
+	Timeout             *int64            `json:"timeout,omitempty"`
+	Metadata            map[string]string `json:"metadata,omitempty"`
+	EnvVars             map[string]string `json:"envVars,omitempty"`
+	Secure              *bool             `json:"secure,omitempty"`
+	AllowInternetAccess *bool             `json:"allow_internet_access,omitempty"`
+	AutoPause           *bool             `json:"autoPause,omitempty"`
+	MCP                 json.RawMessage   `json:"mcp,omitempty"`
+	Network             json.RawMessage   `json:"network,omitempty"`
+	VolumeMounts        json.RawMessage   `json:"volumeMounts,omitempty"`
+}
+
+// connectRequest is the body of connect; memory is accepted and has no effect (no memory snapshots).
+type connectRequest struct {
+	Timeout *int64 `json:"timeout,omitempty"`
+	Memory  *bool  `json:"memory,omitempty"`
+}
+
+// timeoutRequest is the body of setTimeout.
+type timeoutRequest struct {
+	Timeout *int64 `json:"timeout"`
+}
+
+// Sandbox is the create and connect response.
+type Sandbox struct {
+	SandboxID       string  `json:"sandboxID"`
+	TemplateID      string  `json:"templateID"`
+	ClientID        string  `json:"clientID"`
+	EnvdVersion     string  `json:"envdVersion"`
+	EnvdAccessToken string  `json:"envdAccessToken,omitempty"`
+	Domain          *string `json:"domain"`
+	Alias           string  `json:"alias,omitempty"`
+}
+
+// SandboxDetail is the GET response; ListedSandbox is the same without tokens and domain.
+type SandboxDetail struct {
+	SandboxID       string            `json:"sandboxID"`
+	TemplateID      string            `json:"templateID"`
+	Alias           string            `json:"alias,omitempty"`
+	ClientID        string            `json:"clientID"`
+	StartedAt       string            `json:"startedAt"`
+	EndAt           string            `json:"endAt"`
+	EnvdVersion     string            `json:"envdVersion"`
+	EnvdAccessToken string            `json:"envdAccessToken,omitempty"`
+	Domain          *string           `json:"domain,omitempty"`
+	CPUCount        int64             `json:"cpuCount"`
+	MemoryMB        int64             `json:"memoryMB"`
+	DiskSizeMB      int64             `json:"diskSizeMB"`
+	Metadata        map[string]string `json:"metadata,omitempty"`
+	State           string            `json:"state"`
+}
+
+// apiError is E2B's Error schema; the SDK reads code (404 on kill, 409 on pause) from the body.
+type apiError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// writeError answers {"code","message"} with the same status.
+func writeError(w http.ResponseWriter, status int, message string) {
+	writeJSON(w, status, apiError{Code: status, Message: message})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

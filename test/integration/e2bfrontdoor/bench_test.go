@@ -1,0 +1,91 @@
+package e2bfrontdoor
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/paddock-dev/paddock/internal/router/e2b"
+	"github.com/paddock-dev/paddock/test/framework"
+)
+
+// BenchmarkE2BCreate measures, on envtest with every controller and the stand-in daemon, E2B
+// creates at a fixed rate against a pool sized to the run: the create's latency as the SDK sees
+// it, and the time to first instruction (create, then one Process/List through the front door's
+// data plane). It reports p50 and p99; docs/performance.md records them. Run:
+//
+//	go test ./test/integration/e2bfrontdoor/ -run '^$' -bench E2BCreate -benchtime 1x
+func BenchmarkE2BCreate(b *testing.B) {
+	const creates = 40
+	for _, rate := range []int{5, 20} {
+		b.Run(fmt.Sprintf("%d/s", rate), func(b *testing.B) {
+			for range b.N {
+				h := start(b, creates)
+				waitPool(b, h, creates)
+				create, first := measureCreates(b, h, creates, rate)
+				b.ReportMetric(percentile(create, 50), "create-p50-ms")
+				b.ReportMetric(percentile(create, 99), "create-p99-ms")
+				b.ReportMetric(percentile(first, 50), "first-instruction-p50-ms")
+				b.ReportMetric(percentile(first, 99), "first-instruction-p99-ms")
+			}
+		})
+	}
+}
+
+func waitPool(b *testing.B, h *harness, n int32) {
+	framework.EventuallyWithin(b, 3*framework.DefaultTimeout, func(ctx context.Context) error {
+		return poolReady(ctx, h, n)
+	})
+}
+
+// measureCreates starts one create every 1/rate seconds and returns each create's latency and
+// each time to first instruction, in milliseconds.
+func measureCreates(b *testing.B, h *harness, n, rate int) (create, first []float64) {
+	type sample struct{ create, first time.Duration }
+	out := make(chan sample, n)
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			<-tick.C
+		}
+		go func() {
+			start := time.Now()
+			r := h.call(b, http.MethodPost, "/v2/sandboxes", h.apiKey, map[string]any{"templateID": "base"})
+			created := time.Since(start)
+			if r.status != http.StatusCreated {
+				b.Errorf("create: %d %s", r.status, r.body)
+				out <- sample{}
+				return
+			}
+			var c struct {
+				SandboxID       string `json:"sandboxID"`
+				EnvdAccessToken string `json:"envdAccessToken"`
+			}
+			r.into(b, &c)
+			run := h.do(b, http.MethodPost, h.url+e2b.ProbePath, nil, map[string]string{e2b.SandboxIDHeader: c.SandboxID,
+				e2b.AccessTokenHeader: c.EnvdAccessToken, "Content-Type": "application/json"}, "")
+			if run.status != http.StatusOK {
+				b.Errorf("first instruction: %d %s", run.status, run.body)
+			}
+			out <- sample{created, time.Since(start)}
+		}()
+	}
+	for range n {
+		s := <-out
+		create = append(create, float64(s.create.Microseconds())/1000)
+		first = append(first, float64(s.first.Microseconds())/1000)
+	}
+	return create, first
+}
+
+// percentile is the nearest-rank percentile p of xs.
+func percentile(xs []float64, p int) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[max(0, i-1)]
+}

@@ -24,7 +24,8 @@ func freePort(t *testing.T) int {
 // and legacy ports, and cancelling (what SIGTERM does) stops it cleanly.
 func TestServeUntilCancelled(t *testing.T) {
 	o, err := parse(t, nil, "--listen-host=127.0.0.1", "--root-dir="+t.TempDir(), "--allow-unauthenticated",
-		fmt.Sprintf("--grpc-port=%d", freePort(t)), fmt.Sprintf("--rest-port=%d", freePort(t)), fmt.Sprintf("--legacy-port=%d", freePort(t)))
+		fmt.Sprintf("--grpc-port=%d", freePort(t)), fmt.Sprintf("--rest-port=%d", freePort(t)), fmt.Sprintf("--legacy-port=%d", freePort(t)),
+		fmt.Sprintf("--envd-port=%d", freePort(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestServeFailsOnAPortInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	o, err := parse(t, nil, "--listen-host=127.0.0.1", "--root-dir="+t.TempDir(), "--legacy-port=0", "--token=t",
+	o, err := parse(t, nil, "--listen-host=127.0.0.1", "--root-dir="+t.TempDir(), "--legacy-port=0", "--envd-port=0", "--token=t",
 		fmt.Sprintf("--grpc-port=%d", freePort(t)), fmt.Sprintf("--rest-port=%d", busy.Addr().(*net.TCPAddr).Port))
 	if err != nil {
 		t.Fatal(err)

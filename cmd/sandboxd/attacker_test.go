@@ -74,7 +74,7 @@ func TestCommandsCannotReadTheTokens(t *testing.T) {
 	legacyPort := freePort(t)
 	cmd := exec.Command(bin, "--listen-host=127.0.0.1", "--root-dir="+root,
 		"--grpc-port="+strconv.Itoa(freePort(t)), "--rest-port="+strconv.Itoa(freePort(t)), "--legacy-port="+strconv.Itoa(legacyPort),
-		"--envd-port="+strconv.Itoa(freePort(t)))
+		"--envd-port=0")
 	cmd.Env = append(childEnviron(os.Environ()), runMainEnv+"=1", sandboxd.TokenEnv+"="+token, sandboxd.ControlTokenEnv+"="+control)
 	cmd.Dir = root
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: sandboxUID, Gid: sandboxUID}, Setpgid: true}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -114,7 +115,9 @@ func routed(ctx context.Context, method, router, path, ns, name, token, body str
 // routerCounter reads one counter (summed over its series) from the router pod's metrics port.
 func routerCounter(t *testing.T, ctx context.Context, routerIP, name string) float64 {
 	t.Helper()
-	body, err := httpGet(ctx, "http://"+net.JoinHostPort(routerIP, "9090")+"/metrics")
+	// The router serves /metrics over HTTPS to callers allowed to get it (--metrics-secure):
+	// scrape as the cluster's admin, and fail on anything but 200 so a refusal never reads as 0.
+	body, err := adminMetrics(ctx, "https://"+net.JoinHostPort(routerIP, "9090")+"/metrics")
 	if err != nil {
 		t.Fatalf("scraping the router: %v", err)
 	}
@@ -130,4 +133,31 @@ func routerCounter(t *testing.T, ctx context.Context, routerIP, name string) flo
 		}
 	}
 	return sum
+}
+
+// adminMetrics GETs a metrics URL with the admin's token, not verifying the self-signed
+// certificate, and returns the body of a 200.
+func adminMetrics(ctx context.Context, url string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+suite.restConfig.BearerToken)
+	transport := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // the router's metrics certificate is self-signed
+	defer transport.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: transport}).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s = %d: %s", url, resp.StatusCode, body)
+	}
+	return string(body), nil
 }

@@ -76,7 +76,7 @@ func testRouter(t *testing.T) {
 	})
 	t.Run("an unknown and a suspended sandbox get JSON errors", func(t *testing.T) {
 		expectDetail(t, ctx, router, ns, "no-such-sandbox", token, http.StatusNotFound, `"no-such-sandbox"`)
-		expectDetail(t, ctx, router, ns, "paused", token, http.StatusServiceUnavailable, "not ready")
+		expectDetail(t, ctx, router, ns, "paused", token, http.StatusServiceUnavailable, "is suspended")
 	})
 	t.Run("an exec stream flows through the router before the command ends", func(t *testing.T) {
 		testRouterStream(t, ctx, router, ns, "alpha", token)

@@ -153,9 +153,9 @@ func (cl *cluster) gvisorStatus(ctx context.Context) ComponentStatus {
 const runscStateRoot = "/run/containerd/runsc"
 
 // removeRunscState removes what gVisor's shim leaves in root once every sandbox is gone: its
-// placeholder network namespace per containerd namespace (a bind mount of an nsfs file, which is
-// unmounted first), then the directories if they are empty. Anything else there (a sandbox of
-// another containerd) is left alone.
+// placeholder network namespace per containerd namespace (bind mounts of an nsfs file, possibly
+// stacked, all unmounted first), then the directories if they are empty. Anything else there (a
+// sandbox of another containerd) is left alone.
 func removeRunscState(root string) error {
 	namespaces, err := os.ReadDir(root)
 	if errors.Is(err, os.ErrNotExist) {
@@ -168,9 +168,8 @@ func removeRunscState(root string) error {
 	for _, ns := range namespaces {
 		dir := filepath.Join(root, ns.Name())
 		netns := filepath.Join(dir, "null-netns")
-		// EINVAL: not a mount point (or not there), which is fine.
-		if err := syscall.Unmount(netns, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", netns, err))
+		if err := unmountAll(netns); err != nil {
+			errs = append(errs, err)
 		}
 		if err := os.Remove(netns); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
@@ -180,6 +179,25 @@ func removeRunscState(root string) error {
 	removeIfEmpty(root)
 	removeIfEmpty(filepath.Dir(root))
 	return errors.Join(errs...)
+}
+
+// maxStackedMounts bounds unmountAll: far more than concurrent sandbox creations ever stack.
+const maxStackedMounts = 1024
+
+// unmountAll unmounts every mount stacked on path. runsc does not serialize creating the null
+// network namespace, so sandboxes started at once each bind-mount it over the other, and one
+// unmount leaves the file busy. EINVAL (no longer a mount point) or ENOENT ends the loop.
+func unmountAll(path string) error {
+	for range maxStackedMounts {
+		err := syscall.Unmount(path, syscall.MNT_DETACH)
+		if errors.Is(err, syscall.EINVAL) || errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("unmount %s: %w", path, err)
+		}
+	}
+	return fmt.Errorf("unmount %s: still a mount point after %d unmounts", path, maxStackedMounts)
 }
 
 // removeIfEmpty removes dir when it holds nothing; rmdir fails on a non-empty one, which is fine.

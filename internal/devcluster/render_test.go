@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -283,5 +284,34 @@ func TestRemoveRunscState(t *testing.T) {
 	}
 	if err := removeRunscState(filepath.Join(parent, "missing")); err != nil {
 		t.Errorf("removing a missing root: %v", err)
+	}
+}
+
+// TestRemoveRunscStateStackedMounts stacks bind mounts of a network namespace on null-netns the way
+// sandboxes created at once leave it (runsc does not serialize that); one unmount leaves the file
+// busy and `dev down` failed with EBUSY.
+func TestRemoveRunscStateStackedMounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("bind mounts need root; CI and `make test` run as root")
+	}
+	root := filepath.Join(t.TempDir(), "runsc")
+	netns := filepath.Join(root, "k8s.io", "null-netns")
+	if err := os.MkdirAll(filepath.Dir(netns), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(netns, nil, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unmountAll(netns) })
+	for range 3 {
+		if err := syscall.Mount("/proc/self/ns/net", netns, "", syscall.MS_BIND, ""); err != nil {
+			t.Fatalf("bind mount on %s: %v", netns, err)
+		}
+	}
+	if err := removeRunscState(root); err != nil {
+		t.Fatalf("removeRunscState with three stacked mounts: %v", err)
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Errorf("%s after removal: %v; want it gone", root, err)
 	}
 }

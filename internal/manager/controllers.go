@@ -19,7 +19,6 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
 	"github.com/paddock-dev/paddock/internal/version"
-	"github.com/paddock-dev/paddock/internal/warmqueue"
 )
 
 // SetupControllers registers the cache indexes and the controllers o enables; tp traces the
@@ -98,9 +97,15 @@ func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider, key []b
 
 func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider, key []byte) error {
 	templateOpts := templateOptions(o)
-	templateOpts.Reader = mgr.GetAPIReader()
-	template := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxtemplate.ControllerName), templateOpts)
-	pool := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxwarmpool.ControllerName), poolOptions(o))
+	templateOpts.APIReader = mgr.GetAPIReader()
+	template, err := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxtemplate.ControllerName), templateOpts)
+	if err != nil {
+		return err
+	}
+	pool, err := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxwarmpool.ControllerName), poolOptions(o))
+	if err != nil {
+		return err
+	}
 
 	domains, err := sandboxclaim.LoadAllowedLabelDomains(o.AllowedLabelDomainsFile)
 	if err != nil {
@@ -111,10 +116,14 @@ func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider, key 
 		claimEvents = mgr.GetEventRecorder(sandboxclaim.ControllerName)
 	}
 	claimOpts := claimOptions(o)
+	claimOpts.APIReader = mgr.GetAPIReader()
 	claimOpts.AllowedLabelDomains = domains
 	claimOpts.TracerProvider = tracerOrNil(tp)
 	claimOpts.CredentialsKey = key
-	claim := sandboxclaim.New(mgr.GetClient(), mgr.GetAPIReader(), claimEvents, warmqueue.New(), claimOpts)
+	claim, err := sandboxclaim.New(mgr.GetClient(), claimEvents, claimOpts)
+	if err != nil {
+		return err
+	}
 	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
 		"SandboxTemplate": template, "SandboxWarmPool": pool, "SandboxClaim": claim,
 	} {

@@ -97,19 +97,20 @@ type Reconciler struct {
 }
 
 // New returns a Reconciler that reads and writes through c (normally the manager's cached
-// client, whose scheme resolves kinds) and emits events with recorder.
+// client, whose scheme resolves kinds) and emits events with recorder (none when nil). Zero
+// options take DefaultOptions' values; a negative one is an error naming it.
 func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconciler, error) {
-	if c == nil || recorder == nil {
-		return nil, errors.New("sandbox reconciler needs a client and an event recorder")
+	if err := kube.CheckClient("sandbox", c); err != nil {
+		return nil, err
 	}
 	def := DefaultOptions()
 	switch {
 	case opts.Workers < 0:
-		return nil, fmt.Errorf("sandbox reconciler workers is %d; set at least 1", opts.Workers)
+		return nil, fmt.Errorf("sandbox reconciler option Workers is %d; set at least 1", opts.Workers)
 	case opts.StatusCoalesceWindow < 0:
-		return nil, fmt.Errorf("sandbox reconciler status coalesce window is %v; set 0 or more", opts.StatusCoalesceWindow)
+		return nil, fmt.Errorf("sandbox reconciler option StatusCoalesceWindow is %v; set 0 or more", opts.StatusCoalesceWindow)
 	case opts.WriteBehindWindow < 0:
-		return nil, fmt.Errorf("sandbox reconciler write-behind window is %s; set 0 (off) or a positive duration", opts.WriteBehindWindow)
+		return nil, fmt.Errorf("sandbox reconciler option WriteBehindWindow is %s; set 0 (off) or a positive duration", opts.WriteBehindWindow)
 	}
 	opts.ClusterDomain = cmp.Or(opts.ClusterDomain, def.ClusterDomain)
 	opts.Workers = cmp.Or(opts.Workers, def.Workers)
@@ -117,7 +118,7 @@ func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconci
 	if opts.Clock == nil {
 		opts.Clock = def.Clock
 	}
-	r := &Reconciler{client: c, scheme: c.Scheme(), recorder: recorder, opts: opts,
+	r := &Reconciler{client: c, scheme: c.Scheme(), recorder: kube.Recorder(recorder), opts: opts,
 		apiReader: cmp.Or[client.Reader](opts.APIReader, c), tracer: defaultTracer(),
 		podPatches: newWriteBehind(opts.WriteBehindWindow), statusHold: newHoldClock(opts.StatusCoalesceWindow)}
 	if opts.TracerProvider != nil {

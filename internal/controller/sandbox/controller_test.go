@@ -50,9 +50,9 @@ func TestNewValidatesOptions(t *testing.T) {
 	}{
 		{name: "defaults"},
 		{name: "no client", c: nil, wantErr: "needs a client"},
-		{name: "negative workers", opts: Options{Workers: -1}, wantErr: "workers is -1"},
-		{name: "negative status coalesce window", opts: Options{StatusCoalesceWindow: -time.Second}, wantErr: "status coalesce window is -1s"},
-		{name: "negative write-behind window", opts: Options{WriteBehindWindow: -time.Second}, wantErr: "write-behind window is -1s"},
+		{name: "negative workers", opts: Options{Workers: -1}, wantErr: "Workers is -1"},
+		{name: "negative status coalesce window", opts: Options{StatusCoalesceWindow: -time.Second}, wantErr: "StatusCoalesceWindow is -1s"},
+		{name: "negative write-behind window", opts: Options{WriteBehindWindow: -time.Second}, wantErr: "WriteBehindWindow is -1s"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cl := c

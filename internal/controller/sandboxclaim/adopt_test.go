@@ -100,7 +100,7 @@ func TestAdoptionConflictTakesTheNextCandidate(t *testing.T) {
 		}
 		return c.Patch(ctx, obj, patch, opts...)
 	}})
-	r := New(base, base, nil, queueOf("m1", "m2"), Options{})
+	r := newReconciler(t, base, Options{APIReader: base, Queue: queueOf("m1", "m2")})
 	if err := reconcileClaim(t, r); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestLostAdoptionAnswerNeverBindsTwice(t *testing.T) {
 		// A lagging cache: it does not show Sandboxes bound to claims yet.
 		List: listsNoSandboxesWhile(ptr.To(true)),
 	})
-	r := New(cached, raw, nil, queueOf("m1", "m2"), Options{Clock: clocktesting.NewFakePassiveClock(time.Now().Add(time.Minute))})
+	r := newReconciler(t, cached, Options{APIReader: raw, Queue: queueOf("m1", "m2"), Clock: clocktesting.NewFakePassiveClock(time.Now().Add(time.Minute))})
 	if err := reconcileClaim(t, r); err == nil {
 		t.Fatal("first pass hid the lost answer")
 	}
@@ -186,7 +186,7 @@ func TestLaggingCacheNeverBindsTwice(t *testing.T) {
 		},
 		List: listsNoSandboxesWhile(&lagging),
 	})
-	r := New(cached, raw, nil, queueOf("m1", "m2"), Options{})
+	r := newReconciler(t, cached, Options{APIReader: raw, Queue: queueOf("m1", "m2")})
 	if err := reconcileClaim(t, r); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestAdoptionAnswerServesALaggingCache(t *testing.T) {
 					return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 				},
 			})
-			r := New(counted, apiReader, nil, queueOf("m1", "m2"), Options{})
+			r := newReconciler(t, counted, Options{APIReader: apiReader, Queue: queueOf("m1", "m2")})
 			if err := reconcileClaim(t, r); err != nil {
 				t.Fatal(err)
 			}
@@ -327,7 +327,7 @@ func TestStalePassDoesNotRepeatTheStatusWrite(t *testing.T) {
 			return c.Get(ctx, key, obj, opts...)
 		},
 	})
-	r := New(cached, raw, nil, queueOf("m1", "m2"), Options{})
+	r := newReconciler(t, cached, Options{APIReader: raw, Queue: queueOf("m1", "m2")})
 	for range 2 {
 		if err := reconcileClaim(t, r); err != nil {
 			t.Fatal(err)
@@ -336,4 +336,14 @@ func TestStalePassDoesNotRepeatTheStatusWrite(t *testing.T) {
 	if statusWrites != 1 {
 		t.Errorf("two passes on a stale claim wrote its status %d times, want 1", statusWrites)
 	}
+}
+
+// newReconciler is New for tests, failing t on an error.
+func newReconciler(t *testing.T, c client.Client, opts Options) *Reconciler {
+	t.Helper()
+	r, err := New(c, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

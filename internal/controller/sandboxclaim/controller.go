@@ -1,8 +1,10 @@
 package sandboxclaim
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -32,6 +34,12 @@ type Options struct {
 	AllowedLabelDomains []string
 	// Clock is the clock; the real clock when nil.
 	Clock clock.PassiveClock
+	// APIReader is the uncached reader (the manager's GetAPIReader) that resolves what the cache
+	// cannot show yet: a Sandbox this controller just created or adopted; the client when nil.
+	APIReader client.Reader
+	// Queue is the in-memory queue of adoptable warm members, kept by this controller's watch
+	// (setup.go); a new, empty one when nil.
+	Queue *warmqueue.Queues
 	// ClaimSettings configure binding warm sandboxd Sandboxes to their claims (claimsettings.go).
 	ClaimSettings ClaimSettingsOptions
 	// CredentialsKey derives each Sandbox's control token (internal/credentials), with which the
@@ -51,7 +59,7 @@ type Options struct {
 const DefaultWorkers = 50
 
 // DefaultOptions returns the defaults New applies to zero options.
-func DefaultOptions() Options { return Options{Workers: DefaultWorkers} }
+func DefaultOptions() Options { return Options{Workers: DefaultWorkers, Clock: clock.RealClock{}} }
 
 // Requeue intervals.
 const (
@@ -86,17 +94,27 @@ type Reconciler struct {
 
 const bindingUnknown = ""
 
-// New returns a Reconciler writing through c and resolving cache lag through reader. A nil
-// recorder disables events (--disable-claim-events).
-func New(c client.Client, reader client.Reader, recorder events.EventRecorder, queue *warmqueue.Queues, opts Options) *Reconciler {
-	if opts.Workers <= 0 {
-		opts.Workers = DefaultOptions().Workers
+// New returns a Reconciler that reads and writes through c (normally the manager's cached
+// client) and emits events with recorder (none when nil: --disable-claim-events). Zero options
+// take DefaultOptions' values; a negative one is an error naming it.
+func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconciler, error) {
+	if err := kube.CheckClient("sandbox claim", c); err != nil {
+		return nil, err
 	}
+	if opts.Workers < 0 {
+		return nil, fmt.Errorf("sandbox claim reconciler option Workers is %d; set at least 1", opts.Workers)
+	}
+	def := DefaultOptions()
+	opts.Workers = cmp.Or(opts.Workers, def.Workers)
 	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
+		opts.Clock = def.Clock
 	}
-	return &Reconciler{client: c, reader: reader, recorder: recorder, queue: queue, opts: opts,
-		settings: newSettingsDelivery(opts.ClaimSettings)}
+	opts.APIReader = cmp.Or[client.Reader](opts.APIReader, c)
+	if opts.Queue == nil {
+		opts.Queue = warmqueue.New()
+	}
+	return &Reconciler{client: c, reader: opts.APIReader, recorder: kube.Recorder(recorder), queue: opts.Queue, opts: opts,
+		settings: newSettingsDelivery(opts.ClaimSettings)}, nil
 }
 
 // Reconcile binds a claim to a Sandbox, mirrors the Sandbox into the claim's status and enforces

@@ -40,7 +40,5 @@ func (r *Reconciler) recordReady(claim, original *extensionsv1beta1.SandboxClaim
 }
 
 func (r *Reconciler) event(obj runtime.Object, eventType, reason, action, note string) {
-	if r.recorder != nil {
-		r.recorder.Eventf(obj, nil, eventType, reason, action, "%s", note)
-	}
+	r.recorder.Eventf(obj, nil, eventType, reason, action, "%s", note)
 }

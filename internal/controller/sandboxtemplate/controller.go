@@ -1,6 +1,7 @@
 package sandboxtemplate
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -39,9 +40,10 @@ type Options struct {
 	// node, Service and API server ranges as found in its Nodes, ServiceCIDRs and the
 	// kubernetes Service's EndpointSlices.
 	EgressDiscovery bool
-	// Reader reads the API server's EndpointSlices uncached (one namespace's slices are not worth
-	// a cluster-wide informer); the client when nil.
-	Reader client.Reader
+	// APIReader is the uncached reader (the manager's GetAPIReader) of the API server's
+	// EndpointSlices (one namespace's slices are not worth a cluster-wide informer); the client
+	// when nil.
+	APIReader client.Reader
 }
 
 // Defaults of the options. The router defaults name Paddock's install (config/router, the Helm
@@ -70,24 +72,26 @@ type Reconciler struct {
 	opts     Options
 }
 
-// New returns a Reconciler writing through c and reporting through recorder (nil for none).
-// Zero options take their defaults.
-func New(c client.Client, recorder events.EventRecorder, opts Options) *Reconciler {
+// New returns a Reconciler that reads and writes through c (normally the manager's cached
+// client) and emits events with recorder (none when nil). Zero options take DefaultOptions'
+// values; a negative one is an error naming it. The template controller reads no time, so it
+// has no clock.
+func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconciler, error) {
+	if err := kube.CheckClient("sandbox template", c); err != nil {
+		return nil, err
+	}
+	if opts.Workers < 0 {
+		return nil, fmt.Errorf("sandbox template reconciler option Workers is %d; set at least 1", opts.Workers)
+	}
 	def := DefaultOptions()
-	if opts.Workers <= 0 {
-		opts.Workers = def.Workers
-	}
-	if opts.RouterNamespace == "" {
-		opts.RouterNamespace = def.RouterNamespace
-	}
+	opts.Workers = cmp.Or(opts.Workers, def.Workers)
+	opts.RouterNamespace = cmp.Or(opts.RouterNamespace, def.RouterNamespace)
 	if len(opts.RouterPodLabels) == 0 {
 		opts.RouterPodLabels = def.RouterPodLabels
 	}
 	opts.RouterPodLabels = maps.Clone(opts.RouterPodLabels) // the caller's map stays theirs
-	if opts.Reader == nil {
-		opts.Reader = c
-	}
-	return &Reconciler{client: c, recorder: recorder, opts: opts}
+	opts.APIReader = cmp.Or[client.Reader](opts.APIReader, c)
+	return &Reconciler{client: c, recorder: kube.Recorder(recorder), opts: opts}, nil
 }
 
 // Reconcile labels the template and brings its NetworkPolicy in line with its spec.
@@ -146,9 +150,7 @@ func (r *Reconciler) applyPolicy(ctx context.Context, tpl *extensionsv1beta1.San
 	if kube.OwnershipOf(have, tpl.UID) != kube.OwnedByUs {
 		err := fmt.Errorf("refusing to update NetworkPolicy %q as it is not controlled by SandboxTemplate %q (its controller is %s); delete or rename it",
 			have.Name, tpl.Name, kube.DescribeController(have))
-		if r.recorder != nil {
-			r.recorder.Eventf(tpl, have, corev1.EventTypeWarning, ReasonPolicyNotControlled, "Reconciling", "%s", err.Error())
-		}
+		r.recorder.Eventf(tpl, have, corev1.EventTypeWarning, ReasonPolicyNotControlled, "Reconciling", "%s", err.Error())
 		return err
 	}
 	if equality.Semantic.DeepEqual(have.Spec, want.Spec) {

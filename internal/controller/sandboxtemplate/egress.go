@@ -67,7 +67,7 @@ func (r *Reconciler) discover(ctx context.Context) (egress.Discovered, error) {
 		return d, fmt.Errorf("listing ServiceCIDRs for the sandboxes' egress deny ranges (or set --sandbox-egress-deny-cidrs): %w", err)
 	}
 	var eps discoveryv1.EndpointSliceList
-	if err := r.opts.Reader.List(ctx, &eps, client.InNamespace(apiServerServiceNamespace),
+	if err := r.opts.APIReader.List(ctx, &eps, client.InNamespace(apiServerServiceNamespace),
 		client.MatchingLabels{discoveryv1.LabelServiceName: apiServerServiceName}); err != nil {
 		return d, fmt.Errorf("listing the EndpointSlices of Service %s/%s for the sandboxes' egress deny ranges (or set --sandbox-egress-deny-cidrs): %w",
 			apiServerServiceNamespace, apiServerServiceName, err)

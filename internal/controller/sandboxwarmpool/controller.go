@@ -1,8 +1,10 @@
 package sandboxwarmpool
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -73,28 +75,55 @@ type Reconciler struct {
 	notProgressing map[string]bool // pools currently holding unschedulable members
 }
 
-// New returns a Reconciler writing through c. Zero options take their defaults.
-func New(c client.Client, recorder events.EventRecorder, opts Options) *Reconciler {
+// New returns a Reconciler that reads and writes through c (normally the manager's cached
+// client) and emits events with recorder (none when nil). Zero options take DefaultOptions'
+// values; a negative one is an error naming it.
+func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconciler, error) {
+	if err := kube.CheckClient("sandbox warm pool", c); err != nil {
+		return nil, err
+	}
+	if err := checkOptions(opts); err != nil {
+		return nil, err
+	}
 	def := DefaultOptions()
-	if opts.Workers <= 0 {
-		opts.Workers = def.Workers
-	}
-	if opts.MaxBatchSize <= 0 {
-		opts.MaxBatchSize = def.MaxBatchSize
-	}
-	if opts.ReadinessGracePeriod <= 0 {
-		opts.ReadinessGracePeriod = def.ReadinessGracePeriod
-	}
-	if opts.UnschedulableRecheckInterval <= 0 {
-		opts.UnschedulableRecheckInterval = def.UnschedulableRecheckInterval
-	}
+	opts.Workers = cmp.Or(opts.Workers, def.Workers)
+	opts.MaxBatchSize = cmp.Or(opts.MaxBatchSize, def.MaxBatchSize)
+	opts.ReadinessGracePeriod = cmp.Or(opts.ReadinessGracePeriod, def.ReadinessGracePeriod)
+	opts.UnschedulableRecheckInterval = cmp.Or(opts.UnschedulableRecheckInterval, def.UnschedulableRecheckInterval)
 	if opts.Clock == nil {
 		opts.Clock = def.Clock
 	}
-	return &Reconciler{client: c, recorder: recorder, opts: opts,
+	return &Reconciler{client: c, recorder: kube.Recorder(recorder), opts: opts,
 		expectations: warmpool.NewExpectations(opts.Clock.Now), notProgressing: map[string]bool{},
 		shaping:     &warmpool.Shaping{ReplenishDelay: opts.ReplenishDelay, MaxRefillRate: opts.MaxRefillRate},
-		statusPacer: &warmpool.StatusPacer{Interval: statusCountsInterval}}
+		statusPacer: &warmpool.StatusPacer{Interval: statusCountsInterval}}, nil
+}
+
+// checkOptions names every negative option.
+func checkOptions(o Options) error {
+	var errs []error
+	negative := func(name string, v any) {
+		errs = append(errs, fmt.Errorf("sandbox warm pool reconciler option %s is %v; set 0 for its default or a positive value", name, v))
+	}
+	if o.Workers < 0 {
+		negative("Workers", o.Workers)
+	}
+	if o.MaxBatchSize < 0 {
+		negative("MaxBatchSize", o.MaxBatchSize)
+	}
+	if o.ReadinessGracePeriod < 0 {
+		negative("ReadinessGracePeriod", o.ReadinessGracePeriod)
+	}
+	if o.UnschedulableRecheckInterval < 0 {
+		negative("UnschedulableRecheckInterval", o.UnschedulableRecheckInterval)
+	}
+	if o.ReplenishDelay < 0 {
+		negative("ReplenishDelay", o.ReplenishDelay)
+	}
+	if o.MaxRefillRate < 0 {
+		negative("MaxRefillRate", o.MaxRefillRate)
+	}
+	return errors.Join(errs...)
 }
 
 // Reconcile brings one pool to its desired number of fresh members and reports its status.

@@ -51,7 +51,10 @@ func TestLaggingCacheNeverOverCreates(t *testing.T) {
 			return c.List(ctx, list, opts...)
 		},
 	})
-	r := New(lagging, nil, Options{})
+	r, err := New(lagging, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 4 {
 		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}}); err != nil {
 			t.Fatal(err)
@@ -105,7 +108,10 @@ func TestFailedPassReturnsNoRequeue(t *testing.T) {
 				return c.Create(ctx, obj, opts...)
 			},
 		}).Build()
-	r := New(c, nil, Options{})
+	r, err := New(c, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}})
 	if err == nil || res != (ctrl.Result{}) {
 		t.Errorf("Reconcile = %+v, %v; want no requeue and the create failure", res, err)

@@ -26,7 +26,7 @@ func (r *Reconciler) reportProgress(pool *extensionsv1beta1.SandboxWarmPool, pla
 	was := r.notProgressing[key]
 	r.notProgressing[key] = stuck
 	r.mu.Unlock()
-	if r.recorder == nil || was == stuck {
+	if was == stuck {
 		return
 	}
 	if stuck {

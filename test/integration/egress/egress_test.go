@@ -28,8 +28,12 @@ func TestMain(m *testing.M) {
 	framework.RunMain(m, &env, func(e *framework.Env) (func(), error) {
 		return e.StartManager(func(mgr ctrl.Manager) error {
 			opts := sandboxtemplate.DefaultOptions()
-			opts.Reader = mgr.GetAPIReader()
-			return sandboxtemplate.New(mgr.GetClient(), nil, opts).SetupWithManager(mgr)
+			opts.APIReader = mgr.GetAPIReader()
+			r, err := sandboxtemplate.New(mgr.GetClient(), nil, opts)
+			if err != nil {
+				return err
+			}
+			return r.SetupWithManager(mgr)
 		})
 	})
 }

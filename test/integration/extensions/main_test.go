@@ -22,7 +22,6 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
-	"github.com/paddock-dev/paddock/internal/warmqueue"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
@@ -91,10 +90,14 @@ func (h *harness) start() error {
 	h.writes = map[string]*writeLog{"claim": newWriteLog(), "pool": newWriteLog(), "template": newWriteLog()}
 	stop, err := env.StartManager(func(mgr ctrl.Manager) error {
 		counted := func(name string) client.Client { return &countingClient{Client: mgr.GetClient(), log: h.writes[name]} }
-		claims := sandboxclaim.New(counted("claim"), mgr.GetAPIReader(), mgr.GetEventRecorder("sandboxclaim-controller"), warmqueue.New(), sandboxclaim.Options{})
-		pools := sandboxwarmpool.New(counted("pool"), mgr.GetEventRecorder("sandboxwarmpool-controller"), h.poolOpts)
-		templates := sandboxtemplate.New(counted("template"), mgr.GetEventRecorder("sandboxtemplate-controller"),
+		claims, errClaims := sandboxclaim.New(counted("claim"), mgr.GetEventRecorder("sandboxclaim-controller"),
+			sandboxclaim.Options{APIReader: mgr.GetAPIReader()})
+		pools, errPools := sandboxwarmpool.New(counted("pool"), mgr.GetEventRecorder("sandboxwarmpool-controller"), h.poolOpts)
+		templates, errTemplates := sandboxtemplate.New(counted("template"), mgr.GetEventRecorder("sandboxtemplate-controller"),
 			sandboxtemplate.Options{RouterNamespace: testRouterNamespace, RouterPodLabels: testRouterLabels})
+		if err := errors.Join(errClaims, errPools, errTemplates); err != nil {
+			return err
+		}
 		return errors.Join(claims.SetupWithManager(mgr), pools.SetupWithManager(mgr), templates.SetupWithManager(mgr))
 	}, func(o *manager.Options) {
 		// A restarted harness registers the same controller names again in this process.

@@ -18,7 +18,6 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
-	"github.com/paddock-dev/paddock/internal/warmqueue"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
@@ -45,9 +44,13 @@ func startControllers(e *framework.Env) (func(), error) {
 	}
 	readiness = r
 	stop, err := e.StartManager(func(mgr ctrl.Manager) error {
-		claims := sandboxclaim.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("sandboxclaim-controller"), warmqueue.New(), sandboxclaim.Options{})
-		pools := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder("sandboxwarmpool-controller"), poolOptions())
-		templates := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder("sandboxtemplate-controller"), sandboxtemplate.Options{})
+		claims, errClaims := sandboxclaim.New(mgr.GetClient(), mgr.GetEventRecorder("sandboxclaim-controller"),
+			sandboxclaim.Options{APIReader: mgr.GetAPIReader()})
+		pools, errPools := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder("sandboxwarmpool-controller"), poolOptions())
+		templates, errTemplates := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder("sandboxtemplate-controller"), sandboxtemplate.Options{})
+		if err := errors.Join(errClaims, errPools, errTemplates); err != nil {
+			return err
+		}
 		return errors.Join(claims.SetupWithManager(mgr), pools.SetupWithManager(mgr), templates.SetupWithManager(mgr))
 	})
 	if err != nil {

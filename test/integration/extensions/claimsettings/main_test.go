@@ -36,7 +36,6 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
 	"github.com/paddock-dev/paddock/internal/credentials"
-	"github.com/paddock-dev/paddock/internal/warmqueue"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
@@ -83,14 +82,18 @@ func startControllers(e *framework.Env) (func(), error) {
 		return nil, fmt.Errorf("starting the Sandbox readiness stand-in: %w", err)
 	}
 	stop, err := e.StartManager(func(mgr ctrl.Manager) error {
-		claims := sandboxclaim.New(&recordingClient{Client: mgr.GetClient(), log: claimWrites}, mgr.GetAPIReader(),
-			mgr.GetEventRecorder(sandboxclaim.ControllerName), warmqueue.New(), sandboxclaim.Options{
+		claims, errClaims := sandboxclaim.New(&recordingClient{Client: mgr.GetClient(), log: claimWrites},
+			mgr.GetEventRecorder(sandboxclaim.ControllerName), sandboxclaim.Options{
+				APIReader:      mgr.GetAPIReader(),
 				Clock:          offsetClock{},
 				ClaimSettings:  sandboxclaim.ClaimSettingsOptions{Address: daemons.address, GiveUpAfter: giveUpAfter},
 				CredentialsKey: testKey,
 			})
-		pools := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxwarmpool.ControllerName), sandboxwarmpool.DefaultOptions())
-		templates := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxtemplate.ControllerName), sandboxtemplate.Options{})
+		pools, errPools := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxwarmpool.ControllerName), sandboxwarmpool.DefaultOptions())
+		templates, errTemplates := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxtemplate.ControllerName), sandboxtemplate.Options{})
+		if err := errors.Join(errClaims, errPools, errTemplates); err != nil {
+			return err
+		}
 		return errors.Join(claims.SetupWithManager(mgr), pools.SetupWithManager(mgr), templates.SetupWithManager(mgr))
 	}, func(o *manager.Options) { o.Controller = config.Controller{SkipNameValidation: ptr.To(true)} })
 	if err != nil {

@@ -361,11 +361,20 @@ func (o *observation) addErr(step string, err error) {
 	o.errs = append(o.errs, err)
 }
 
-// err is what the pass returns to the work queue. Several owned Pods only a human can resolve:
-// that error is terminal, so that it is logged and counted but not retried in a hot loop.
+// err is what the pass returns to the work queue. Several owned Pods, and a child the API
+// server refuses as invalid (built from what the user wrote in the spec), only a human can
+// resolve: those errors are terminal, logged and counted but not retried; the Sandbox's watch
+// brings the pass after the fix.
 func (o *observation) err() error {
-	if o.multiplePods != nil {
-		return errors.Join(append(o.errs, reconcile.TerminalError(o.multiplePods))...)
+	errs := make([]error, 0, len(o.errs)+1)
+	for _, err := range o.errs {
+		errs = append(errs, kube.RefusedAsInvalid(err))
 	}
-	return errors.Join(o.errs...)
+	if o.multiplePods != nil {
+		errs = append(errs, reconcile.TerminalError(o.multiplePods))
+	}
+	return errors.Join(errs...)
 }
+
+// message is the errors of the pass as the Ready condition reports them.
+func (o *observation) message() string { return errors.Join(o.errs...).Error() }

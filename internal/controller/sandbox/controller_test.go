@@ -9,8 +9,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -262,5 +266,68 @@ func TestFailedPassReturnsNoRequeue(t *testing.T) {
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(sb)})
 	if err == nil || res != (ctrl.Result{}) {
 		t.Errorf("Reconcile = %+v, %v; want no requeue and the Pod create failure", res, err)
+	}
+}
+
+// A Pod the API server refuses as invalid was built from what the user wrote in
+// spec.podTemplate: the pass's error is terminal (controller-runtime does not retry it; the
+// Sandbox's watch brings the pass after the fix) and Ready says which field to fix. Any other
+// Pod create failure is retried.
+func TestInvalidPodIsTerminal(t *testing.T) {
+	invalid := apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "sb", field.ErrorList{
+		field.Required(field.NewPath("spec", "containers").Index(0).Child("image"), ""),
+	})
+	for _, tt := range []struct {
+		name         string
+		createErr    error
+		wantTerminal bool
+		wantMessage  []string
+	}{
+		{name: "invalid", createErr: invalid, wantTerminal: true,
+			wantMessage: []string{"fix spec.podTemplate", "spec.containers[0].image: Required value"}},
+		{name: "unavailable", createErr: apierrors.NewServiceUnavailable("etcd is down"),
+			wantMessage: []string{`creating pod "sb" for sandbox "sb"`, "etcd is down"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sb := sandbox()
+			c := fake.NewClientBuilder().WithScheme(testScheme(t)).
+				WithStatusSubresource(&agentsv1beta1.Sandbox{}).
+				WithIndex(&corev1.Pod{}, agentsv1beta1.PodNameHashIndex, indexes.PodBySandboxNameHash).
+				WithObjects(sb).
+				WithInterceptorFuncs(interceptor.Funcs{
+					Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+						if _, ok := obj.(*corev1.Pod); ok {
+							return tt.createErr
+						}
+						return c.Create(ctx, obj, opts...)
+					},
+				}).Build()
+			opts := DefaultOptions()
+			opts.StatusCoalesceWindow = 0
+			r, err := New(c, nil, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(sb)})
+			if err == nil || res != (ctrl.Result{}) || errors.Is(err, reconcile.TerminalError(nil)) != tt.wantTerminal {
+				t.Fatalf("Reconcile = %+v, %v; want no requeue and an error, terminal: %v", res, err, tt.wantTerminal)
+			}
+			got := &agentsv1beta1.Sandbox{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(sb), got); err != nil {
+				t.Fatal(err)
+			}
+			ready := meta.FindStatusCondition(got.Status.Conditions, agentsv1beta1.SandboxConditionReady)
+			if ready == nil || ready.Reason != agentsv1beta1.SandboxReasonReconcilerError {
+				t.Fatalf("Ready = %+v, want False with reason %s", ready, agentsv1beta1.SandboxReasonReconcilerError)
+			}
+			for _, want := range tt.wantMessage {
+				if !strings.Contains(ready.Message, want) {
+					t.Errorf("Ready message %q does not contain %q", ready.Message, want)
+				}
+			}
+			if strings.Contains(ready.Message, "terminal error") {
+				t.Errorf("Ready message %q speaks of the work queue, not of the Sandbox", ready.Message)
+			}
+		})
 	}
 }

@@ -165,6 +165,9 @@ func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (
 		}
 		return nil, existing, nil
 	}
+	if apierrors.IsInvalid(err) {
+		return nil, nil, fmt.Errorf("the API server refuses pod %q as spec.podTemplate describes it; fix spec.podTemplate: %w", pod.Name, err)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating pod %q for sandbox %q: %w", pod.Name, sb.Name, err)
 	}

@@ -73,7 +73,7 @@ func setReady(sb *agentsv1beta1.Sandbox, obs *observation) {
 	case obs.multiplePods != nil:
 		reason, msg = agentsv1beta1.SandboxReasonMultiplePods, obs.multiplePods.Error()
 	case len(obs.errs) > 0:
-		reason, msg = agentsv1beta1.SandboxReasonReconcilerError, "Error seen: "+obs.err().Error()
+		reason, msg = agentsv1beta1.SandboxReasonReconcilerError, "Error seen: "+obs.message()
 	case suspended(sb):
 		reason, msg = agentsv1beta1.SandboxReasonSuspended, msgSuspended
 		if obs.pod != nil {

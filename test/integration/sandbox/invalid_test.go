@@ -12,14 +12,15 @@ import (
 )
 
 // A pod template the API server refuses is reported with the server's message, which names the
-// field; the Sandbox is left as written and recovers once the template is fixed.
+// field, and says to fix spec.podTemplate (the pass's error is terminal: not retried until the
+// Sandbox changes); the Sandbox is left as written and recovers once the template is fixed.
 func TestInvalidPodTemplateIsReported(t *testing.T) {
 	ctx, ns := start(t)
 	sb := builder.MakeSandbox("broken", ns).Image("").PodLabel("keep", "me").Obj()
 	create(t, ctx, sb)
 	got := waitSandbox(t, sb, ready(metav1.ConditionFalse, agentsv1beta1.SandboxReasonReconcilerError))
 	msg := readyCondition(got).Message
-	for _, want := range []string{`creating pod "broken"`, "spec.containers[0].image"} {
+	for _, want := range []string{`pod "broken"`, "fix spec.podTemplate", "spec.containers[0].image"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("Ready message %q does not contain %q", msg, want)
 		}

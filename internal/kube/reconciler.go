@@ -35,13 +35,34 @@ type noEvents struct{}
 
 func (noEvents) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {}
 
-// RefusedAsInvalid wraps err terminal when the API server refused a write as invalid (422): the
-// object was computed from what a user wrote and admitted, and sending it again cannot succeed
-// until they change it, which the controller's watch brings. Other errors are returned as they
-// are.
+// RefusedAsInvalid wraps err terminal when the API server refused the writes in it as invalid
+// (422), every one of them: the objects were computed from what a user wrote and admitted, and
+// sending them again cannot succeed until the user changes it, which the controller's watch
+// brings. Errors with any other cause in them are returned as they are, to be retried.
 func RefusedAsInvalid(err error) error {
-	if apierrors.IsInvalid(err) {
+	if err != nil && onlyInvalid(err) {
 		return reconcile.TerminalError(err)
 	}
 	return err
+}
+
+// onlyInvalid reports whether every error in err's tree that is not a wrapper is an API
+// server's Invalid status.
+func onlyInvalid(err error) bool {
+	switch e := err.(type) {
+	case apierrors.APIStatus:
+		return apierrors.IsInvalid(err)
+	case interface{ Unwrap() []error }:
+		errs := e.Unwrap()
+		for _, err := range errs {
+			if !onlyInvalid(err) {
+				return false
+			}
+		}
+		return len(errs) > 0
+	case interface{ Unwrap() error }:
+		return onlyInvalid(e.Unwrap())
+	default:
+		return false
+	}
 }

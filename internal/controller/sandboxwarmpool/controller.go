@@ -183,7 +183,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		blockErr,
 		r.adoptOrphans(ctx, pool, members, plan.Adopt),
 		r.relabel(ctx, members, plan.Relabel),
-		createErr,
+		// Members the API server refuses as invalid were built from the template: not retried
+		// until the pool or its template changes, which the watches bring.
+		kube.RefusedAsInvalid(createErr),
 	)
 
 	original := pool.DeepCopy()

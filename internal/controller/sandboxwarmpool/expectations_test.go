@@ -2,19 +2,25 @@ package sandboxwarmpool
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
@@ -115,5 +121,46 @@ func TestFailedPassReturnsNoRequeue(t *testing.T) {
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}})
 	if err == nil || res != (ctrl.Result{}) {
 		t.Errorf("Reconcile = %+v, %v; want no requeue and the create failure", res, err)
+	}
+}
+
+// Members the API server refuses as invalid were built from the template, which only a user can
+// fix: the pass's error is terminal (not retried; the pool's and the template's watches bring
+// the pass after the fix), and MembersCreated names the refused field. The fake client only
+// injects the refusal.
+func TestInvalidMembersAreTerminal(t *testing.T) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tpl := &extensionsv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "tpl", Namespace: "ns"}}
+	pool := &extensionsv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "pool-uid"},
+		Spec: extensionsv1beta1.SandboxWarmPoolSpec{Replicas: ptr.To[int32](2), TemplateRef: extensionsv1beta1.SandboxTemplateRef{Name: "tpl"}}}
+	refused := field.Invalid(field.NewPath("spec", "podTemplate", "spec", "containers").Index(0).Child("ports").Index(0).Child("containerPort"), 0, "must be between 1 and 65535")
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(tpl, pool).
+		WithStatusSubresource(&extensionsv1beta1.SandboxWarmPool{}).
+		WithIndex(&agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxWarmPoolIndex, indexes.SandboxByWarmPool).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
+				return apierrors.NewInvalid(agentsv1beta1.GroupVersion.WithKind("Sandbox").GroupKind(), obj.GetGenerateName(), field.ErrorList{refused})
+			},
+		}).Build()
+	r, err := New(c, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}})
+	if !errors.Is(err, reconcile.TerminalError(nil)) || res != (ctrl.Result{}) {
+		t.Fatalf("Reconcile = %+v, %v; want a terminal error and no requeue", res, err)
+	}
+	got := &extensionsv1beta1.SandboxWarmPool{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "pool"}, got); err != nil {
+		t.Fatal(err)
+	}
+	created := meta.FindStatusCondition(got.Status.Conditions, extensionsv1beta1.PoolConditionMembersCreated)
+	if created == nil || created.Status != metav1.ConditionFalse || !strings.Contains(created.Message, refused.Field) {
+		t.Errorf("MembersCreated = %+v, want False naming %s", created, refused.Field)
 	}
 }

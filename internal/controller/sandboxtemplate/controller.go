@@ -3,6 +3,7 @@ package sandboxtemplate
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
@@ -64,6 +66,10 @@ func DefaultOptions() Options {
 // ReasonPolicyNotControlled is the Warning event of a template whose NetworkPolicy name is taken
 // by a policy it does not control: the template's sandboxes are not isolated as it says.
 const ReasonPolicyNotControlled = "NetworkPolicyNotControlled"
+
+// ReasonPolicyInvalid is the Warning event of a template whose NetworkPolicy the API server
+// refuses as invalid: its spec.networkPolicy needs fixing, and it is not retried until then.
+const ReasonPolicyInvalid = "NetworkPolicyInvalid"
 
 // Reconciler reconciles SandboxTemplates.
 type Reconciler struct {
@@ -113,7 +119,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.applyPolicy(ctx, tpl, constructPolicy(tpl, r.opts, deny4, deny6))
+	return ctrl.Result{}, r.refusedPolicy(tpl, r.applyPolicy(ctx, tpl, constructPolicy(tpl, r.opts, deny4, deny6)))
+}
+
+// refusedPolicy turns a policy the API server refuses as invalid, which was built from the
+// template's spec.networkPolicy, into a Warning event and a terminal error: the template has no
+// status to say it in, and sending it again cannot succeed until the template changes.
+func (r *Reconciler) refusedPolicy(tpl *extensionsv1beta1.SandboxTemplate, err error) error {
+	terminal := kube.RefusedAsInvalid(err)
+	if errors.Is(terminal, reconcile.TerminalError(nil)) {
+		r.recorder.Eventf(tpl, nil, corev1.EventTypeWarning, ReasonPolicyInvalid, "Reconciling",
+			"The API server refuses the NetworkPolicy built from spec.networkPolicy; fix spec.networkPolicy: %v", err)
+	}
+	return terminal
 }
 
 // ensureRefHashLabel puts the template-ref-hash label on the template itself.

@@ -3,6 +3,7 @@ package extensions
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
@@ -155,4 +157,86 @@ func TestTemplateNeverOverwritesForeignPolicy(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestTemplateInvalidPolicyIsTerminal proves that a policy the API server refuses (a CIDR the
+// template's schema admits but a NetworkPolicy's does not) is a Warning event naming
+// spec.networkPolicy and a terminal error, which controller-runtime counts and does not retry,
+// and that fixing the template brings the policy.
+func TestTemplateInvalidPolicyIsTerminal(t *testing.T) {
+	controllers(t)
+	ns := env.Namespace(t)
+	terminalBefore := terminalErrors(t, "sandboxtemplate")
+	broken := func(cidr string) extensionsv1beta1.NetworkPolicySpec {
+		return extensionsv1beta1.NetworkPolicySpec{Egress: []networkingv1.NetworkPolicyEgressRule{{
+			To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: cidr}}},
+		}}}
+	}
+	create(t, builder.MakeTemplate("tpl", ns).NetworkPolicy(broken("not-a-cidr")).Obj())
+	framework.Eventually(t, func(ctx context.Context) error {
+		var events corev1.EventList
+		if err := env.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Reason == sandboxtemplate.ReasonPolicyInvalid && e.InvolvedObject.Name == "tpl" {
+				for _, want := range []string{"fix spec.networkPolicy", "spec.egress[0].to[0].ipBlock.cidr"} {
+					if !strings.Contains(e.Message, want) {
+						return fmt.Errorf("event message %q does not contain %q", e.Message, want)
+					}
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event", sandboxtemplate.ReasonPolicyInvalid)
+	})
+	framework.Eventually(t, func(context.Context) error {
+		if n := terminalErrors(t, "sandboxtemplate"); n <= terminalBefore {
+			return fmt.Errorf("%v terminal reconcile errors of the template controller, want more than %v", n, terminalBefore)
+		}
+		return nil
+	})
+
+	tpl, err := get(context.Background(), ns, "tpl", &extensionsv1beta1.SandboxTemplate{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed := broken("198.18.0.0/15")
+	tpl.Spec.NetworkPolicy = &fixed
+	if err := env.Client.Update(context.Background(), tpl); err != nil {
+		t.Fatalf("fixing the template: %v", err)
+	}
+	framework.Eventually(t, func(ctx context.Context) error {
+		np, err := get(ctx, ns, sandboxtemplate.PolicyName("tpl"), &networkingv1.NetworkPolicy{})
+		if err != nil {
+			return err
+		}
+		if diff := cmp.Diff(fixed.Egress, np.Spec.Egress); diff != "" {
+			return fmt.Errorf("egress (-want +got):\n%s", diff)
+		}
+		return nil
+	})
+}
+
+// terminalErrors reads controller-runtime's count of terminal reconcile errors of a controller
+// from this process's metrics registry, where the test's managers register it.
+func terminalErrors(t *testing.T, controller string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_terminal_reconcile_errors_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == controller {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -11,12 +11,16 @@
 //     carrying this Sandbox's name-hash label; an object controlled by someone else is never
 //     touched and turns Ready False with reason ReconcilerError.
 //   - More than one owned Pod stops all Pod and Service work (Ready False, MultiplePods).
+//   - A child the API server refuses as invalid (a Pod from a spec.podTemplate that the Sandbox's
+//     schema admits but a Pod's does not) turns Ready False with reason ReconcilerError naming
+//     the field to fix; like MultiplePods, the error is terminal: no retry until the Sandbox
+//     changes.
 //   - shutdownTime expires a Sandbox in two passes: first Ready=SandboxExpired is written, then
 //     the owned Pod and Service are deleted and, with shutdownPolicy Delete, the Sandbox itself.
 //   - Status is computed from observation on every pass and written at most once per pass, only
 //     when it changed; events follow a successful status write. A pass that reads a Sandbox older
 //     than the controller's own last write waits for the cache instead of writing again.
-//   - With a credentials key (WithCredentialsKey, manager --sandbox-credentials) every Sandbox
+//   - With a credentials key (Options.CredentialsKey, manager --sandbox-credentials) every Sandbox
 //     gets Secret "<sandbox>-credentials" with its derived sandbox and control tokens before its
 //     Pod, and every container gets them by secretKeyRef; a deleted Secret is re-created, a
 //     foreign Secret of that name blocks the Pod (docs/design/credentials.md).

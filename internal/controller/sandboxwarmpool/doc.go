@@ -12,4 +12,7 @@
 //   - Claimed Sandboxes are no longer members (the claim took the controller reference and the
 //     label) and are never touched. Status (replicas, readyReplicas, selector,
 //     observedGeneration) is computed from observation every pass and written only on change.
+//   - Members the API server refuses as invalid (built from the template) turn MembersCreated
+//     False naming the field; the error is terminal, retried only when the pool or its template
+//     changes.
 package sandboxwarmpool

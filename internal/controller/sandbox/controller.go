@@ -97,8 +97,9 @@ type Reconciler struct {
 }
 
 // New returns a Reconciler that reads and writes through c (normally the manager's cached
-// client, whose scheme resolves kinds) and emits events with recorder (none when nil). Zero
-// options take DefaultOptions' values; a negative one is an error naming it.
+// client, whose scheme resolves kinds) and emits events with recorder (none when nil). Start
+// from DefaultOptions: New fills only the zero fields whose zero means nothing (workers, cluster
+// domain, clock, reader); a negative one is an error naming it.
 func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconciler, error) {
 	if err := kube.CheckClient("sandbox", c); err != nil {
 		return nil, err

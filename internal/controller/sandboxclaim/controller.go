@@ -95,8 +95,9 @@ type Reconciler struct {
 const bindingUnknown = ""
 
 // New returns a Reconciler that reads and writes through c (normally the manager's cached
-// client) and emits events with recorder (none when nil: --disable-claim-events). Zero options
-// take DefaultOptions' values; a negative one is an error naming it.
+// client) and emits events with recorder (none when nil: --disable-claim-events). Start from
+// DefaultOptions: New fills only the zero fields whose zero means nothing (workers, clock,
+// reader, queue); a negative one is an error naming it.
 func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconciler, error) {
 	if err := kube.CheckClient("sandbox claim", c); err != nil {
 		return nil, err

@@ -79,9 +79,9 @@ type Reconciler struct {
 }
 
 // New returns a Reconciler that reads and writes through c (normally the manager's cached
-// client) and emits events with recorder (none when nil). Zero options take DefaultOptions'
-// values; a negative one is an error naming it. The template controller reads no time, so it
-// has no clock.
+// client) and emits events with recorder (none when nil). Start from DefaultOptions: New fills
+// only the zero fields whose zero means nothing (workers, router selection, reader); a negative
+// one is an error naming it. The template controller reads no time, so it has no clock.
 func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconciler, error) {
 	if err := kube.CheckClient("sandbox template", c); err != nil {
 		return nil, err

@@ -76,8 +76,9 @@ type Reconciler struct {
 }
 
 // New returns a Reconciler that reads and writes through c (normally the manager's cached
-// client) and emits events with recorder (none when nil). Zero options take DefaultOptions'
-// values; a negative one is an error naming it.
+// client) and emits events with recorder (none when nil). Start from DefaultOptions: New fills
+// only the zero fields whose zero means nothing (workers, batch size, grace and recheck periods,
+// clock; not SafeToEvict, whose zero is false); a negative one is an error naming it.
 func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconciler, error) {
 	if err := kube.CheckClient("sandbox warm pool", c); err != nil {
 		return nil, err

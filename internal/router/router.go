@@ -203,7 +203,8 @@ func New(cfg Config) (*Router, error) {
 	if e := cfg.E2B; e != nil {
 		if r.e2b, err = e2b.New(e2b.Config{Kube: cfg.Kube, Domain: e.Domain, KeysNamespace: e.KeysNamespace,
 			Tokens: r.tokens, CreateTimeout: e.CreateTimeout, Policy: cfg.Policy,
-			Transport: transport, DaemonPort: e.DaemonPort, Log: cfg.Log.WithName("e2b"), Registry: r.Registry}); err != nil {
+			Transport: transport, DaemonPort: e.DaemonPort, Log: cfg.Log.WithName("e2b"), Registry: r.Registry,
+			Activity: r.activity, Waker: r.waker}); err != nil {
 			return nil, err
 		}
 		opts.E2B = r.e2b

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -99,6 +100,9 @@ func testE2B(t *testing.T) {
 		// "terminated" after its create had answered 201. Logged, not failed, until diagnosed.
 		if len(res.CommandFailed) > 0 {
 			t.Logf("KNOWN ISSUE: %d first commands failed: %v", len(res.CommandFailed), res.CommandFailed)
+			for _, f := range res.CommandFailed {
+				logE2BSandbox(t, ctx, c, ns, strings.SplitN(f, ":", 2)[0])
+			}
 		}
 		distinct := map[string]bool{}
 		for _, id := range res.IDs {
@@ -136,6 +140,41 @@ func testE2B(t *testing.T) {
 		t.Logf("%d of %d creates were served warm, the rest cold", warm, e2bBurst)
 		waitPoolReady(t, c, ns, "burst", e2bBurstPool)
 	})
+}
+
+// logE2BSandbox logs what the cluster knows of one E2B sandbox: its claim's conditions, the
+// Sandbox bound to it, the namespace's events about either, and its Pod's logs.
+func logE2BSandbox(t *testing.T, ctx context.Context, c client.Client, ns, id string) {
+	t.Helper()
+	var claim extensionsv1beta1.SandboxClaim
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: id}, &claim); err != nil {
+		t.Logf("sandbox %s: claim: %v", id, err)
+		return
+	}
+	for _, cond := range claim.Status.Conditions {
+		t.Logf("sandbox %s: claim condition %s=%s %s: %s", id, cond.Type, cond.Status, cond.Reason, cond.Message)
+	}
+	names := map[string]bool{id: true}
+	var sandboxes agentsv1beta1.SandboxList
+	if err := c.List(ctx, &sandboxes, client.InNamespace(ns), client.MatchingLabels{agentsv1beta1.ClaimUIDLabel: string(claim.UID)}); err == nil {
+		for _, sb := range sandboxes.Items {
+			names[sb.Name] = true
+			t.Logf("sandbox %s: bound Sandbox %s (launch %s, created %s, deleting %v)", id, sb.Name,
+				sb.Labels[agentsv1beta1.LaunchTypeLabel], sb.CreationTimestamp, sb.DeletionTimestamp)
+		}
+	}
+	if events, err := suite.client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, e := range events.Items {
+			if names[e.InvolvedObject.Name] {
+				t.Logf("sandbox %s: event %s %s %s: %s", id, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+			}
+		}
+	}
+	for name := range names {
+		if logs, err := suite.client.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx); err == nil {
+			t.Logf("sandbox %s: logs of Pod %s:\n%s", id, name, logs)
+		}
+	}
 }
 
 func poolOf(ns, name string, replicas int32) *extensionsv1beta1.SandboxWarmPool {

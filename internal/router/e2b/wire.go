@@ -49,11 +49,11 @@ type createRequest struct {
 	AllowInternetAccess *bool             `json:"allow_internet_access,omitempty"`
 	AutoPause           *bool             `json:"autoPause,omitempty"`
 	// AutoPauseMemory is accepted and has no effect: Paddock keeps files, not memory.
-	AutoPauseMemory *bool       `json:"autoPauseMemory,omitempty"`
-	AutoResume      *autoResume `json:"autoResume,omitempty"`
-	MCP                 json.RawMessage   `json:"mcp,omitempty"`
-	Network             json.RawMessage   `json:"network,omitempty"`
-	VolumeMounts        json.RawMessage   `json:"volumeMounts,omitempty"`
+	AutoPauseMemory *bool           `json:"autoPauseMemory,omitempty"`
+	AutoResume      *autoResume     `json:"autoResume,omitempty"`
+	MCP             json.RawMessage `json:"mcp,omitempty"`
+	Network         json.RawMessage `json:"network,omitempty"`
+	VolumeMounts    json.RawMessage `json:"volumeMounts,omitempty"`
 }
 
 // autoResume is NewSandbox's autoResume object.

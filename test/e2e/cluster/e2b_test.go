@@ -40,20 +40,11 @@ func testE2B(t *testing.T) {
 	ctx := framework.Context(t, 20*time.Minute)
 	c := paddockClient(t)
 
-	// The `base` template dev up made (sandboxd with bash, /home/user on a volume, gVisor when
-	// present), copied into the test's namespace; `burst` is the same without the volume.
-	var dev extensionsv1beta1.SandboxTemplate
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: e2b.DefaultTemplate}, &dev); err != nil {
-		t.Fatalf("the E2B template of paddock dev up: %v", err)
-	}
-	base := &extensionsv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: e2b.DefaultTemplate, Namespace: ns,
-		Annotations: dev.Annotations}, Spec: *dev.Spec.DeepCopy()}
-	burst := base.DeepCopy()
-	burst.Name = "burst"
-	burst.Spec.VolumeClaimTemplates = nil
-	burst.Spec.PodTemplate.Spec.Containers[0].VolumeMounts = nil
-	for _, obj := range []client.Object{base, burst,
-		poolOf(ns, e2b.DefaultTemplate, 2), poolOf(ns, "burst", e2bBurstPool)} {
+	// The `base` template dev up made, copied into the test's namespace; `burst` is the same
+	// without the volume.
+	copyE2BTemplate(t, ctx, c, ns, e2b.DefaultTemplate, true)
+	copyE2BTemplate(t, ctx, c, ns, "burst", false)
+	for _, obj := range []client.Object{poolOf(ns, e2b.DefaultTemplate, 2), poolOf(ns, "burst", e2bBurstPool)} {
 		framework.MustCreate(t, ctx, c, obj)
 	}
 	key, _, err := e2b.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, ns)

@@ -63,10 +63,12 @@ func testE2B(t *testing.T) {
 	env := append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key)
 	waitPoolReady(t, c, ns, e2b.DefaultTemplate, 2)
 
-	for _, pkg := range e2bSDKs {
+	for i, pkg := range e2bSDKs {
 		t.Run(pkg, func(t *testing.T) {
+			// autoPause and autoResume on the real idle controller, once: the SDKs send the same.
+			autoPause := fmt.Sprintf("E2B_CHECK_AUTOPAUSE=%d", map[bool]int{true: 1}[i == 0])
 			out, err := node(t, ctx, dir, append(env, "E2B_PKG="+pkg, "OTHER_KEY="+otherKey, "E2B_TEMPLATE="+e2b.DefaultTemplate,
-				"E2B_CHECK_ENV=1", "E2B_CHECK_EXPIRY=1"), "frontdoor.mjs")
+				"E2B_CHECK_ENV=1", "E2B_CHECK_EXPIRY=1", autoPause), "frontdoor.mjs")
 			if err != nil || !strings.Contains(out, "all checks passed") {
 				t.Fatalf("the E2B SDK %s through the front door: %v", pkg, err)
 			}

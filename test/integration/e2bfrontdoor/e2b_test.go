@@ -224,6 +224,46 @@ func TestTimeoutPauseConnect(t *testing.T) {
 	}
 }
 
+// autoPause (the SDK's lifecycle.onTimeout "pause") makes the timeout the claim's idle timeout,
+// with no expiry that would delete it; autoResume is its wake-on-request; setTimeout moves the
+// idle timeout; autoResume without autoPause is refused with the fields named.
+func TestAutoPauseCreatesAnIdlePolicy(t *testing.T) {
+	h := start(t, 1)
+	sbx := h.create(t, "/v2/sandboxes", map[string]any{"timeout": 90, "autoPause": true, "autoResume": map[string]any{"enabled": true}})
+	claim := h.claim(t, sbx.SandboxID)
+	if claim.Spec.Lifecycle != nil {
+		t.Errorf("an autoPause claim has lifecycle %+v; its timeout must not delete it", claim.Spec.Lifecycle)
+	}
+	if got := claim.Annotations; got[agentsv1beta1.IdleTimeoutAnnotation] != "1m30s" || got[agentsv1beta1.WakeOnRequestAnnotation] != "true" {
+		t.Errorf("claim annotations %v; want idle-timeout 1m30s and wake-on-request true", got)
+	}
+	if r := h.call(t, http.MethodPost, "/sandboxes/"+sbx.SandboxID+"/timeout", h.apiKey, map[string]any{"timeout": 3600}); r.status != http.StatusNoContent {
+		t.Fatalf("setTimeout: %d %s", r.status, r.body)
+	}
+	claim = h.claim(t, sbx.SandboxID)
+	if claim.Spec.Lifecycle != nil || claim.Annotations[agentsv1beta1.IdleTimeoutAnnotation] != "1h0m0s" || claim.Annotations[agentsv1beta1.WakeOnRequestAnnotation] != "true" {
+		t.Errorf("after setTimeout(3600 s): lifecycle %+v, annotations %v; want idle timeout 1h and no expiry", claim.Spec.Lifecycle, claim.Annotations)
+	}
+	var d struct {
+		Lifecycle struct {
+			OnTimeout  string `json:"onTimeout"`
+			AutoResume bool   `json:"autoResume"`
+		} `json:"lifecycle"`
+	}
+	h.call(t, http.MethodGet, "/sandboxes/"+sbx.SandboxID, h.apiKey, nil).into(t, &d)
+	if d.Lifecycle.OnTimeout != "pause" || !d.Lifecycle.AutoResume {
+		t.Errorf("getInfo lifecycle %+v; want onTimeout pause, autoResume true", d.Lifecycle)
+	}
+
+	noWake := h.create(t, "/sandboxes", map[string]any{"autoPause": true})
+	if got := h.claim(t, noWake.SandboxID).Annotations; got[agentsv1beta1.IdleTimeoutAnnotation] != "5m0s" || got[agentsv1beta1.WakeOnRequestAnnotation] != "false" {
+		t.Errorf("autoPause without autoResume: annotations %v; want the default timeout and wake-on-request false", got)
+	}
+	if r := h.call(t, http.MethodPost, "/v2/sandboxes", h.apiKey, map[string]any{"autoResume": map[string]any{"enabled": true}}); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "autoPause") {
+		t.Errorf("autoResume without autoPause: %d %s; want 400 naming autoPause", r.status, r.body)
+	}
+}
+
 // The data plane reaches the sandbox by E2b-Sandbox-Id or by {port}-{id}.{domain}, only with the
 // sandbox's own token, and only on the daemon port or a port the Sandbox declares.
 func TestDataPlane(t *testing.T) {

@@ -100,8 +100,11 @@ func (p *dataProxy) serve(w *refusalCounter, r *http.Request) {
 		port = p.f.cfg.DaemonPort
 	}
 	target := headers.Target{Namespace: sb.Namespace, Name: sb.Name, Port: port}
+	// Asked before resolving, as the router's proxy does: a request arriving while the resume is
+	// under way (Running, not Ready yet) joins it instead of getting 503.
+	waking := p.f.cfg.Waker != nil && p.f.cfg.Waker.Waking(target)
 	ep, rerr := resolve.FromSandbox(sb, target, p.f.cfg.Policy)
-	if rerr != nil && rerr.Reason == resolve.ReasonSuspended {
+	if rerr != nil && (rerr.Reason == resolve.ReasonSuspended || rerr.Reason == resolve.ReasonNotReady && waking) {
 		// The token proved the caller may reach this sandbox: only now may it wake.
 		ep, rerr = p.f.wake(r.Context(), t.ID, target)
 	}

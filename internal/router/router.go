@@ -376,5 +376,9 @@ func (r *Router) Serve(ctx context.Context) error {
 // autoResume); nil when --wake-on-request is off or there is no Sandbox cache.
 func (r *Router) Waker() *wake.Waker { return r.waker }
 
+// Activity is the router's activity reporter (nil without the Sandbox cache); its Flush lets
+// tests write what it has seen without waiting for the minute's tick.
+func (r *Router) Activity() *wake.Reporter { return r.activity }
+
 // Draining reports whether shutdown has begun.
 func (r *Router) Draining() bool { return r.srv.Draining() }

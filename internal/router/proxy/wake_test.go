@@ -91,7 +91,7 @@ func (v resolverView) Sandbox(ctx context.Context, ns, name string) (*agentsv1be
 // A request that arrives after the first one resumed the Sandbox, while the router's cache shows
 // it Running but not yet Ready, joins that wake: it is held and answered, not refused with 503.
 func TestWakeHoldsRequestsArrivingWhileResuming(t *testing.T) {
-	port := upstream(t, func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("awake")) })
+	port := upstream(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("awake")) })
 	sb := newResumingSandbox(port)
 	view := resolverView{sb, make(chan struct{}, 4)}
 	waker := wake.NewWaker(sb, sb, loopback, time.Minute, nil)

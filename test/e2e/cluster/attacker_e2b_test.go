@@ -256,7 +256,7 @@ func (x *e2bTarget) intact(t *testing.T, ctx context.Context, c client.Client) [
 	after := x.detail(t, ctx, x.v.id)
 	rows := []attempt{{from: "host", what: "E2B sandbox v is untouched after the attempts",
 		result: fmt.Sprintf("state %s, endAt %s (before: %s, %s)", after.State, after.EndAt, x.vBefore.State, x.vBefore.EndAt),
-		held: after == x.vBefore && after.State == e2b.StateRunning}}
+		held:   after == x.vBefore && after.State == e2b.StateRunning}}
 	o := sendFromHost(ctx, x.data(x.v.id, e2b.EnvdPort, x.v.token, ""))
 	rows = append(rows, attempt{from: "host", what: "E2B sandbox v still answers its own token", result: o.String(), held: o.status == http.StatusOK})
 	member := &agentsv1beta1.Sandbox{}

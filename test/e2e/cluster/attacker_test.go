@@ -246,9 +246,10 @@ func testAttacker(t *testing.T) {
 	var rows []attempt
 	for _, v := range vantages {
 		all := slices.Concat(probes, x.e2bProbes(keysOf(v), tokenA))
-		if v.name == "host" {
+		switch v.name {
+		case "host":
 			all = append(all, x.ownerProbes(tokenE2BMember, a.Name, tokenA)...)
-		} else if v.name == "code in E2B sandbox e" {
+		case "code in E2B sandbox e":
 			all = x.e2bProbes(keysOf(v), tokenA) // the Paddock rows are sandbox a's
 		}
 		for _, p := range all {

@@ -169,14 +169,15 @@ func (x *e2bTarget) control(target, method, path, key, body string) probe {
 // data is a data-plane probe for sandbox id and port, by headers (E2B_SANDBOX_URL mode), or by
 // Host {port}-{id}.{domain} when host is set.
 func (x *e2bTarget) data(id string, port int, token, host string) probe {
-	h := map[string]string{}
+	// Process/List answers 200 with the sandbox's processes to whoever gets through.
+	h := map[string]string{"Content-Type": "application/json", "Connect-Protocol-Version": "1"}
 	if host == "" {
 		h[e2b.SandboxIDHeader], h[e2b.SandboxPortHeader] = id, strconv.Itoa(port)
 	}
 	if token != "" {
 		h[e2b.AccessTokenHeader] = token
 	}
-	p := probe{method: http.MethodGet, url: x.api + "/files?path=/etc/hostname", header: h, e2b: true}
+	p := probe{method: http.MethodPost, url: x.api + e2b.ProbePath, header: h, body: "{}", e2b: true}
 	if host != "" {
 		p.header["Host"] = host
 	}

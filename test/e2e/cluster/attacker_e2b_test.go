@@ -178,9 +178,7 @@ func (x *e2bTarget) data(id string, port int, token, host string) probe {
 		h[e2b.AccessTokenHeader] = token
 	}
 	p := probe{method: http.MethodPost, url: x.api + e2b.ProbePath, header: h, body: "{}", e2b: true}
-	if host != "" {
-		p.header["Host"] = host
-	}
+	p.host = host
 	return p
 }
 

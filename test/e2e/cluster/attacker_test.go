@@ -60,6 +60,8 @@ type probe struct {
 	url    string
 	header map[string]string
 	body   string
+	// host, when set, is the request's Host instead of the URL's.
+	host string
 	// secrets must not appear anywhere in the answer (a token, another tenant's sandbox ID).
 	secrets []string
 	// listOK: a 200 holds when it shows none of the secrets (a list of the caller's own).
@@ -333,6 +335,9 @@ func sendFromHost(ctx context.Context, p probe) outcome {
 	for k, v := range p.header {
 		req.Header.Set(k, v)
 	}
+	if p.host != "" {
+		req.Host = p.host
+	}
 	transport := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // the attacker does not verify
 	defer transport.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: transport}).Do(req)
@@ -393,8 +398,12 @@ func shellRequest(p probe) (string, error) {
 		return "", err
 	}
 	host, port := req.URL.Hostname(), req.URL.Port()
+	hostHeader := req.URL.Host
+	if p.host != "" {
+		hostHeader = p.host
+	}
 	var raw strings.Builder
-	fmt.Fprintf(&raw, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nContent-Length: %d\r\n", p.method, req.URL.RequestURI(), req.URL.Host, len(p.body))
+	fmt.Fprintf(&raw, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nContent-Length: %d\r\n", p.method, req.URL.RequestURI(), hostHeader, len(p.body))
 	for k, v := range p.header {
 		fmt.Fprintf(&raw, "%s: %s\r\n", k, v)
 	}

@@ -21,6 +21,7 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/blueprint"
 	"github.com/paddock-dev/paddock/internal/router/e2b"
 	"github.com/paddock-dev/paddock/test/framework"
 )
@@ -272,12 +273,12 @@ func readyE2BMember(t *testing.T, c client.Client, ns string) *agentsv1beta1.San
 	var member *agentsv1beta1.Sandbox
 	framework.EventuallyWithin(t, 3*time.Minute, func(ctx context.Context) error {
 		list := &agentsv1beta1.SandboxList{}
-		if err := c.List(ctx, list, client.InNamespace(ns), client.HasLabels{agentsv1beta1.WarmPoolSandboxLabel}); err != nil {
+		if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{agentsv1beta1.WarmPoolSandboxLabel: blueprint.PoolHash(e2b.DefaultTemplate)}); err != nil {
 			return err
 		}
 		for i := range list.Items {
 			sb := &list.Items[i]
-			if sb.Annotations[agentsv1beta1.SandboxTemplateRefAnnotation] == e2b.DefaultTemplate && len(sb.Status.PodIPs) > 0 &&
+			if len(sb.Status.PodIPs) > 0 &&
 				sb.Labels[agentsv1beta1.ClaimUIDLabel] == "" && meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
 				member = sb
 				return nil

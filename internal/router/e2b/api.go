@@ -49,9 +49,18 @@ func (f *FrontDoor) routes() *http.ServeMux {
 	return mux
 }
 
+// controlSlack is how much longer than CreateTimeout a control-plane request may run.
+const controlSlack = 30 * time.Second
+
 // authenticated answers 401 with E2B's error body unless the request carries a known API key.
+// The handler's API calls outlive the client's half of the connection: a client that half-closes
+// after sending (nc, some proxies) cancels the request's context at once, which would turn every
+// answer into a 500. They are bounded by CreateTimeout plus controlSlack instead.
 func (f *FrontDoor) authenticated(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), f.cfg.CreateTimeout+controlSlack)
+		defer cancel()
+		r = r.WithContext(ctx)
 		ns, err := f.namespaceOf(r.Context(), r)
 		switch {
 		case errors.Is(err, errMissingKey), errors.Is(err, errUnknownKey):

@@ -1,9 +1,12 @@
 package e2bfrontdoor
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -221,6 +224,37 @@ func TestTimeoutPauseConnect(t *testing.T) {
 	}
 	if r := h.call(t, http.MethodPost, path+"/connect", h.apiKey, map[string]any{}); r.status != http.StatusOK {
 		t.Errorf("connect to a running sandbox: %d %s; want 200", r.status, r.body)
+	}
+}
+
+// A client that half-closes its connection once it has sent the request (nc, some proxies) still
+// gets the answer: another namespace's key finds no sandbox (404), and the owner's gets it (200),
+// instead of a 500 from API calls cancelled with the request's context. The attacker suite
+// found this from busybox nc in a pod.
+func TestHalfClosedClientGetsItsAnswer(t *testing.T) {
+	h := start(t, 1)
+	sbx := h.create(t, "/v2/sandboxes", map[string]any{})
+	for key, want := range map[string]int{h.otherKey: http.StatusNotFound, h.apiKey: http.StatusOK} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fmt.Fprintf(conn, "GET /sandboxes/%s HTTP/1.1\r\nHost: e2b\r\nX-API-Key: %s\r\nConnection: close\r\n\r\n", sbx.SandboxID, key); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(framework.DefaultTimeout))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("reading the answer: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		conn.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /sandboxes/%s from a half-closed client: %d %s; want %d", sbx.SandboxID, resp.StatusCode, body, want)
+		}
 	}
 }
 

@@ -203,7 +203,8 @@ func New(cfg Config) (*Router, error) {
 	if e := cfg.E2B; e != nil {
 		if r.e2b, err = e2b.New(e2b.Config{Kube: cfg.Kube, Domain: e.Domain, KeysNamespace: e.KeysNamespace,
 			Tokens: r.tokens, CreateTimeout: e.CreateTimeout, Policy: cfg.Policy,
-			Transport: transport, DaemonPort: e.DaemonPort, Log: cfg.Log.WithName("e2b"), Registry: r.Registry}); err != nil {
+			Transport: transport, DaemonPort: e.DaemonPort, Log: cfg.Log.WithName("e2b"), Registry: r.Registry,
+			Activity: r.activity, Waker: r.waker}); err != nil {
 			return nil, err
 		}
 		opts.E2B = r.e2b
@@ -374,6 +375,10 @@ func (r *Router) Serve(ctx context.Context) error {
 // Waker is the router's wake path, for other front doors in the same process (E2B connect and
 // autoResume); nil when --wake-on-request is off or there is no Sandbox cache.
 func (r *Router) Waker() *wake.Waker { return r.waker }
+
+// Activity is the router's activity reporter (nil without the Sandbox cache); its Flush lets
+// tests write what it has seen without waiting for the minute's tick.
+func (r *Router) Activity() *wake.Reporter { return r.activity }
 
 // Draining reports whether shutdown has begun.
 func (r *Router) Draining() bool { return r.srv.Draining() }

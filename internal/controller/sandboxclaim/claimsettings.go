@@ -226,6 +226,15 @@ func (r *Reconciler) deliverClaimSettings(ctx context.Context, c *extensionsv1be
 	if !errors.As(err, &perm) && now.Sub(since.(time.Time)) < r.settings.opts.GiveUpAfter {
 		return sb, &settingsError{reason: extensionsv1beta1.ClaimReasonSettingsPending, msg: msg}
 	}
+	if !errors.As(err, &perm) && r.boundToClaim(ctx, c, sb) {
+		// A PUT whose answer was lost (timed out, connection cut) may have been applied: sandboxd
+		// is then unlocked and may already serve the claim's holder (the E2B front door answers
+		// create as soon as it does). Discarding that Sandbox would cut its holder off.
+		r.settings.failures.Delete(c.UID)
+		r.settings.delivered.Store(c.UID, true)
+		ctrl.LoggerFrom(ctx).Info("Claim settings were applied though their answer was lost", "claim", klog.KObj(c), "sandbox", sb.Name)
+		return sb, nil
+	}
 	r.settings.failures.Delete(c.UID)
 	reason := extensionsv1beta1.ClaimReasonSettingsFailed
 	if errors.Is(err, errBoundElsewhere) {
@@ -297,6 +306,30 @@ func (r *Reconciler) putClaimSettings(ctx context.Context, c *extensionsv1beta1.
 	}
 	defer resp.Body.Close()
 	return responseError(resp)
+}
+
+// boundToClaim asks sandboxd (GET /v1/claim-settings, with the control token) whether it is bound
+// to the claim; any failure to tell is false.
+func (r *Reconciler) boundToClaim(ctx context.Context, c *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) bool {
+	addr, err := r.settings.opts.Address(sb)
+	if err != nil || r.opts.CredentialsKey == nil {
+		return false
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/claim-settings", nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Authorization", "Bearer "+credentials.ControlToken(r.opts.CredentialsKey, sb.Namespace, sb.Name, sb.UID))
+	resp, err := r.settings.opts.Client.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var status claim.Status
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&status) != nil {
+		return false
+	}
+	return status.ClaimUID == string(c.UID)
 }
 
 // responseError turns sandboxd's answer into nil on 200, or an error carrying its message.

@@ -18,6 +18,7 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/controller/idle"
 )
 
 // maxBodyBytes bounds a control-plane request body.
@@ -48,9 +49,18 @@ func (f *FrontDoor) routes() *http.ServeMux {
 	return mux
 }
 
+// controlSlack is how much longer than CreateTimeout a control-plane request may run.
+const controlSlack = 30 * time.Second
+
 // authenticated answers 401 with E2B's error body unless the request carries a known API key.
+// The handler's API calls outlive the client's half of the connection: a client that half-closes
+// after sending (nc, some proxies) cancels the request's context at once, which would turn every
+// answer into a 500. They are bounded by CreateTimeout plus controlSlack instead.
 func (f *FrontDoor) authenticated(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), f.cfg.CreateTimeout+controlSlack)
+		defer cancel()
+		r = r.WithContext(ctx)
 		ns, err := f.namespaceOf(r.Context(), r)
 		switch {
 		case errors.Is(err, errMissingKey), errors.Is(err, errUnknownKey):
@@ -100,6 +110,11 @@ func (f *FrontDoor) create(w http.ResponseWriter, r *http.Request, ns string) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	life, err := lifecycleOf(&req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	pool, err := f.poolFor(r.Context(), ns, req.TemplateID)
 	if err != nil {
 		writeError(w, http.StatusNotFound, err.Error())
@@ -111,7 +126,7 @@ func (f *FrontDoor) create(w http.ResponseWriter, r *http.Request, ns string) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	claim, err := f.createClaim(r.Context(), ns, pool, &req, lifetime)
+	claim, err := f.createClaim(r.Context(), ns, pool, &req, lifetime, life)
 	if err != nil {
 		f.internal(w, err)
 		return
@@ -135,13 +150,13 @@ func (f *FrontDoor) create(w http.ResponseWriter, r *http.Request, ns string) {
 }
 
 // createClaim creates the claim under a fresh ID; a clash of 100-bit IDs is retried once.
-func (f *FrontDoor) createClaim(ctx context.Context, ns, pool string, req *createRequest, lifetime time.Duration) (*extensionsv1beta1.SandboxClaim, error) {
+func (f *FrontDoor) createClaim(ctx context.Context, ns, pool string, req *createRequest, lifetime time.Duration, life lifecycleOptions) (*extensionsv1beta1.SandboxClaim, error) {
 	for attempt := 0; ; attempt++ {
 		id, err := NewID()
 		if err != nil {
 			return nil, err
 		}
-		claim, err := newClaim(ns, id, pool, req.TemplateID, req, lifetime, f.cfg.Now())
+		claim, err := newClaim(ns, id, pool, req.TemplateID, req, lifetime, life, f.cfg.Now())
 		if err != nil {
 			return nil, err
 		}
@@ -300,12 +315,23 @@ func (f *FrontDoor) setTimeout(w http.ResponseWriter, r *http.Request, ns string
 		return
 	}
 	f.withClaim(w, r, ns, func(c *extensionsv1beta1.SandboxClaim) {
-		if err := f.setExpiry(r.Context(), c, expiry(f.cfg.Now(), lifetime)); err != nil {
+		if err := f.setLifetime(r.Context(), c, lifetime); err != nil {
 			f.internal(w, err)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+// setLifetime gives the sandbox lifetime from now: a new expiry, or, with autoPause, a new idle
+// timeout (the idle controller counts it from the last activity).
+func (f *FrontDoor) setLifetime(ctx context.Context, c *extensionsv1beta1.SandboxClaim, lifetime time.Duration) error {
+	if !pausesOnTimeout(c) {
+		return f.setExpiry(ctx, c, expiry(f.cfg.Now(), lifetime))
+	}
+	p := claimPolicy(c)
+	p.Timeout = lifetime
+	return idle.SetPolicy(ctx, f.client, c, p)
 }
 
 // setExpiry replaces the claim's lifecycle (nil: no expiry) with one merge patch. No optimistic
@@ -378,9 +404,11 @@ func (f *FrontDoor) connect(w http.ResponseWriter, r *http.Request, ns string) {
 			return
 		}
 		resumed := sb != nil && stateOf(sb) == StatePaused
+		ctx, cancel := context.WithTimeout(r.Context(), f.cfg.CreateTimeout)
+		defer cancel()
 		if resumed {
-			if err := f.setMode(r.Context(), sb, agentsv1beta1.SandboxOperatingModeRunning); err != nil {
-				f.internal(w, err)
+			if err := f.resume(ctx, sb); err != nil {
+				writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("sandbox %q could not be resumed: %v", c.Name, err))
 				return
 			}
 		}
@@ -392,15 +420,20 @@ func (f *FrontDoor) connect(w http.ResponseWriter, r *http.Request, ns string) {
 			}
 			// connect never shortens a running sandbox's life, as E2B's does not.
 			next := expiry(f.cfg.Now(), lifetime)
-			if l := c.Spec.Lifecycle; resumed || l == nil || l.ShutdownTime == nil || l.ShutdownTime.Before(next.ShutdownTime) {
-				if err := f.setExpiry(r.Context(), c, next); err != nil {
-					f.internal(w, err)
-					return
+			l := c.Spec.Lifecycle
+			switch {
+			case pausesOnTimeout(c):
+				if req.Timeout != nil && (resumed || claimPolicy(c).Timeout < lifetime) {
+					err = f.setLifetime(r.Context(), c, lifetime)
 				}
+			case resumed || l == nil || l.ShutdownTime == nil || l.ShutdownTime.Before(next.ShutdownTime):
+				err = f.setExpiry(r.Context(), c, next)
+			}
+			if err != nil {
+				f.internal(w, err)
+				return
 			}
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), f.cfg.CreateTimeout)
-		defer cancel()
 		ready, err := f.awaitDaemon(ctx, c)
 		if err != nil {
 			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("sandbox %q did not become ready in %s: %v", c.Name, f.cfg.CreateTimeout, err))

@@ -3,6 +3,7 @@ package e2b
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"slices"
@@ -35,17 +36,20 @@ func timeoutOf(seconds *int64) (time.Duration, error) {
 // newClaim builds the SandboxClaim for an E2B create: named by the sandbox ID, from pool, with the
 // metadata and template ID in annotations, envVars as env (served warm through claim settings when
 // the pool's template opts in), and the timeout as an expiry that deletes the claim.
-func newClaim(namespace, id, pool, templateID string, req *createRequest, lifetime time.Duration, now time.Time) (*extensionsv1beta1.SandboxClaim, error) {
+// With autoPause the timeout is the claim's idle timeout instead, and the claim never expires.
+func newClaim(namespace, id, pool, templateID string, req *createRequest, lifetime time.Duration, life lifecycleOptions, now time.Time) (*extensionsv1beta1.SandboxClaim, error) {
 	c := &extensionsv1beta1.SandboxClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: id, Namespace: namespace,
 			Labels:      map[string]string{SandboxLabel: "true"},
 			Annotations: map[string]string{TemplateAnnotation: templateID},
 		},
-		Spec: extensionsv1beta1.SandboxClaimSpec{
-			WarmPoolRef: extensionsv1beta1.SandboxWarmPoolRef{Name: pool},
-			Lifecycle:   expiry(now, lifetime),
-		},
+		Spec: extensionsv1beta1.SandboxClaimSpec{WarmPoolRef: extensionsv1beta1.SandboxWarmPoolRef{Name: pool}},
+	}
+	if life.autoPause {
+		maps.Copy(c.Annotations, life.idlePolicy(lifetime).Annotations())
+	} else {
+		c.Spec.Lifecycle = expiry(now, lifetime)
 	}
 	if len(req.Metadata) > 0 {
 		b, err := json.Marshal(req.Metadata)
@@ -107,11 +111,14 @@ func detailOf(c *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) Sand
 	d := SandboxDetail{
 		SandboxID: c.Name, TemplateID: templateOf(c), ClientID: clientID, EnvdVersion: EnvdVersion,
 		StartedAt: c.CreationTimestamp.UTC().Format(time.RFC3339), Metadata: metadataOf(c), State: stateOf(sb),
-		CPUCount: 1, MemoryMB: 512,
+		CPUCount: 1, MemoryMB: 512, Lifecycle: lifecycleDetailOf(c),
 	}
-	if l := c.Spec.Lifecycle; l != nil && l.ShutdownTime != nil {
+	switch l := c.Spec.Lifecycle; {
+	case l != nil && l.ShutdownTime != nil:
 		d.EndAt = l.ShutdownTime.UTC().Format(time.RFC3339)
-	} else {
+	case pausesOnTimeout(c) && d.State == StateRunning:
+		d.EndAt = pauseAt(c, sb).UTC().Format(time.RFC3339)
+	default:
 		// A paused sandbox has no expiry; E2B still requires endAt, so it reports the start.
 		d.EndAt = d.StartedAt
 	}

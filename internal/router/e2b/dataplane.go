@@ -99,10 +99,25 @@ func (p *dataProxy) serve(w *refusalCounter, r *http.Request) {
 	if port == EnvdPort {
 		port = p.f.cfg.DaemonPort
 	}
-	ep, rerr := resolve.FromSandbox(sb, headers.Target{Namespace: sb.Namespace, Name: sb.Name, Port: port}, p.f.cfg.Policy)
+	target := headers.Target{Namespace: sb.Namespace, Name: sb.Name, Port: port}
+	// Asked before resolving, as the router's proxy does: a request arriving while the resume is
+	// under way (Running, not Ready yet) joins it instead of getting 503.
+	waking := p.f.cfg.Waker != nil && p.f.cfg.Waker.Waking(target)
+	ep, rerr := resolve.FromSandbox(sb, target, p.f.cfg.Policy)
+	if rerr != nil && (rerr.Reason == resolve.ReasonSuspended || rerr.Reason == resolve.ReasonNotReady && waking) {
+		// The token proved the caller may reach this sandbox: only now may it wake.
+		ep, rerr = p.f.wake(r.Context(), t.ID, target)
+	}
 	if rerr != nil {
+		if rerr.Reason == reasonWakeTimeout {
+			w.Header().Set("Retry-After", retryAfterWake)
+		}
 		writeError(w, rerr.Status, rerr.Detail)
 		return
+	}
+	if p.f.cfg.Activity != nil {
+		// Idle activity, as for the router's other traffic: a map write, no API call.
+		p.f.cfg.Activity.Seen(sb.Namespace, sb.Name)
 	}
 	w.upstream = true
 	p.rp.ServeHTTP(w.ResponseWriter, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, ep)))

@@ -25,6 +25,7 @@ import (
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/router/headers"
 	"github.com/paddock-dev/paddock/internal/router/proxy"
+	"github.com/paddock-dev/paddock/internal/router/wake"
 )
 
 // Config is what the front door needs. Every field is required unless marked optional.
@@ -50,6 +51,12 @@ type Config struct {
 	// change it; no flag sets it.
 	DaemonPort int
 	Log        logr.Logger
+	// Activity learns of every data-plane request forwarded to a sandbox, for the idle
+	// controller (the router's activity reporter); optional.
+	Activity *wake.Reporter
+	// Waker resumes a sandbox the idle controller paused with autoResume when a data-plane
+	// request or connect arrives (the router's Waker); optional: without it traffic wakes nothing.
+	Waker *wake.Waker
 	// Registry receives the front door's metrics; optional.
 	Registry prometheus.Registerer
 	// Now is the clock; optional.

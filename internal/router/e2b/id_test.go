@@ -2,11 +2,16 @@ package e2b
 
 import (
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 )
 
 func TestNewIDIsDNSSafeAndShort(t *testing.T) {
@@ -66,7 +71,7 @@ func TestTargetFromHeaders(t *testing.T) {
 func TestNewClaimCarriesTheRequest(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 500, time.UTC)
 	req := &createRequest{Metadata: map[string]string{"run": "a b", "k/x": "v=1"}, EnvVars: map[string]string{"B": "2", "A": "1"}}
-	c, err := newClaim("ns", "abc", "pool", "base", req, 120*time.Second, now)
+	c, err := newClaim("ns", "abc", "pool", "base", req, 120*time.Second, lifecycleOptions{}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,5 +122,62 @@ func TestListQueryAndPaging(t *testing.T) {
 		if _, err := parseListQuery(bad, false); err == nil {
 			t.Errorf("parseListQuery(%v): want an error", bad)
 		}
+	}
+}
+
+func TestAutoPauseMakesTheTimeoutAnIdleTimeout(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	on, off := true, false
+	for _, tc := range []struct {
+		name       string
+		req        createRequest
+		wantPause  bool
+		wantResume bool
+	}{
+		{name: "no lifecycle: kill at the timeout", req: createRequest{}},
+		{name: "autoPause false: kill", req: createRequest{AutoPause: &off}},
+		{name: "autoPause", req: createRequest{AutoPause: &on, AutoPauseMemory: &on}, wantPause: true},
+		{name: "autoPause and autoResume", req: createRequest{AutoPause: &on, AutoResume: &autoResume{Enabled: &on}}, wantPause: true, wantResume: true},
+		{name: "autoPause, autoResume disabled", req: createRequest{AutoPause: &on, AutoResume: &autoResume{Enabled: &off}}, wantPause: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			life, err := lifecycleOf(&tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := newClaim("ns", "abc", "pool", "base", &tc.req, 90*time.Second, life, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.CreationTimestamp = metav1.NewTime(now)
+			d := detailOf(c, nil)
+			if !tc.wantPause {
+				if c.Spec.Lifecycle == nil || c.Spec.Lifecycle.ShutdownPolicy != extensionsv1beta1.ShutdownPolicyDelete || pausesOnTimeout(c) {
+					t.Errorf("lifecycle %+v annotations %v; want an expiry that deletes and no idle policy", c.Spec.Lifecycle, c.Annotations)
+				}
+				if d.Lifecycle == nil || d.Lifecycle.OnTimeout != onTimeoutKill {
+					t.Errorf("detail lifecycle %+v, want onTimeout kill", d.Lifecycle)
+				}
+				return
+			}
+			if c.Spec.Lifecycle != nil {
+				t.Errorf("an autoPause claim has an expiry %+v; it must never be deleted by its timeout", c.Spec.Lifecycle)
+			}
+			if got := c.Annotations[agentsv1beta1.IdleTimeoutAnnotation]; got != "1m30s" {
+				t.Errorf("idle timeout %q, want the sandbox timeout 1m30s", got)
+			}
+			if got := c.Annotations[agentsv1beta1.WakeOnRequestAnnotation]; got != strconv.FormatBool(tc.wantResume) {
+				t.Errorf("wake-on-request %q, want %v (autoResume)", got, tc.wantResume)
+			}
+			if d.Lifecycle == nil || d.Lifecycle.OnTimeout != onTimeoutPause || d.Lifecycle.AutoResume != tc.wantResume {
+				t.Errorf("detail lifecycle %+v, want onTimeout pause, autoResume %v", d.Lifecycle, tc.wantResume)
+			}
+			if d.EndAt != "2026-12-01T10:01:30Z" {
+				t.Errorf("endAt %s, want the creation plus the timeout while nothing was recorded", d.EndAt)
+			}
+		})
+	}
+	if _, err := lifecycleOf(&createRequest{AutoResume: &autoResume{Enabled: &on}}); err == nil || !strings.Contains(err.Error(), "autoPause") {
+		t.Errorf("autoResume without autoPause: %v; want an error naming autoPause", err)
 	}
 }

@@ -48,9 +48,17 @@ type createRequest struct {
 	Secure              *bool             `json:"secure,omitempty"`
 	AllowInternetAccess *bool             `json:"allow_internet_access,omitempty"`
 	AutoPause           *bool             `json:"autoPause,omitempty"`
-	MCP                 json.RawMessage   `json:"mcp,omitempty"`
-	Network             json.RawMessage   `json:"network,omitempty"`
-	VolumeMounts        json.RawMessage   `json:"volumeMounts,omitempty"`
+	// AutoPauseMemory is accepted and has no effect: Paddock keeps files, not memory.
+	AutoPauseMemory *bool           `json:"autoPauseMemory,omitempty"`
+	AutoResume      *autoResume     `json:"autoResume,omitempty"`
+	MCP             json.RawMessage `json:"mcp,omitempty"`
+	Network         json.RawMessage `json:"network,omitempty"`
+	VolumeMounts    json.RawMessage `json:"volumeMounts,omitempty"`
+}
+
+// autoResume is NewSandbox's autoResume object.
+type autoResume struct {
+	Enabled *bool `json:"enabled,omitempty"`
 }
 
 // connectRequest is the body of connect; memory is accepted and has no effect (no memory snapshots).
@@ -91,6 +99,7 @@ type SandboxDetail struct {
 	DiskSizeMB      int64             `json:"diskSizeMB"`
 	Metadata        map[string]string `json:"metadata,omitempty"`
 	State           string            `json:"state"`
+	Lifecycle       *lifecycleDetail  `json:"lifecycle,omitempty"`
 }
 
 // apiError is E2B's Error schema; the SDK reads code (404 on kill, 409 on pause) from the body.

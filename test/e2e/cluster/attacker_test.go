@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -58,12 +60,39 @@ type probe struct {
 	url    string
 	header map[string]string
 	body   string
+	// host, when set, is the request's Host instead of the URL's.
+	host string
+	// secrets must not appear anywhere in the answer (a token, another tenant's sandbox ID).
+	secrets []string
+	// listOK: a 200 holds when it shows none of the secrets (a list of the caller's own).
+	listOK bool
+	// e2b: the E2B data plane's refusals hold too: 400 for a request naming no sandbox, 502
+	// with "not found" for a sandbox it does not know (E2B's own answer, which the SDK reads).
+	e2b bool
 }
 
 // outcome is what came back: a status, or no connection at all.
 type outcome struct {
 	status int
 	detail string
+	// body is the start of the answer, for judging what it gives away.
+	body string
+}
+
+// judge reports whether p's attempt held, given what came back.
+func (p probe) judge(o outcome) bool {
+	for _, s := range p.secrets {
+		if s != "" && strings.Contains(o.body, s) {
+			return false
+		}
+	}
+	switch {
+	case o.held(), p.listOK && o.status == http.StatusOK:
+		return true
+	case p.e2b:
+		return o.status == http.StatusBadRequest || o.status == http.StatusBadGateway && strings.Contains(o.body, "not found")
+	}
+	return false
 }
 
 // held reports whether the attempt failed as the defaults promise: refused at the transport, or
@@ -111,7 +140,7 @@ type attempt struct {
 func testAttacker(t *testing.T) {
 	ns := namespace(t)
 	outside := namespace(t)
-	ctx := framework.Context(t, 4*time.Minute)
+	ctx := framework.Context(t, 10*time.Minute)
 	c := paddockClient(t)
 
 	applyExample(t, ctx, c, ns, "sandboxd-template.yaml")
@@ -149,11 +178,25 @@ func testAttacker(t *testing.T) {
 		}
 	}
 
+	// The E2B front door: victim v and the attacker's own e in ns, an unclaimed member beside them.
+	x := setUpE2BTarget(t, ctx, c, ns, outside, routerIP)
+	sbE := boundTo(t, ctx, c, ns, x.e.id)
+	tokenE2BMember, _ := sandboxTokens(t, ctx, c, x.member.Name, ns)
+
 	procsA := dialSandboxd(t, ipA, tokenA)
 	vantages := []vantage{
 		{name: "host", send: sendFromHost},
 		{name: "pod in " + outside, send: sendFromShell(runIn(dialSandboxd(t, ipAttacker, attackerToken)))},
 		{name: "code in sandbox a", send: sendFromShell(runIn(procsA)), run: runIn(procsA)},
+		{name: "code in E2B sandbox e", send: sendFromShell(runIn(dialSandboxd(t, sbE.Status.PodIPs[0], x.e.token)))},
+	}
+	// What each place may hold: the host tries made-up keys too, the others the attacker's own.
+	keysOf := func(v vantage) []namedKey {
+		keys := []namedKey{{"no API key", ""}, {"the API key of " + outside, x.otherKey}}
+		if v.name == "host" {
+			keys = append(keys, namedKey{"a made-up API key", "e2b_" + rand.String(40)})
+		}
+		return keys
 	}
 
 	sandboxd := func(ip, port string) string { return "http://" + net.JoinHostPort(ip, port) }
@@ -204,14 +247,21 @@ func testAttacker(t *testing.T) {
 
 	var rows []attempt
 	for _, v := range vantages {
-		for _, p := range probes {
+		all := slices.Concat(probes, x.e2bProbes(keysOf(v), tokenA))
+		switch v.name {
+		case "host":
+			all = append(all, x.ownerProbes(tokenE2BMember, a.Name, tokenA)...)
+		case "code in E2B sandbox e":
+			all = x.e2bProbes(keysOf(v), tokenA) // the Paddock rows are sandbox a's
+		}
+		for _, p := range all {
 			if v.name != "host" && strings.HasPrefix(p.url, "https:") {
 				// busybox's TLS client crashes on these servers; the host's row tries the same
 				// listener, which pods reach alike (the dev cluster enforces no NetworkPolicy).
 				continue
 			}
 			o := v.send(ctx, p)
-			rows = append(rows, attempt{from: v.name, what: p.method + " " + p.target, result: o.String(), held: o.held()})
+			rows = append(rows, attempt{from: v.name, what: p.method + " " + p.target, result: o.String(), held: p.judge(o)})
 		}
 	}
 	rows = append(rows, grpcAttempts(ctx, ipB, ipMember, tokenA)...)
@@ -219,6 +269,7 @@ func testAttacker(t *testing.T) {
 	rows = append(rows, stolenServiceAccountAttempt(ctx, vantages[2], ns, b.Name))
 	rows = append(rows, secretAttempt(ctx, outside, ns, b.Name, outsider))
 	rows = append(rows, adoptionAttempt(t, ctx, c, ns))
+	rows = append(rows, x.intact(t, ctx, c)...)
 
 	report(t, rows)
 }
@@ -284,6 +335,9 @@ func sendFromHost(ctx context.Context, p probe) outcome {
 	for k, v := range p.header {
 		req.Header.Set(k, v)
 	}
+	if p.host != "" {
+		req.Host = p.host
+	}
 	transport := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // the attacker does not verify
 	defer transport.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: transport}).Do(req)
@@ -291,7 +345,8 @@ func sendFromHost(ctx context.Context, p probe) outcome {
 		return outcome{detail: err.Error()}
 	}
 	defer resp.Body.Close()
-	return outcome{status: resp.StatusCode, detail: http.StatusText(resp.StatusCode)}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return outcome{status: resp.StatusCode, detail: http.StatusText(resp.StatusCode), body: string(body)}
 }
 
 // statusLine finds the last HTTP status line in what busybox's nc or wget printed.
@@ -331,7 +386,7 @@ func sendFromShell(run func(ctx context.Context, script string) (string, error))
 			return outcome{detail: out}
 		}
 		code, _ := strconv.Atoi(m[len(m)-1][1])
-		return outcome{status: code, detail: http.StatusText(code)}
+		return outcome{status: code, detail: http.StatusText(code), body: out}
 	}
 }
 
@@ -343,13 +398,17 @@ func shellRequest(p probe) (string, error) {
 		return "", err
 	}
 	host, port := req.URL.Hostname(), req.URL.Port()
+	hostHeader := req.URL.Host
+	if p.host != "" {
+		hostHeader = p.host
+	}
 	var raw strings.Builder
-	fmt.Fprintf(&raw, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nContent-Length: %d\r\n", p.method, req.URL.RequestURI(), req.URL.Host, len(p.body))
+	fmt.Fprintf(&raw, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nContent-Length: %d\r\n", p.method, req.URL.RequestURI(), hostHeader, len(p.body))
 	for k, v := range p.header {
 		fmt.Fprintf(&raw, "%s: %s\r\n", k, v)
 	}
 	raw.WriteString("\r\n" + p.body)
-	return fmt.Sprintf("echo %s | base64 -d | nc -w 5 %s %s 2>&1 | head -c 400",
+	return fmt.Sprintf("echo %s | base64 -d | nc -w 5 %s %s 2>&1 | head -c 16384",
 		base64.StdEncoding.EncodeToString([]byte(raw.String())), host, port), nil
 }
 

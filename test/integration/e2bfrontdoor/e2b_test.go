@@ -1,9 +1,12 @@
 package e2bfrontdoor
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -221,6 +224,77 @@ func TestTimeoutPauseConnect(t *testing.T) {
 	}
 	if r := h.call(t, http.MethodPost, path+"/connect", h.apiKey, map[string]any{}); r.status != http.StatusOK {
 		t.Errorf("connect to a running sandbox: %d %s; want 200", r.status, r.body)
+	}
+}
+
+// A client that half-closes its connection once it has sent the request (nc, some proxies) still
+// gets the answer: another namespace's key finds no sandbox (404), and the owner's gets it (200),
+// instead of a 500 from API calls cancelled with the request's context. The attacker suite
+// found this from busybox nc in a pod.
+func TestHalfClosedClientGetsItsAnswer(t *testing.T) {
+	h := start(t, 1)
+	sbx := h.create(t, "/v2/sandboxes", map[string]any{})
+	for key, want := range map[string]int{h.otherKey: http.StatusNotFound, h.apiKey: http.StatusOK} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fmt.Fprintf(conn, "GET /sandboxes/%s HTTP/1.1\r\nHost: e2b\r\nX-API-Key: %s\r\nConnection: close\r\n\r\n", sbx.SandboxID, key); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(framework.DefaultTimeout))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("reading the answer: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		conn.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /sandboxes/%s from a half-closed client: %d %s; want %d", sbx.SandboxID, resp.StatusCode, body, want)
+		}
+	}
+}
+
+// autoPause (the SDK's lifecycle.onTimeout "pause") makes the timeout the claim's idle timeout,
+// with no expiry that would delete it; autoResume is its wake-on-request; setTimeout moves the
+// idle timeout; autoResume without autoPause is refused with the fields named.
+func TestAutoPauseCreatesAnIdlePolicy(t *testing.T) {
+	h := start(t, 1)
+	sbx := h.create(t, "/v2/sandboxes", map[string]any{"timeout": 90, "autoPause": true, "autoResume": map[string]any{"enabled": true}})
+	claim := h.claim(t, sbx.SandboxID)
+	if claim.Spec.Lifecycle != nil {
+		t.Errorf("an autoPause claim has lifecycle %+v; its timeout must not delete it", claim.Spec.Lifecycle)
+	}
+	if got := claim.Annotations; got[agentsv1beta1.IdleTimeoutAnnotation] != "1m30s" || got[agentsv1beta1.WakeOnRequestAnnotation] != "true" {
+		t.Errorf("claim annotations %v; want idle-timeout 1m30s and wake-on-request true", got)
+	}
+	if r := h.call(t, http.MethodPost, "/sandboxes/"+sbx.SandboxID+"/timeout", h.apiKey, map[string]any{"timeout": 3600}); r.status != http.StatusNoContent {
+		t.Fatalf("setTimeout: %d %s", r.status, r.body)
+	}
+	claim = h.claim(t, sbx.SandboxID)
+	if claim.Spec.Lifecycle != nil || claim.Annotations[agentsv1beta1.IdleTimeoutAnnotation] != "1h0m0s" || claim.Annotations[agentsv1beta1.WakeOnRequestAnnotation] != "true" {
+		t.Errorf("after setTimeout(3600 s): lifecycle %+v, annotations %v; want idle timeout 1h and no expiry", claim.Spec.Lifecycle, claim.Annotations)
+	}
+	var d struct {
+		Lifecycle struct {
+			OnTimeout  string `json:"onTimeout"`
+			AutoResume bool   `json:"autoResume"`
+		} `json:"lifecycle"`
+	}
+	h.call(t, http.MethodGet, "/sandboxes/"+sbx.SandboxID, h.apiKey, nil).into(t, &d)
+	if d.Lifecycle.OnTimeout != "pause" || !d.Lifecycle.AutoResume {
+		t.Errorf("getInfo lifecycle %+v; want onTimeout pause, autoResume true", d.Lifecycle)
+	}
+
+	noWake := h.create(t, "/sandboxes", map[string]any{"autoPause": true})
+	if got := h.claim(t, noWake.SandboxID).Annotations; got[agentsv1beta1.IdleTimeoutAnnotation] != "5m0s" || got[agentsv1beta1.WakeOnRequestAnnotation] != "false" {
+		t.Errorf("autoPause without autoResume: annotations %v; want the default timeout and wake-on-request false", got)
+	}
+	if r := h.call(t, http.MethodPost, "/v2/sandboxes", h.apiKey, map[string]any{"autoResume": map[string]any{"enabled": true}}); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "autoPause") {
+		t.Errorf("autoResume without autoPause: %d %s; want 400 naming autoPause", r.status, r.body)
 	}
 }
 

@@ -11,7 +11,7 @@ const results = await Promise.allSettled(Array.from({ length: count }, async () 
     const r = await sbx.commands.run('true')
     if (r.exitCode !== 0) commandFailed.push(`${sbx.sandboxId}: true exited ${r.exitCode}`)
   } catch (e) {
-    commandFailed.push(`${sbx.sandboxId}: ${e}`)
+    commandFailed.push(`${sbx.sandboxId}: ${e}${e.cause ? ` (cause: ${e.cause}${e.cause.cause ? `: ${e.cause.cause}` : ''})` : ''}`)
   }
   return sbx.sandboxId
 }))

@@ -2,7 +2,8 @@
 // and E2B_API_KEY point at it; OTHER_KEY is a key of another namespace. Prints one line per
 // check and "all checks passed" at the end; exits 1 on the first failure. E2B_TEMPLATE names the
 // template (default base). On a real cluster E2B_CHECK_ENV=1 also checks that a command sees the
-// create's envs, and E2B_CHECK_EXPIRY=1 that a sandbox is gone after its timeout.
+// create's envs, E2B_CHECK_EXPIRY=1 that a sandbox is gone after its timeout, and
+// E2B_CHECK_AUTOPAUSE=1 that autoPause pauses an idle sandbox and autoResume wakes it.
 const { Sandbox, AuthenticationError } = await import(process.env.E2B_PKG)
 
 let n = 0
@@ -72,7 +73,36 @@ try {
 } catch (e) {
   check('unknown template', String(e).includes('no-such-template'), String(e))
 }
+const plain = (await other.getInfo()).lifecycle
+check('getInfo shows onTimeout kill by default', plain?.onTimeout === 'kill' && !plain.autoResume, JSON.stringify(plain))
 await other.kill()
+
+// lifecycle: onTimeout "pause" is autoPause, autoResume the policy for traffic; getInfo shows both.
+const pausing = await Sandbox.create(template, { metadata: { run: `${run}-lifecycle` }, lifecycle: { onTimeout: 'pause', autoResume: true } })
+const life = (await pausing.getInfo()).lifecycle
+check('getInfo shows onTimeout pause and autoResume', life?.onTimeout === 'pause' && life.autoResume === true, JSON.stringify(life))
+await pausing.kill()
+
+if (process.env.E2B_CHECK_AUTOPAUSE === '1') {
+  // With autoPause the timeout pauses an idle sandbox instead of killing it; with autoResume the
+  // next command wakes it, and it still has its files.
+  const a = await Sandbox.create(template, { metadata: { run: 'fd-autopause' }, timeoutMs: 10_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+  await a.files.write('kept.txt', 'before the pause')
+  check('autoPause: paused once idle for its timeout', await waitState(a.sandboxId, 'paused'))
+  const woke = await a.commands.run('cat kept.txt')
+  check('autoResume: a command wakes it and finds its file', woke.stdout === 'before the pause', JSON.stringify(woke))
+  check('autoResume: running again', (await a.getInfo()).state === 'running')
+  await a.kill()
+  // Without autoResume traffic does not wake it; connect does.
+  const b = await Sandbox.create(template, { metadata: { run: 'fd-autopause' }, timeoutMs: 10_000, lifecycle: { onTimeout: 'pause' } })
+  await b.files.write('kept.txt', 'kept')
+  check('autoPause without autoResume: paused once idle', await waitState(b.sandboxId, 'paused'))
+  const refused = await b.commands.run('true').then(() => 'ran', (e) => String(e))
+  check('without autoResume a command does not wake it', refused !== 'ran' && (await b.getInfo()).state === 'paused', refused)
+  const resumed = await Sandbox.connect(b.sandboxId)
+  check('connect resumes it with its file', (await resumed.files.read('kept.txt')) === 'kept')
+  await resumed.kill()
+}
 
 if (process.env.E2B_CHECK_EXPIRY === '1') {
   const short = await Sandbox.create(template, { metadata: { run: 'fd-expiry' }, timeoutMs: 60_000 })
@@ -86,3 +116,13 @@ if (process.env.E2B_CHECK_EXPIRY === '1') {
   check('gone after its timeout', left.length === 0, JSON.stringify(left))
 }
 console.log(`all checks passed (${n})`)
+
+// waitState polls getInfo until the sandbox is in state, for at most three minutes.
+async function waitState(id, state) {
+  const deadline = Date.now() + 180_000
+  while (Date.now() < deadline) {
+    if ((await Sandbox.getInfo(id)).state === state) return true
+    await new Promise((resolve) => setTimeout(resolve, 500))
+  }
+  return false
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -238,6 +239,42 @@ func TestUnreachableSandboxdIsGivenUp(t *testing.T) {
 	}
 	if d.putCount() != 0 || member.Name == sb.Name {
 		t.Errorf("%d PUTs reached the unreachable sandboxd", d.putCount())
+	}
+}
+
+// A PUT that sandboxd applied but whose answer was lost is not a failure to give up on: sandboxd
+// is bound and unlocked, and may already serve the claim's holder (the E2B front door answers
+// create once it does), so when the retries run out the controller asks sandboxd, finds it bound
+// to the claim, and keeps the warm member instead of deleting it under its holder.
+func TestAppliedSettingsWithALostAnswerKeepTheMember(t *testing.T) {
+	ctx, ns := framework.Context(t, testTimeout), env.Namespace(t)
+	member, d := warmPool(t, ctx, ns, false, testKey)
+	d.mu.Lock()
+	d.loseAnswers = true
+	d.mu.Unlock()
+
+	framework.MustCreate(t, ctx, env.Client, builder.MakeClaim("run", ns, "pool").Obj())
+	framework.Eventually(t, func(context.Context) error {
+		if d.putCount() == 0 {
+			return errors.New("no claim-settings PUT reached sandboxd yet")
+		}
+		return nil
+	})
+	// The holder's token works already: this is when the front door would answer create.
+	if got := d.execute(t, "echo served"); !strings.Contains(got, "served") {
+		t.Fatalf("sandboxd bound by the PUT did not serve the sandbox token: %q", got)
+	}
+	clockOffset.Add(int64(giveUpAfter))
+
+	c, sb := waitClaim(t, ns, "run")
+	if sb.Name != member.Name {
+		t.Fatalf("claim bound to %s (launch type %q); want the warm member %s kept", sb.Name, sb.Labels[agentsv1beta1.LaunchTypeLabel], member.Name)
+	}
+	if err := builder.HasCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionSettingsDelivered, metav1.ConditionTrue, extensionsv1beta1.ClaimReasonSettingsDelivered); err != nil {
+		t.Error(err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(member), &agentsv1beta1.Sandbox{}); err != nil {
+		t.Errorf("the warm member: %v; want it kept", err)
 	}
 }
 

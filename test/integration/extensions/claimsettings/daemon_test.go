@@ -34,6 +34,9 @@ type daemon struct {
 	puts  int
 	// putTime is how long sandboxd took to answer the last claim-settings PUT.
 	putTime time.Duration
+	// loseAnswers makes sandboxd apply claim-settings PUTs and then cut the connection without
+	// answering, as an answer lost on a loaded network looks to the controller.
+	loseAnswers bool
 }
 
 // startDaemon runs sandboxd for member as the Sandbox controller configures it: the tokens
@@ -68,6 +71,16 @@ func startDaemon(t *testing.T, member *agentsv1beta1.Sandbox, key []byte, locked
 			if onPut != nil {
 				onPut()
 			}
+			td.mu.Lock()
+			lose := td.loseAnswers
+			td.mu.Unlock()
+			if lose {
+				restHandler.ServeHTTP(discard{header: http.Header{}}, r)
+				if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+					_ = conn.Close()
+				}
+				return
+			}
 			start := time.Now()
 			restHandler.ServeHTTP(w, r)
 			td.mu.Lock()
@@ -90,6 +103,13 @@ func startDaemon(t *testing.T, member *agentsv1beta1.Sandbox, key []byte, locked
 	})
 	return td
 }
+
+// discard is a ResponseWriter whose answer goes nowhere.
+type discard struct{ header http.Header }
+
+func (d discard) Header() http.Header       { return d.header }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}
 
 func (d *daemon) putCount() int {
 	d.mu.Lock()

@@ -121,7 +121,7 @@ e2e-deps: ## Install the dev cluster's Debian packages and build its binaries (o
 	@hack/install-deps.sh $(DEV_DEBIAN_PACKAGES)
 	@# The MCP test drives paddock mcp with the official TypeScript client (npm ci in its testdata).
 	@command -v node >/dev/null && command -v npm >/dev/null || hack/install-deps.sh nodejs npm
-	@hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kube-scheduler kubelet >/dev/null
+	@hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kube-scheduler kubelet kubectl >/dev/null
 	@hack/build-dev-tools.sh kwok coredns >/dev/null
 	@hack/build-gvisor.sh >/dev/null
 

@@ -51,6 +51,11 @@ dist: chart-files $(KUSTOMIZE) ## Render the single-file install bundles under d
 	$(KUSTOMIZE) build config/default > dist/paddock.yaml
 	$(KUSTOMIZE) build config/core > dist/paddock-core.yaml
 	$(KUSTOMIZE) build config/router > dist/paddock-router.yaml
+	@# Upstream's namespace, in files under 1 MiB each: kubectl apply --server-side -f dist/agent-sandbox-system/
+	@mkdir -p dist/agent-sandbox-system
+	$(KUSTOMIZE) build config/crd/core > dist/agent-sandbox-system/crds-core.yaml
+	$(KUSTOMIZE) build config/crd/extensions > dist/agent-sandbox-system/crds-extensions.yaml
+	$(KUSTOMIZE) build config/profiles/agent-sandbox-system-no-crds > dist/agent-sandbox-system/install.yaml
 
 # The chart's CRDs and ClusterRole rules are copies of the generated ones, never edited by hand;
 # `make verify` fails when a copy is stale.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -223,48 +221,15 @@ func installedRouterImage(t *testing.T, ctx context.Context) string {
 // docs/compatibility.md shows (namespace and the ClusterRoleBinding's name), with the dev image.
 func installNamespaceRouter(t *testing.T, ctx context.Context, c client.Client, ns, image string) {
 	t.Helper()
-	kustomize, err := framework.KustomizeBinary()
+	objs, err := framework.BuildNamespaceRouter(ctx, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	base, err := filepath.Rel(dir, filepath.Join(framework.RepoRoot(), "config", "namespace-router"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	overlay := fmt.Sprintf(`namespace: %[1]s
-resources:
-- %[2]s
-patches:
-- target: {kind: ClusterRoleBinding, name: paddock-router-auth-delegator-sandbox-tenant}
-  patch: |-
-    - op: replace
-      path: /metadata/name
-      value: paddock-router-auth-delegator-%[1]s
-`, ns, base)
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.CommandContext(ctx, kustomize, "build", dir).Output()
-	if err != nil {
-		t.Fatalf("kustomize build of the per-namespace router: %v", err)
-	}
-	dec := k8syaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
+	for _, u := range objs {
 		if u.GetKind() == "Deployment" {
 			containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
 			ctr := containers[0].(map[string]any)
 			ctr["image"] = image
-			// The dev cluster's router is reached by its pod; /metrics stays as installed.
 			_ = unstructured.SetNestedSlice(u.Object, containers, "spec", "template", "spec", "containers")
 		}
 		if u.GetNamespace() == "" {

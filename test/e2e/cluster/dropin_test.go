@@ -191,7 +191,9 @@ func portForwardToService(t *testing.T, ctx context.Context, ns, service string,
 	go func() { done <- fw.ForwardPorts() }()
 	t.Cleanup(func() {
 		close(stop)
-		<-done
+		if err := <-done; err != nil {
+			t.Logf("port-forward to pod %s/%s ended: %v", ns, pod, err)
+		}
 	})
 	select {
 	case <-ready:
@@ -266,7 +268,9 @@ func installAgentSandboxSystemRouter(t *testing.T, ctx context.Context, image st
 		if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
 	}
 	keyReader := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-agent-sandbox-system-router", Namespace: routerNamespace},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: routerName + "-credentials"},
@@ -306,4 +310,3 @@ func kubectlBinary(t *testing.T) string {
 	}
 	return filepath.Join(strings.TrimSpace(string(out)), "kubectl")
 }
-

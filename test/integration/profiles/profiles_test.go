@@ -38,8 +38,7 @@ func key(u *unstructured.Unstructured) string {
 func apply(t *testing.T, ctx context.Context, objs []*unstructured.Unstructured) {
 	t.Helper()
 	for _, u := range objs {
-		u = u.DeepCopy()
-		if err := env.Client.Patch(ctx, u, client.Apply, client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
+		if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u.DeepCopy()), client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
 			t.Fatalf("applying %s: %v", key(u), err)
 		}
 	}

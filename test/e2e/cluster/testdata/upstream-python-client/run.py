@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 ROUTER_SERVICE = "svc/sandbox-router-svc"

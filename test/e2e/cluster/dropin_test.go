@@ -63,10 +63,11 @@ func testUpstreamDefaults(t *testing.T) {
 	sandbox := claimed.SandboxName()
 	ensureCredentialsKey(t, ctx)
 	token := routerClientToken(t, ctx, ns)
-	image := installedRouterImage(t, ctx)
+	installed := installedRouter(t, ctx)
 
 	t.Run("Go: port-forward to sandbox-router-svc in the claim's namespace", func(t *testing.T) {
-		installNamespaceRouter(t, ctx, c, ns, image)
+		installNamespaceRouter(t, ctx, c, ns, installed)
+		dumpPodsOnFailure(t, ns, map[string]string{"app.kubernetes.io/name": routerName})
 		base := portForwardToService(t, ctx, ns, upstreamRouterService, 8080)
 		framework.EventuallyWithin(t, 2*time.Minute, func(ctx context.Context) error {
 			return expectExecute(ctx, base, ns, sandbox, token)
@@ -77,7 +78,8 @@ func testUpstreamDefaults(t *testing.T) {
 		}
 	})
 	t.Run("Python: kubectl port-forward svc/sandbox-router-svc -n agent-sandbox-system", func(t *testing.T) {
-		installAgentSandboxSystemRouter(t, ctx, image)
+		dumpPodsOnFailure(t, upstreamRouterNamespace, map[string]string{"app.kubernetes.io/name": routerName})
+		installAgentSandboxSystemRouter(t, ctx, installed)
 		kubectl := kubectlBinary(t)
 		framework.EventuallyWithin(t, 2*time.Minute, func(ctx context.Context) error {
 			cmd := exec.CommandContext(ctx, "python3", filepath.Join(framework.RepoRoot(), "test/e2e/cluster/testdata/upstream-python-client/run.py"),
@@ -209,19 +211,44 @@ func portForwardToService(t *testing.T, ctx context.Context, ns, service string,
 	return fmt.Sprintf("http://127.0.0.1:%d", ports[0].Local)
 }
 
-// installedRouterImage is the router image `paddock dev up` built and installed.
-func installedRouterImage(t *testing.T, ctx context.Context) string {
+// installedRouter is the router container `paddock dev up` installed: the image it built and
+// the environment that points the in-cluster client at the API server (the dev cluster has no
+// kube-proxy, so the kubernetes Service's ClusterIP leads nowhere).
+func installedRouter(t *testing.T, ctx context.Context) corev1.Container {
 	t.Helper()
 	d, err := suite.client.AppsV1().Deployments(routerNamespace).Get(ctx, routerName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the router installed by dev up: %v", err)
 	}
-	return d.Spec.Template.Spec.Containers[0].Image
+	return d.Spec.Template.Spec.Containers[0]
+}
+
+// dumpPodsOnFailure logs the status and log tail of the pods with the labels in ns if the test
+// fails, so a router that never turns Ready says why.
+func dumpPodsOnFailure(t *testing.T, ns string, labels map[string]string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx := context.Background()
+		pods, err := suite.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: labels})})
+		if err != nil {
+			t.Logf("listing pods in %s: %v", ns, err)
+			return
+		}
+		for _, p := range pods.Items {
+			status, _ := json.Marshal(p.Status)
+			t.Logf("pod %s/%s status: %s", ns, p.Name, status)
+			logs, err := suite.client.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr[int64](40)}).DoRaw(ctx)
+			t.Logf("pod %s/%s logs (%v):\n%s", ns, p.Name, err, logs)
+		}
+	})
 }
 
 // installNamespaceRouter renders config/namespace-router into ns through the overlay
-// docs/compatibility.md shows (namespace and the ClusterRoleBinding's name), with the dev image.
-func installNamespaceRouter(t *testing.T, ctx context.Context, c client.Client, ns, image string) {
+// docs/compatibility.md shows (namespace and the ClusterRoleBinding's name), with the dev image
+// and API server address.
+func installNamespaceRouter(t *testing.T, ctx context.Context, c client.Client, ns string, installed corev1.Container) {
 	t.Helper()
 	objs, err := framework.BuildNamespaceRouter(ctx, ns)
 	if err != nil {
@@ -231,7 +258,15 @@ func installNamespaceRouter(t *testing.T, ctx context.Context, c client.Client, 
 		if u.GetKind() == "Deployment" {
 			containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
 			ctr := containers[0].(map[string]any)
-			ctr["image"] = image
+			ctr["image"] = installed.Image
+			ctr["imagePullPolicy"] = string(installed.ImagePullPolicy)
+			env, _, _ := unstructured.NestedSlice(ctr, "env")
+			for _, e := range installed.Env {
+				if strings.HasPrefix(e.Name, "KUBERNETES_SERVICE_") {
+					env = append(env, map[string]any{"name": e.Name, "value": e.Value})
+				}
+			}
+			ctr["env"] = env
 			_ = unstructured.SetNestedSlice(u.Object, containers, "spec", "template", "spec", "containers")
 		}
 		if u.GetNamespace() == "" {
@@ -249,7 +284,7 @@ func installNamespaceRouter(t *testing.T, ctx context.Context, c client.Client, 
 // profile does, next to the installation of paddock-system: the installed router's container
 // with its ClusterRole and the paddock-system credentials key (the profile keeps the key in its
 // own namespace; a second controller is not installed so as not to disturb other tests).
-func installAgentSandboxSystemRouter(t *testing.T, ctx context.Context, image string) {
+func installAgentSandboxSystemRouter(t *testing.T, ctx context.Context, installed corev1.Container) {
 	t.Helper()
 	cs := suite.client
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: upstreamRouterNamespace}}
@@ -285,7 +320,7 @@ func installAgentSandboxSystemRouter(t *testing.T, ctx context.Context, image st
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "paddock-router", Namespace: ns.Name, Labels: labels},
 		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr[int64](1), Containers: []corev1.Container{{
-			Name: "router", Image: image,
+			Name: "router", Image: installed.Image, ImagePullPolicy: installed.ImagePullPolicy, Env: installed.Env,
 			Args: []string{"--http-bind-address=:8080", "--health-probe-bind-address=:8081", "--metrics-bind-address=:9090",
 				"--shutdown-delay=0s", "--authz-mode=tokenreview", "--credentials-secret=" + routerNamespace + "/" + credentials.KeySecretName},
 			Ports:          []corev1.ContainerPort{{Name: "proxy", ContainerPort: 8080}},

@@ -51,6 +51,11 @@ dist: chart-files $(KUSTOMIZE) ## Render the single-file install bundles under d
 	$(KUSTOMIZE) build config/default > dist/paddock.yaml
 	$(KUSTOMIZE) build config/core > dist/paddock-core.yaml
 	$(KUSTOMIZE) build config/router > dist/paddock-router.yaml
+	@# Upstream's namespace, in files under 1 MiB each: kubectl apply --server-side -f dist/agent-sandbox-system/
+	@mkdir -p dist/agent-sandbox-system
+	$(KUSTOMIZE) build config/crd/core > dist/agent-sandbox-system/crds-core.yaml
+	$(KUSTOMIZE) build config/crd/extensions > dist/agent-sandbox-system/crds-extensions.yaml
+	$(KUSTOMIZE) build config/profiles/agent-sandbox-system-no-crds > dist/agent-sandbox-system/install.yaml
 
 # The chart's CRDs and ClusterRole rules are copies of the generated ones, never edited by hand;
 # `make verify` fails when a copy is stale.
@@ -112,16 +117,16 @@ $(E2B_FRONTDOOR_CLIENT)/node_modules/.package-lock.json: $(E2B_FRONTDOOR_CLIENT)
 	cd $(E2B_FRONTDOOR_CLIENT) && npm ci --no-audit --no-fund
 
 .PHONY: test-e2e
-test-e2e: e2e-deps $(HELM) ## Run end-to-end tests: bring a local dev cluster up (as root), test it, take it down.
+test-e2e: e2e-deps $(HELM) $(KUSTOMIZE) ## Run end-to-end tests: bring a local dev cluster up (as root), test it, take it down.
 	@echo "test-e2e: waiting for the machine's cluster lock $(CLUSTER_LOCK) (make bench holds it too)"
-	PADDOCK_HELM=$(HELM) flock $(CLUSTER_LOCK) $(GO) test $(GO_TEST_FLAGS) -count=1 -timeout 30m ./test/e2e/...
+	PADDOCK_HELM=$(HELM) PADDOCK_KUSTOMIZE=$(KUSTOMIZE) flock $(CLUSTER_LOCK) $(GO) test $(GO_TEST_FLAGS) -count=1 -timeout 30m ./test/e2e/...
 
 .PHONY: e2e-deps
 e2e-deps: ## Install the dev cluster's Debian packages and build its binaries (once per machine).
 	@hack/install-deps.sh $(DEV_DEBIAN_PACKAGES)
 	@# The MCP test drives paddock mcp with the official TypeScript client (npm ci in its testdata).
 	@command -v node >/dev/null && command -v npm >/dev/null || hack/install-deps.sh nodejs npm
-	@hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kube-scheduler kubelet >/dev/null
+	@hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kube-scheduler kubelet kubectl >/dev/null
 	@hack/build-dev-tools.sh kwok coredns >/dev/null
 	@hack/build-gvisor.sh >/dev/null
 

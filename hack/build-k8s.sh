@@ -4,7 +4,8 @@
 #
 # The cache lives outside the work tree (PADDOCK_CACHE_DIR, default ~/.cache/paddock) so that
 # clean clones on one machine share it; a fresh machine builds once (about 10 minutes on 2 cores
-# for kube-apiserver). Binaries: kube-apiserver etcd kube-controller-manager kube-scheduler kubelet.
+# for kube-apiserver). Binaries: kube-apiserver etcd kube-controller-manager kube-scheduler kubelet
+# kubectl (the e2e tier runs it where upstream's clients do: `kubectl port-forward`).
 # With no argument it builds what envtest needs: kube-apiserver and etcd.
 set -euo pipefail
 
@@ -54,8 +55,8 @@ targets=("$@")
 for t in "${targets[@]}"; do
   case "$t" in
     etcd) build etcd "$hack/etcd" . ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet) build "$t" "$hack/k8s" "./$t" "$(k8s_ldflags)" ;;
-    *) echo "build-k8s: unknown binary \"$t\"; want one of kube-apiserver etcd kube-controller-manager kube-scheduler kubelet" >&2; exit 2 ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl) build "$t" "$hack/k8s" "./$t" "$(k8s_ldflags)" ;;
+    *) echo "build-k8s: unknown binary \"$t\"; want one of kube-apiserver etcd kube-controller-manager kube-scheduler kubelet kubectl" >&2; exit 2 ;;
   esac
 done
 echo "$dir"

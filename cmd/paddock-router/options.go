@@ -52,6 +52,7 @@ type Options struct {
 	WakeOnRequest                            bool
 	WakeTimeout                              time.Duration
 	CredentialsSecret                        string
+	SandboxTokenSource                       string
 	SandboxNamespaces                        string
 	Kubeconfig                               string
 	AccessLog                                bool
@@ -75,7 +76,7 @@ func defaultOptions() *Options {
 		AuthzMode: router.AuthzTokenReview, TokenReviewTTL: 30 * time.Second, TokenReviewCacheSize: 2048,
 		TokenReviewRequireToken: true, TokenReviewCheckAccess: true,
 		SandboxCache: true, InjectSandboxToken: true, AccessLog: true, WakeOnRequest: true, WakeTimeout: wake.DefaultTimeout,
-		CredentialsSecret:  ownNamespace() + "/" + credentials.KeySecretName,
+		CredentialsSecret: ownNamespace() + "/" + credentials.KeySecretName, SandboxTokenSource: router.TokensFromKey,
 		E2BAPIKeyNamespace: e2b.DefaultAPIKeyNamespace, E2BCreateTimeout: 60 * time.Second,
 	}
 	if v := os.Getenv("CLUSTER_DOMAIN"); v != "" {
@@ -141,6 +142,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.WakeTimeout, "wake-timeout", o.WakeTimeout, "Longest a request is held while its Sandbox wakes; then 503 with Retry-After (paddock).")
 	fs.BoolVar(&o.InjectSandboxToken, "inject-sandbox-token", o.InjectSandboxToken, "Replace the client's Authorization with \"Bearer <sandbox token>\" derived from --credentials-secret, so a sandboxd that requires its token answers (paddock).")
 	fs.StringVar(&o.CredentialsSecret, "credentials-secret", o.CredentialsSecret, "namespace/name of the credentials key Secret the controller creates; the router watches it (paddock).")
+	fs.StringVar(&o.SandboxTokenSource, "sandbox-token-source", o.SandboxTokenSource, "Where injected sandbox tokens come from: "+router.TokensFromKey+
+		" derives them from --credentials-secret; "+router.TokensFromSandboxSecrets+" reads each Sandbox's own <sandbox>-credentials Secret in --sandbox-namespaces, "+
+		"so the router never holds the installation's key (the per-namespace router) (paddock).")
 	fs.BoolVar(&o.SandboxCache, "cache-enabled", o.SandboxCache, "Alias of --sandbox-cache, for upstream deployment arguments.")
 	fs.StringVar(&o.SandboxNamespaces, "sandbox-namespaces", o.SandboxNamespaces, "Comma-separated namespaces to watch; empty watches all (paddock).")
 	fs.StringVar(&o.SandboxNamespaces, "cache-namespace", o.SandboxNamespaces, "Alias of --sandbox-namespaces, for upstream deployment arguments.")
@@ -226,10 +230,22 @@ func (o *Options) Validate() error {
 	if o.InjectSandboxToken && !o.SandboxCache {
 		bad("--inject-sandbox-token needs --sandbox-cache=true (the token derives from the Sandbox's UID); set --inject-sandbox-token=false")
 	}
-	if o.InjectSandboxToken || o.e2bOn() {
-		if _, err := o.credentialsSecret(); err != nil {
-			errs = append(errs, err)
+	switch o.SandboxTokenSource {
+	case router.TokensFromKey:
+		if o.InjectSandboxToken || o.e2bOn() {
+			if _, err := o.credentialsSecret(); err != nil {
+				errs = append(errs, err)
+			}
 		}
+	case router.TokensFromSandboxSecrets:
+		if len(splitCSV(o.SandboxNamespaces)) == 0 {
+			bad("--sandbox-token-source=%s needs --sandbox-namespaces: the router reads Secrets only in the namespaces it serves", router.TokensFromSandboxSecrets)
+		}
+		if o.e2bOn() {
+			bad("--e2b-bind-address and --e2b-https-bind-address need --sandbox-token-source=%s (the E2B front door derives tokens from the key); leave them empty", router.TokensFromKey)
+		}
+	default:
+		bad("--sandbox-token-source=%q is not one of %s, %s", o.SandboxTokenSource, router.TokensFromKey, router.TokensFromSandboxSecrets)
 	}
 	if o.e2bOn() {
 		if o.E2BHTTPSAddr != "" && (o.TLSCertFile == "" || o.TLSKeyFile == "") {
@@ -285,7 +301,8 @@ func (o *Options) Config() router.Config {
 		SandboxCache: o.SandboxCache, SandboxNamespaces: splitCSV(o.SandboxNamespaces), ClusterDomain: o.ClusterDomain,
 		AuthzMode: o.AuthzMode, MetricsSecure: o.MetricsSecure,
 		InsecureDNSRouting: o.InsecureDNSRouting, InjectSandboxToken: o.InjectSandboxToken, CredentialsSecret: secret,
-		WakeOnRequest: o.WakeOnRequest, WakeTimeout: o.WakeTimeout,
+		SandboxTokenSource: o.SandboxTokenSource,
+		WakeOnRequest:      o.WakeOnRequest, WakeTimeout: o.WakeTimeout,
 		TokenReview: authz.TokenReviewOptions{Audiences: splitCSV(o.TokenReviewAudiences),
 			SkipAccessCheck: !o.TokenReviewCheckAccess, TTL: o.TokenReviewTTL, CacheSize: o.TokenReviewCacheSize},
 		ScopedTokenKeys: o.ScopedTokenSecretFile, ProxyTimeout: o.ProxyTimeout, DialTimeout: o.DialTimeout,

@@ -37,6 +37,10 @@ func TestParseValidation(t *testing.T) {
 		{name: "dns routing opted in", args: []string{"--sandbox-cache=false", "--insecure-dns-routing", "--inject-sandbox-token=false"}},
 		{name: "token injection needs the cache", args: []string{"--sandbox-cache=false", "--insecure-dns-routing"}, wantErr: "--inject-sandbox-token needs --sandbox-cache=true"},
 		{name: "bad credentials secret", args: []string{"--credentials-secret=just-a-name"}, wantErr: `--credentials-secret="just-a-name" is not namespace/name`},
+		{name: "tokens from sandbox secrets need namespaces", args: []string{"--sandbox-token-source=sandbox-secrets"}, wantErr: "needs --sandbox-namespaces"},
+		{name: "tokens from sandbox secrets and E2B", args: []string{"--sandbox-token-source=sandbox-secrets", "--sandbox-namespaces=team-a", "--e2b-bind-address=:3000"}, wantErr: "need --sandbox-token-source=key"},
+		{name: "tokens from sandbox secrets in one namespace", args: []string{"--sandbox-token-source=sandbox-secrets", "--sandbox-namespaces=team-a", "--credentials-secret=ignored"}},
+		{name: "unknown token source", args: []string{"--sandbox-token-source=env"}, wantErr: `--sandbox-token-source="env"`},
 		{name: "allow-all is an explicit opt-in", args: []string{"--authz-mode=allow-all"}},
 		{name: "no idle upstream connections", args: []string{"--upstream-max-idle-conns-per-host=0"}, wantErr: "--upstream-max-idle-conns-per-host=0 must be at least 1"},
 	}

@@ -45,6 +45,12 @@ const (
 	AuthzScopedToken = "scoped-token"
 )
 
+// Sandbox token sources.
+const (
+	TokensFromKey            = "key"
+	TokensFromSandboxSecrets = "sandbox-secrets"
+)
+
 // Config is everything New needs. cmd/paddock-router fills it from flags.
 type Config struct {
 	Server server.Options
@@ -69,6 +75,11 @@ type Config struct {
 	// E2B front door derives the tokens it hands out from the same Secret.
 	InjectSandboxToken bool
 	CredentialsSecret  types.NamespacedName
+	// SandboxTokenSource is where injected tokens come from: TokensFromKey (the default when
+	// empty) derives them from CredentialsSecret; TokensFromSandboxSecrets reads each Sandbox's
+	// own "<sandbox>-credentials" Secret in SandboxNamespaces, so the router never holds the key
+	// (the per-namespace router, docs/compatibility.md).
+	SandboxTokenSource string
 
 	// AuthzMode is AuthzTokenReview when empty.
 	AuthzMode       string
@@ -122,6 +133,7 @@ type Router struct {
 	cache    *resolve.Cache
 	e2b      *e2b.FrontDoor
 	tokens   *sandboxtoken.Source
+	secrets  *sandboxtoken.SecretSource
 	reloader *tlsreload.Reloader
 	waker    *wake.Waker
 	activity *wake.Reporter
@@ -154,18 +166,9 @@ func New(cfg Config) (*Router, error) {
 	if cfg.InjectSandboxToken && !cfg.SandboxCache {
 		return nil, errors.New("--inject-sandbox-token needs --sandbox-cache=true (the token derives from the Sandbox's UID); set --inject-sandbox-token=false with --insecure-dns-routing")
 	}
-	// The E2B front door hands each sandbox's token to the SDK, so it needs the key even when
-	// the proxy does not inject tokens.
-	if cfg.InjectSandboxToken || cfg.E2B != nil {
-		cs, err := kubernetes.NewForConfig(cfg.Kube)
-		if err != nil {
-			return nil, fmt.Errorf("creating the Kubernetes client for the credentials key: %w", err)
-		}
-		r.tokens = sandboxtoken.New(cs, cfg.CredentialsSecret)
-	}
-	var creds proxy.Credentials
-	if cfg.InjectSandboxToken {
-		creds = r.tokens
+	creds, err := r.newCredentials(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Server.HTTPSAddr != "" || cfg.Server.E2BHTTPSAddr != "" {
 		if r.reloader, err = tlsreload.New(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Log.WithName("tls")); err != nil {
@@ -218,6 +221,40 @@ func New(cfg Config) (*Router, error) {
 	opts.Log = cfg.Log.WithName("server")
 	r.srv = server.New(opts, handler)
 	return r, nil
+}
+
+// newCredentials builds the token sources: the key watch when tokens derive from the key or the
+// E2B front door is on (it hands each sandbox's token to the SDK, so it needs the key even when
+// the proxy does not inject tokens), the per-Sandbox Secret watch otherwise. It returns what the
+// proxy injects, nil when it injects nothing.
+func (r *Router) newCredentials(cfg Config) (proxy.Credentials, error) {
+	fromSecrets := cfg.SandboxTokenSource == TokensFromSandboxSecrets
+	switch cfg.SandboxTokenSource {
+	case "", TokensFromKey, TokensFromSandboxSecrets:
+	default:
+		return nil, fmt.Errorf("unknown sandbox token source %q; use %s or %s", cfg.SandboxTokenSource, TokensFromKey, TokensFromSandboxSecrets)
+	}
+	if fromSecrets && cfg.E2B != nil {
+		return nil, fmt.Errorf("the E2B front door derives tokens from the credentials key; it cannot run with sandbox token source %s", TokensFromSandboxSecrets)
+	}
+	if !cfg.InjectSandboxToken && cfg.E2B == nil {
+		return nil, nil
+	}
+	cs, err := kubernetes.NewForConfig(cfg.Kube)
+	if err != nil {
+		return nil, fmt.Errorf("creating the Kubernetes client for sandbox tokens: %w", err)
+	}
+	if fromSecrets {
+		if r.secrets, err = sandboxtoken.NewSecretSource(cs, cfg.SandboxNamespaces); err != nil {
+			return nil, err
+		}
+		return r.secrets, nil
+	}
+	r.tokens = sandboxtoken.New(cs, cfg.CredentialsSecret)
+	if !cfg.InjectSandboxToken {
+		return nil, nil
+	}
+	return r.tokens, nil
 }
 
 // secureMetrics builds the authentication and authorization filter of /metrics (TokenReview and
@@ -328,6 +365,10 @@ func (r *Router) Serve(ctx context.Context) error {
 	if r.tokens != nil {
 		go r.tokens.Run(bg)
 		syncs = append(syncs, r.tokens.WaitForSync)
+	}
+	if r.secrets != nil {
+		go r.secrets.Run(bg)
+		syncs = append(syncs, r.secrets.WaitForSync)
 	}
 	if r.e2b != nil {
 		go func() { e2bErr <- r.e2b.Start(bg) }()

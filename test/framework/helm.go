@@ -84,3 +84,51 @@ func DecodeManifests(data []byte) ([]*unstructured.Unstructured, error) {
 		}
 	}
 }
+
+// Kustomize builds the kustomization in dir with the pinned kustomize and decodes its objects.
+func Kustomize(ctx context.Context, dir string) ([]*unstructured.Unstructured, error) {
+	bin, err := KustomizeBinary()
+	if err != nil {
+		return nil, err
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, "build", dir)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("kustomize build %s: %w\n%s", dir, err, stderr.String())
+	}
+	return DecodeManifests(stdout.Bytes())
+}
+
+// NamespaceRouterOverlay is the overlay docs/compatibility.md tells users to write to install
+// config/namespace-router into ns, with base the path of config/namespace-router relative to the
+// overlay's directory.
+func NamespaceRouterOverlay(ns, base string) string {
+	return fmt.Sprintf(`namespace: %[1]s
+resources:
+- %[2]s
+patches:
+- target: {kind: ClusterRoleBinding, name: paddock-router-auth-delegator-sandbox-tenant}
+  patch: |-
+    - op: replace
+      path: /metadata/name
+      value: paddock-router-auth-delegator-%[1]s
+`, ns, base)
+}
+
+// BuildNamespaceRouter renders config/namespace-router into ns through NamespaceRouterOverlay.
+func BuildNamespaceRouter(ctx context.Context, ns string) ([]*unstructured.Unstructured, error) {
+	dir, err := os.MkdirTemp("", "namespace-router-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	base, err := filepath.Rel(dir, filepath.Join(RepoRoot(), "config", "namespace-router"))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(NamespaceRouterOverlay(ns, base)), 0o600); err != nil {
+		return nil, err
+	}
+	return Kustomize(ctx, dir)
+}

@@ -207,3 +207,51 @@ func (r *runningRouter) eventuallyPath(t *testing.T, path, ns, name string, port
 		return nil
 	})
 }
+
+// TestPerNamespaceRouterReadsEachSandboxsSecret runs the router as the per-namespace install
+// does (--sandbox-token-source=sandbox-secrets): it never sees the installation's key and
+// presents the token the controller wrote into the Sandbox's own Secret, only when that Secret
+// is owned by this very Sandbox.
+func TestPerNamespaceRouterReadsEachSandboxsSecret(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := framework.Context(t, time.Minute)
+	ln, err := net.Listen("tcp", "127.0.0.26:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	sb := createSandbox(t, builder.MakeSandbox("guarded", ns).Port("rest", int32(port)).ReadyStatus("127.0.0.26"))
+	// A token no key derives: only the Secret can tell the router what it is.
+	token := "sandbox-token-of-guarded-only-in-its-secret"
+	sandboxdtest.ServeWithToken(t, server.Listeners{REST: ln}, token)
+
+	r := startRouter(t, func(c *router.Config) {
+		c.InjectSandboxToken = true
+		c.SandboxTokenSource = router.TokensFromSandboxSecrets
+		c.SandboxNamespaces = []string{ns}
+	})
+	client := map[string]string{"Authorization": "Bearer what-the-client-sent"}
+	secretName := credentials.SandboxSecretName(sb.Name)
+	code, body := r.callPath(t, "/v1/metadata", ns, sb.Name, port, client)
+	if code != http.StatusServiceUnavailable || !strings.Contains(detail(t, body), secretName) {
+		t.Errorf("before the Sandbox's Secret exists: %d %q, want 503 naming %s", code, body, secretName)
+	}
+
+	// A Secret of the right name left by an earlier Sandbox of the same name (another UID).
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: ns,
+			Labels: map[string]string{agentsv1beta1.SandboxNameHashLabel: "any"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: agentsv1beta1.GroupVersion.String(), Kind: "Sandbox",
+				Name: sb.Name, UID: "uid-of-an-earlier-sandbox"}}},
+		Data: map[string][]byte{credentials.TokenDataKey: []byte("stale-token"), credentials.ControlTokenDataKey: []byte("control")},
+	}
+	framework.MustCreate(t, ctx, env.Client, secret)
+	r.eventuallyPath(t, "/v1/metadata", ns, sb.Name, port, http.StatusServiceUnavailable, "is not owned by the Sandbox", client)
+
+	secret.OwnerReferences[0].UID = sb.UID
+	secret.Data[credentials.TokenDataKey] = []byte(token)
+	if err := env.Client.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	r.eventuallyPath(t, "/v1/metadata", ns, sb.Name, port, http.StatusOK, `"env"`, client)
+}

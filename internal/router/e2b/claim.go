@@ -35,7 +35,7 @@ func timeoutOf(seconds *int64) (time.Duration, error) {
 // newClaim builds the SandboxClaim for an E2B create: named by the sandbox ID, from pool, with the
 // metadata and template ID in annotations, envVars as env (served warm through claim settings when
 // the pool's template opts in), and the timeout as an expiry that deletes the claim.
-func newClaim(namespace, id, pool, templateID string, req *createRequest, lifetime time.Duration, now time.Time) (*extensionsv1beta1.SandboxClaim, error) {
+func newClaim(namespace, id, pool, templateID string, req *CreateRequest, lifetime time.Duration, now time.Time) (*extensionsv1beta1.SandboxClaim, error) {
 	c := &extensionsv1beta1.SandboxClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: id, Namespace: namespace,

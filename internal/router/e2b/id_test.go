@@ -65,7 +65,7 @@ func TestTargetFromHeaders(t *testing.T) {
 
 func TestNewClaimCarriesTheRequest(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 500, time.UTC)
-	req := &createRequest{Metadata: map[string]string{"run": "a b", "k/x": "v=1"}, EnvVars: map[string]string{"B": "2", "A": "1"}}
+	req := &CreateRequest{Metadata: map[string]string{"run": "a b", "k/x": "v=1"}, EnvVars: map[string]string{"B": "2", "A": "1"}}
 	c, err := newClaim("ns", "abc", "pool", "base", req, 120*time.Second, now)
 	if err != nil {
 		t.Fatal(err)

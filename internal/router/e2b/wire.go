@@ -39,8 +39,8 @@ const (
 	StatePaused  = "paused"
 )
 
-// createRequest is NewSandbox (v1) and NewSandboxV2; v2 only drops "secure".
-type createRequest struct {
+// CreateRequest is the body of create: NewSandbox (v1) and NewSandboxV2; v2 only drops "secure".
+type CreateRequest struct {
 	TemplateID          string            `json:"templateID"`
 	Timeout             *int64            `json:"timeout,omitempty"`
 	Metadata            map[string]string `json:"metadata,omitempty"`

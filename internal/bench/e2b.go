@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -77,6 +78,12 @@ type E2B struct {
 	// door's data plane) returned exit code 0.
 	Create           Summary `json:"create"`
 	FirstInstruction Summary `json:"firstInstruction"`
+	// ClaimWritten, Bound and ClaimReady split a create as the harness's watches saw it, from
+	// the same instant: the front door's claim create landed; a Sandbox carries the claim's UID
+	// (the claim controller's adoption patch, or its cold create); the claim's Ready condition.
+	ClaimWritten Summary `json:"claimWritten"`
+	Bound        Summary `json:"bound"`
+	ClaimReady   Summary `json:"claimReady"`
 	// Created is how many creates answered 201; Warm how many of those a pool member served.
 	Created int `json:"created"`
 	Warm    int `json:"warm"`
@@ -89,6 +96,9 @@ type e2bSample struct {
 	id            string
 	start         time.Duration // since the scenario's first create
 	create, first time.Duration
+	startedAt     time.Time
+	// claimWritten, bound and claimReady are since the create's start; 0 when not seen.
+	claimWritten, bound, claimReady time.Duration
 	createErr     error
 	runErr        error
 }
@@ -131,8 +141,15 @@ func (r *Runner) e2bScenario(ctx context.Context, ns string, s Scenario) (Result
 	if err != nil {
 		return Result{}, err
 	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	phases, err := r.watchPhases(watchCtx, ns)
+	if err != nil {
+		return Result{}, err
+	}
 	samples := r.e2bCreates(ctx, fd, ns, s)
 	after, err := r.Writes(ctx)
+	phases.fill(samples)
 	if err != nil {
 		return Result{}, err
 	}
@@ -206,7 +223,7 @@ func (r *Runner) e2bCreates(ctx context.Context, fd *e2bClient, ns string, s Sce
 		wg.Go(func() {
 			smp := &samples[i]
 			start := time.Now()
-			smp.start = start.Sub(t0)
+			smp.start, smp.startedAt = start.Sub(t0), start
 			sb, err := fd.create(ctx, templateName, metadata, timeout)
 			smp.create = time.Since(start)
 			if err != nil {
@@ -260,7 +277,7 @@ func (r *Runner) warmServed(ctx context.Context, ns string, samples []e2bSample)
 func e2bResult(s Scenario, url string, samples []e2bSample) Result {
 	res := Result{Name: s.Name(), Kind: s.Kind, Count: s.Count, Rate: s.Rate, PoolSize: s.PoolSize, Writes: Writes{}}
 	m := &E2B{APIURL: url}
-	var creates, firsts []float64
+	var creates, firsts, written, bound, ready []float64
 	var last time.Duration
 	seen := map[string]bool{}
 	problem := func(err error) {
@@ -289,6 +306,14 @@ func e2bResult(s Scenario, url string, samples []e2bSample) Result {
 			m.Created++
 			creates = append(creates, smp.create.Seconds())
 			firsts = append(firsts, smp.first.Seconds())
+			for _, p := range []struct {
+				d   time.Duration
+				out *[]float64
+			}{{smp.claimWritten, &written}, {smp.bound, &bound}, {smp.claimReady, &ready}} {
+				if p.d > 0 {
+					*p.out = append(*p.out, p.d.Seconds())
+				}
+			}
 			out.Ready = true
 			res.Ready++
 			last = max(last, smp.start+smp.first)
@@ -297,6 +322,7 @@ func e2bResult(s Scenario, url string, samples []e2bSample) Result {
 	}
 	sort.Slice(res.Samples, func(i, j int) bool { return res.Samples[i].StartSeconds < res.Samples[j].StartSeconds })
 	m.Create, m.FirstInstruction = Summarize(creates), Summarize(firsts)
+	m.ClaimWritten, m.Bound, m.ClaimReady = Summarize(written), Summarize(bound), Summarize(ready)
 	res.Latency = m.Create
 	if res.Ready > 0 {
 		res.AllReadySeconds = last.Seconds()
@@ -323,6 +349,13 @@ func e2bTable(results []Result) string {
 	if b.Len() == 0 {
 		return ""
 	}
+	b.WriteString("\n| e2b scenario, p50 (p99) from the create's start | claim written | Sandbox bound | claim Ready | 201 | first instruction |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
+	for _, s := range results {
+		if m := s.E2B; m != nil {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", s.Name, phase(m.ClaimWritten), phase(m.Bound), phase(m.ClaimReady), phase(m.Create), phase(m.FirstInstruction))
+		}
+	}
 	fmt.Fprintf(&b, "\nTargets at 20/s on 2 cores: create p50 ≤ %s and p99 ≤ %s; time to first instruction p50 ≤ %s.\n",
 		latency(1, e2bTargetCreateP50), latency(1, e2bTargetCreateP99), latency(1, e2bTargetFirstP50))
 	for _, s := range results {
@@ -332,6 +365,82 @@ func e2bTable(results []Result) string {
 	}
 	b.WriteString("\nThe harness speaks E2B's wire protocol as the e2b SDK 2.51.0 does (POST /v2/sandboxes with X-API-Key; commands.run as envd's Connect-JSON Process/Start through the front door with E2b-Sandbox-Id, E2b-Sandbox-Port and X-Access-Token), from the machine it runs on, with keep-alive connections. Create runs from just before the POST to its 201; first instruction from the same instant until `true` has exited. API writes are the API server's, cluster-wide, from the first create to the last first instruction.\n")
 	return b.String()
+}
+
+// phase renders a summary's p50 and p99.
+func phase(s Summary) string {
+	if s.N == 0 {
+		return "–"
+	}
+	return microseconds(s.P50) + " (" + microseconds(s.P99) + ")"
+}
+
+// phaseWatch records when the harness's watches saw each claim written, bound and Ready.
+type phaseWatch struct {
+	mu      sync.Mutex
+	written map[string]time.Time // by claim name
+	ready   map[string]time.Time // by claim name
+	names   map[string]string    // claim UID -> name
+	bound   map[string]time.Time // by claim UID
+}
+
+// watchPhases watches the namespace's claims and Sandboxes until ctx ends.
+func (r *Runner) watchPhases(ctx context.Context, ns string) (*phaseWatch, error) {
+	p := &phaseWatch{written: map[string]time.Time{}, ready: map[string]time.Time{}, names: map[string]string{}, bound: map[string]time.Time{}}
+	first := func(m map[string]time.Time, k string, at time.Time) {
+		if _, ok := m[k]; !ok {
+			m[k] = at
+		}
+	}
+	err := watchEach(ctx, r.c, &extensionsv1beta1.SandboxClaimList{}, ns, func(obj client.Object, at time.Time) {
+		c := obj.(*extensionsv1beta1.SandboxClaim)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		first(p.written, c.Name, at)
+		p.names[string(c.UID)] = c.Name
+		if meta.IsStatusConditionTrue(c.Status.Conditions, readyCondition) {
+			first(p.ready, c.Name, at)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = watchEach(ctx, r.c, &agentsv1beta1.SandboxList{}, ns, func(obj client.Object, at time.Time) {
+		if uid := obj.GetLabels()[agentsv1beta1.ClaimUIDLabel]; uid != "" {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			first(p.bound, uid, at)
+		}
+	})
+	return p, err
+}
+
+// fill sets each sample's phases from what the watches saw.
+func (p *phaseWatch) fill(samples []e2bSample) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	uids := map[string]string{}
+	for uid, name := range p.names {
+		uids[name] = uid
+	}
+	for i := range samples {
+		smp := &samples[i]
+		if smp.id == "" {
+			continue
+		}
+		since := func(at time.Time, ok bool) time.Duration {
+			if !ok {
+				return 0
+			}
+			return at.Sub(smp.startedAt)
+		}
+		at, ok := p.written[smp.id]
+		smp.claimWritten = since(at, ok)
+		at, ok = p.bound[uids[smp.id]]
+		smp.bound = since(at, ok)
+		at, ok = p.ready[smp.id]
+		smp.claimReady = since(at, ok)
+	}
 }
 
 // waitKnown polls the list endpoint until the front door accepts the key: it learns of a new

@@ -327,7 +327,7 @@ func TestE2BResultAndReport(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	s := Scenario{Kind: KindE2B, PoolSize: 4, Count: 4, Rate: 20, Timeout: time.Minute}
 	samples := []e2bSample{
-		{id: "a", start: 0, create: ms(20), first: ms(30)},
+		{id: "a", start: 0, create: ms(20), first: ms(30), claimWritten: ms(4), bound: ms(12), claimReady: ms(15)},
 		{id: "b", start: ms(50), create: ms(40), first: ms(60)},
 		{id: "", start: ms(100), create: ms(5), createErr: errors.New("503: pool empty")},
 		{id: "d", start: ms(150), create: ms(25), runErr: errors.New("expected start event")},
@@ -359,6 +359,7 @@ func TestE2BResultAndReport(t *testing.T) {
 	for _, line := range []string{
 		"| e2b 20/s, 4 creates, pool 4 | 3 of 4 | 2 | 25 ms | 40 ms | 30 ms | 60 ms | 3.5 |",
 		"create p50 ≤ 30 ms and p99 ≤ 100 ms; time to first instruction p50 ≤ 40 ms",
+		"| e2b 20/s, 4 creates, pool 4 | 4.00 ms (4.00 ms) | 12 ms (12 ms) | 15 ms (15 ms) | 25 ms (40 ms) | 30 ms (60 ms) |",
 		"e2b 20/s, 4 creates, pool 4: create: 503: pool empty; commands.run('true'): expected start event.",
 	} {
 		if !strings.Contains(md, line) {

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -99,8 +99,8 @@ type e2bSample struct {
 	startedAt     time.Time
 	// claimWritten, bound and claimReady are since the create's start; 0 when not seen.
 	claimWritten, bound, claimReady time.Duration
-	createErr     error
-	runErr        error
+	createErr                       error
+	runErr                          error
 }
 
 // e2bScenario runs one rate of creates: a pool the size of the run, a key, the creates at the

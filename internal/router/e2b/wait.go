@@ -45,8 +45,10 @@ var claimFailures = map[string]bool{
 func (f *FrontDoor) awaitDaemon(ctx context.Context, c *extensionsv1beta1.SandboxClaim) (*agentsv1beta1.Sandbox, error) {
 	var last string
 	seen := false // the claim has been in the cache: its absence afterwards is a deletion
+	// Registered before the first look at the cache, so no change after it goes unnoticed.
+	changed, stop := f.waits.follow(c)
+	defer stop()
 	for {
-		changed := f.waits.changed(c.Namespace)
 		retry := (<-chan time.Time)(nil)
 		present, msg, failed := claimState(ctx, f, c)
 		switch {

@@ -183,8 +183,9 @@ func startRequest(sb e2b.Sandbox, cmd string) *connect.Request[pb.StartRequest] 
 	return req
 }
 
-// run is sandbox.commands.run(cmd) in the foreground: the stream must open with a start event
-// and end with an end event whose exit code is 0.
+// run is sandbox.commands.run(cmd) in the foreground: the stream must open with a start event,
+// carry an end event whose exit code is 0, and close with Connect's end-stream frame, which the
+// SDK reads too.
 func (c *e2bClient) run(ctx context.Context, sb e2b.Sandbox, cmd string) error {
 	ctx, cancel := context.WithTimeout(ctx, e2bCommandTimeout)
 	defer cancel()
@@ -194,6 +195,7 @@ func (c *e2bClient) run(ctx context.Context, sb e2b.Sandbox, cmd string) error {
 	}
 	defer stream.Close()
 	started := false
+	var end *pb.ProcessEvent_EndEvent
 	for stream.Receive() {
 		ev := stream.Msg().GetEvent()
 		switch {
@@ -202,15 +204,16 @@ func (c *e2bClient) run(ctx context.Context, sb e2b.Sandbox, cmd string) error {
 		case !started:
 			started = true
 		case ev.GetEnd() != nil:
-			end := ev.GetEnd()
-			if end.GetExitCode() != 0 || end.Error != nil {
-				return fmt.Errorf("%q exited with %d (%s %s)", cmd, end.GetExitCode(), end.GetStatus(), end.GetError())
-			}
-			return nil
+			end = ev.GetEnd()
 		}
 	}
-	if err := stream.Err(); err != nil {
-		return err
+	switch {
+	case stream.Err() != nil:
+		return stream.Err()
+	case end == nil:
+		return errors.New("the stream ended without an end event")
+	case end.GetExitCode() != 0 || end.Error != nil:
+		return fmt.Errorf("%q exited with %d (%s %s)", cmd, end.GetExitCode(), end.GetStatus(), end.GetError())
 	}
-	return errors.New("the stream ended without an end event")
+	return nil
 }

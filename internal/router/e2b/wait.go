@@ -64,9 +64,11 @@ func (f *FrontDoor) awaitDaemon(ctx context.Context, c *extensionsv1beta1.Sandbo
 		} else if sb == nil {
 			last = why
 		} else if err := f.probe(ctx, sb); err != nil {
+			f.stats.probes.WithLabelValues("refused").Inc()
 			last = err.Error()
 			retry = time.After(probeRetry)
 		} else {
+			f.stats.probes.WithLabelValues("ok").Inc()
 			return sb, nil
 		}
 		select {

@@ -1,6 +1,7 @@
 // Command paddock-bench measures any controller that serves the agent-sandbox API, through the
 // API only: warm claims at fixed rates or in a burst, cold Sandboxes, and thousands of held
-// Sandboxes across a controller restart. It writes report.json, report.md and latency plots into
+// Sandboxes across a controller restart; on a cluster's node also sandboxd and the router
+// (--runtime) and E2B creates and first commands through the router's E2B front door (--e2b). It writes report.json, report.md and latency plots into
 // --out and prints the Markdown; --compare runs everything for two controller images in turn. The `paddock bench` verb will
 // wrap the same package.
 package main

@@ -60,6 +60,7 @@ func newRunner(ctx context.Context, o *Options) (*Runner, Conditions, error) {
 	}
 	runner.MeasureController(o.Controller)
 	runner.MeasureRuntime(o.Runtime)
+	runner.MeasureE2B(o.E2B)
 	conds, err := runner.Conditions(ctx)
 	if err != nil {
 		return nil, conds, err

@@ -33,6 +33,11 @@ type Options struct {
 	RuntimeLoad        int
 	RuntimeConcurrency int
 	Runtime            RuntimeTarget
+	// E2BCreates is the number of E2B creates of each e2b scenario (0 skips them), one scenario
+	// per rate of E2BRates, against the front door of E2B.
+	E2BCreates int
+	E2BRates   string
+	E2B        E2BTarget
 	// Compare is two controller images; every scenario runs once with each.
 	Compare string
 	// From re-renders the report.json of an earlier run instead of running anything.
@@ -57,6 +62,8 @@ func NewOptions() *Options {
 		RuntimeLoad:        20000,
 		RuntimeConcurrency: 32,
 		Runtime:            DefaultRuntimeTarget(),
+		E2BRates:           "5,20",
+		E2B:                DefaultE2BTarget(),
 		Controller: Controller{
 			Namespace: "paddock-system", Selector: "app.kubernetes.io/name=paddock-controller", MetricsPort: 8080,
 			Deployment: "paddock-controller",
@@ -87,6 +94,13 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Runtime.Router.Namespace, "router-namespace", o.Runtime.Router.Namespace, "namespace of paddock-router's Pods (runtime scenario)")
 	fs.StringVar(&o.Runtime.Router.Selector, "router-selector", o.Runtime.Router.Selector, "label selector of paddock-router's Pods (runtime scenario); empty measures no router")
 	fs.IntVar(&o.Runtime.Router.Port, "router-port", o.Runtime.Router.Port, "paddock-router's plain-HTTP proxy port on its Pods (runtime scenario)")
+	fs.IntVar(&o.E2BCreates, "e2b", o.E2BCreates, "E2B creates of each e2b scenario, through paddock-router's E2B front door with E2B's wire protocol, each followed by commands.run('true'), against a pool of as many members; 0 skips it. The harness must reach Pod IPs (run it on the cluster's node)")
+	fs.StringVar(&o.E2BRates, "e2b-rate", o.E2BRates, "comma-separated E2B create rates per second, one e2b scenario each; \"burst\" or 0 creates all at once")
+	fs.StringVar(&o.E2B.APIURL, "e2b-api-url", o.E2B.APIURL, "the E2B front door (E2B_API_URL and E2B_SANDBOX_URL); empty uses a Ready paddock-router Pod of --router-namespace on port 3000")
+	fs.StringVar(&o.E2B.APIKey, "e2b-api-key", o.E2B.APIKey, "an E2B API key to use (with --e2b-namespace, the namespace it is bound to); empty creates one per scenario in --e2b-api-key-namespace and deletes it afterwards")
+	fs.StringVar(&o.E2B.Namespace, "e2b-namespace", o.E2B.Namespace, "the namespace --e2b-api-key is bound to; the e2b scenarios make their template and pool there instead of in a namespace of their own")
+	fs.StringVar(&o.E2B.KeysNamespace, "e2b-api-key-namespace", o.E2B.KeysNamespace, "the router's --e2b-api-key-namespace, where the scenario creates its API key Secret")
+	fs.StringVar(&o.E2B.Template, "e2b-template", o.E2B.Template, "namespace/name of the SandboxTemplate the e2b pool copies (volumes dropped); it must run sandboxd with envd's port 49983 declared and /bin/bash")
 	fs.StringVar(&o.Image, "image", o.Image, "container image of the sandboxes")
 	fs.BoolVar(&o.KWOK, "kwok", o.KWOK, "place the sandboxes on KWOK fake nodes (node label type=kwok, taint kwok.x-k8s.io/node=fake:NoSchedule)")
 	fs.StringVar(&o.Out, "out", o.Out, "directory for report.json, report.md and the latency plots")
@@ -155,6 +169,15 @@ func (o *Options) Validate() error {
 			errs = append(errs, errors.New("--router-selector needs --router-namespace and a positive --router-port; an empty --router-selector measures no router"))
 		}
 	}
+	if o.E2BCreates < 0 {
+		errs = append(errs, fmt.Errorf("--e2b=%d: give 0 to skip the e2b scenarios or a positive count", o.E2BCreates))
+	}
+	if o.E2BCreates > 0 {
+		if rates, err := ParseRates(o.E2BRates); err != nil || len(rates) == 0 {
+			errs = append(errs, fmt.Errorf("--e2b-rate=%q: give creates per second like 5,20, or burst", o.E2BRates))
+		}
+		errs = append(errs, o.E2B.Validate())
+	}
 	if o.Hold > 0 && (o.Controller.Namespace == "" || o.Controller.Selector == "" || o.Controller.MetricsPort <= 0) {
 		errs = append(errs, errors.New("--hold needs the controller's Pods: give --controller-namespace, --controller-selector and --controller-metrics-port"))
 	}
@@ -167,13 +190,13 @@ func (o *Options) Validate() error {
 		return err
 	}
 	if len(o.Scenarios()) == 0 {
-		return errors.New("nothing to run: give --rate for warm scenarios, --cold for a cold one, --hold for a hold one or --runtime for a runtime one")
+		return errors.New("nothing to run: give --rate for warm scenarios, --cold for a cold one, --hold for a hold one, --runtime for a runtime one or --e2b for e2b ones")
 	}
 	return nil
 }
 
 // Scenarios lists what the options ask for: one warm scenario per rate, the cold one, the runtime
-// one, the hold one.
+// one, one e2b scenario per E2B rate, the hold one.
 func (o *Options) Scenarios() []Scenario {
 	rates, _ := ParseRates(o.Rates)
 	var out []Scenario
@@ -187,6 +210,13 @@ func (o *Options) Scenarios() []Scenario {
 	if o.RuntimeRequests > 0 {
 		out = append(out, Scenario{Kind: KindRuntime, Count: o.RuntimeRequests, LoadRequests: o.RuntimeLoad,
 			Concurrency: o.RuntimeConcurrency, Timeout: o.Timeout})
+	}
+	if o.E2BCreates > 0 {
+		e2bRates, _ := ParseRates(o.E2BRates)
+		for _, r := range e2bRates {
+			out = append(out, Scenario{Kind: KindE2B, PoolSize: o.E2BCreates, Count: o.E2BCreates, Rate: r,
+				Timeout: o.Timeout, Namespace: o.E2B.Namespace})
+		}
 	}
 	// Last: its thousands of objects would otherwise be in the cluster during the others.
 	if o.Hold > 0 {

@@ -42,6 +42,8 @@ const (
 	KindHold = "hold"
 	// KindRuntime measures sandboxd and the router in front of one real sandbox.
 	KindRuntime = "runtime"
+	// KindE2B measures E2B creates and first commands through paddock-router's E2B front door.
+	KindE2B = "e2b"
 )
 
 // Result is one scenario's outcome.
@@ -80,6 +82,9 @@ type Result struct {
 	// Runtime is set for runtime scenarios, which create no claims and leave the fields above
 	// about objects empty.
 	Runtime *Runtime `json:"runtime,omitempty"`
+	// E2B is set for e2b scenarios: Latency is then the creates' latency, Ready counts the creates
+	// whose first command succeeded, and each sample's latency is its create's.
+	E2B     *E2B     `json:"e2b,omitempty"`
 	Samples []Sample `json:"samples"`
 }
 
@@ -128,6 +133,7 @@ func Markdown(r *Report) string {
 	}
 	b.WriteString(holdTable(r.Scenarios))
 	b.WriteString(runtimeTable(r.Scenarios))
+	b.WriteString(e2bTable(r.Scenarios))
 	for _, s := range r.Scenarios {
 		if s.Runtime != nil || (len(s.Writes) == 0 && len(s.ObjectsBefore) == 0) {
 			continue

@@ -44,6 +44,8 @@ type Runner struct {
 	controller Controller
 	// runtimeTarget is what the runtime scenario measures; see MeasureRuntime.
 	runtimeTarget RuntimeTarget
+	// e2bTarget is the front door the e2b scenarios measure; see MeasureE2B.
+	e2bTarget E2BTarget
 	// token is the kubeconfig's bearer token, presented to the controller's /metrics.
 	token string
 }
@@ -78,7 +80,7 @@ func NewRunner(cfg *rest.Config, image string) (*Runner, error) {
 		}
 		token = strings.TrimSpace(string(b))
 	}
-	return &Runner{c: c, raw: d.RESTClient(), disc: d, image: image, runtimeTarget: DefaultRuntimeTarget(), token: token}, nil
+	return &Runner{c: c, raw: d.RESTClient(), disc: d, image: image, runtimeTarget: DefaultRuntimeTarget(), e2bTarget: DefaultE2BTarget(), token: token}, nil
 }
 
 // Writes reads the API server's write counters from GET /metrics.
@@ -169,6 +171,21 @@ func (r *Runner) namespace(ctx context.Context, cleanupTimeout time.Duration) (s
 		}
 	}
 	return ns.Name, cleanup, nil
+}
+
+// objectsCleanup returns the cleanup of a scenario run in the existing namespace ns: it deletes
+// the template and pool the scenario made there (their members go with them) and leaves
+// everything else.
+func (r *Runner) objectsCleanup(ns string, timeout time.Duration) func() {
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		for _, obj := range []client.Object{newPool(ns, 0), &extensionsv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: templateName, Namespace: ns}}} {
+			if err := r.c.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+				klog.FromContext(ctx).Error(err, "Cleaning up the scenario's objects", "namespace", ns, "name", obj.GetName())
+			}
+		}
+	}
 }
 
 // benchKinds are the kinds a scenario creates, with their API group versions.
@@ -287,6 +304,9 @@ func (r *Runner) MeasureController(c Controller) { r.controller = c }
 // MeasureRuntime sets the sandbox image and router of the runtime scenario (default:
 // DefaultRuntimeTarget).
 func (r *Runner) MeasureRuntime(t RuntimeTarget) { r.runtimeTarget = t }
+
+// MeasureE2B sets the front door and template of the e2b scenarios (default: DefaultE2BTarget).
+func (r *Runner) MeasureE2B(t E2BTarget) { r.e2bTarget = t }
 
 // PlaceOnKWOK makes every Sandbox of the run select and tolerate KWOK's fake nodes.
 func (r *Runner) PlaceOnKWOK() { r.onKWOK = true }

@@ -33,6 +33,9 @@ type Scenario struct {
 	// Count is then the number of round trips measured one at a time.
 	Concurrency  int
 	LoadRequests int
+	// Namespace, when set, is an existing namespace to run in (an e2b scenario with a given API
+	// key); the scenario then deletes only what it made there.
+	Namespace string
 }
 
 // Name describes the scenario in tables and file names.
@@ -42,6 +45,10 @@ func (s Scenario) Name() string {
 		return fmt.Sprintf("cold, %d Sandboxes at once", s.Count)
 	case s.Kind == KindHold:
 		return fmt.Sprintf("hold %d Sandboxes, restart the controller", s.Count)
+	case s.Kind == KindE2B && s.Rate == 0:
+		return fmt.Sprintf("e2b burst, %d creates, pool %d", s.Count, s.PoolSize)
+	case s.Kind == KindE2B:
+		return fmt.Sprintf("e2b %g/s, %d creates, pool %d", s.Rate, s.Count, s.PoolSize)
 	case s.Kind == KindRuntime:
 		return fmt.Sprintf("runtime, %d round trips, %d requests from %d clients", s.Count, s.LoadRequests, s.Concurrency)
 	case s.Rate == 0:
@@ -54,12 +61,14 @@ func (s Scenario) Name() string {
 // Validate names the first field that makes the scenario impossible to run.
 func (s Scenario) Validate() error {
 	switch {
-	case s.Kind != KindWarm && s.Kind != KindCold && s.Kind != KindHold && s.Kind != KindRuntime:
-		return fmt.Errorf("scenario kind %q: use %q, %q, %q or %q", s.Kind, KindWarm, KindCold, KindHold, KindRuntime)
+	case s.Kind != KindWarm && s.Kind != KindCold && s.Kind != KindHold && s.Kind != KindRuntime && s.Kind != KindE2B:
+		return fmt.Errorf("scenario kind %q: use %q, %q, %q, %q or %q", s.Kind, KindWarm, KindCold, KindHold, KindRuntime, KindE2B)
 	case s.Count < 1:
 		return fmt.Errorf("count %d: create at least one object", s.Count)
-	case s.Kind == KindWarm && s.PoolSize < 1:
-		return fmt.Errorf("pool size %d: a warm scenario needs a pool of at least 1", s.PoolSize)
+	case (s.Kind == KindWarm || s.Kind == KindE2B) && s.PoolSize < 1:
+		return fmt.Errorf("pool size %d: a %s scenario needs a pool of at least 1", s.PoolSize, s.Kind)
+	case s.Namespace != "" && s.Kind != KindE2B:
+		return fmt.Errorf("namespace %q: only an e2b scenario runs in a given namespace", s.Namespace)
 	case s.Rate < 0:
 		return fmt.Errorf("rate %g: use a positive rate per second, or 0 for all at once", s.Rate)
 	case s.Timeout <= 0:
@@ -83,7 +92,10 @@ func (r *Runner) RunThen(ctx context.Context, s Scenario, done func(Result)) (Re
 	if err := s.Validate(); err != nil {
 		return Result{}, err
 	}
-	ns, cleanup, err := r.namespace(ctx, max(time.Minute, s.Timeout))
+	ns, cleanup, err := s.Namespace, r.objectsCleanup(s.Namespace, max(time.Minute, s.Timeout)), error(nil)
+	if s.Namespace == "" {
+		ns, cleanup, err = r.namespace(ctx, max(time.Minute, s.Timeout))
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -114,13 +126,18 @@ func (r *Runner) runIn(ctx context.Context, ns string, s Scenario) (Result, erro
 		measure = r.hold
 	case KindRuntime:
 		measure = r.runtime
+	case KindE2B:
+		measure = r.e2bScenario
 	}
 	res, err := measure(ctx, ns, s)
 	if err != nil {
 		return Result{}, err
 	}
 	res.ObjectsBefore, res.LoadAverage = objects, loadAverage()
-	if m := res.Runtime; m != nil {
+	if m := res.E2B; m != nil {
+		log.Info("Scenario done", "created", m.Created, "warm", m.Warm, "createP50", m.Create.P50, "createP99", m.Create.P99,
+			"firstInstructionP50", m.FirstInstruction.P50, "firstInstructionP99", m.FirstInstruction.P99, "problems", m.Problems)
+	} else if m := res.Runtime; m != nil {
 		log.Info("Scenario done", "execP50", m.Exec.P50, "execRoutedP50", m.ExecRouted.P50, "routedPerSecond", m.LoadRouted.PerSecond, "problems", m.Problems)
 	} else {
 		log.Info("Scenario done", "ready", res.Ready, "p50", res.Latency.P50, "p99", res.Latency.P99, "writesPerObject", res.WritesPerClaim)

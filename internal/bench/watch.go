@@ -95,6 +95,17 @@ func (t *tracker) wait(ctx context.Context) {
 // feeds Ready=True events to tr until ctx ends. The RetryWatcher resumes after disconnects from
 // the last resourceVersion it saw, so no event is lost to a dropped connection.
 func watchReady(ctx context.Context, c client.WithWatch, list client.ObjectList, ns string, tr *tracker) error {
+	return watchEach(ctx, c, list, ns, func(obj client.Object, at time.Time) {
+		conds, ok := conditionsOf(obj)
+		if ok && meta.IsStatusConditionTrue(conds, readyCondition) {
+			tr.observe(obj.GetName(), at)
+		}
+	})
+}
+
+// watchEach starts one watch on list's kind in ns, from a fresh list's resourceVersion, and
+// hands every added or modified object to seen with the time its event arrived, until ctx ends.
+func watchEach(ctx context.Context, c client.WithWatch, list client.ObjectList, ns string, seen func(client.Object, time.Time)) error {
 	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 		return fmt.Errorf("listing before watching in namespace %s: %w", ns, err)
 	}
@@ -117,12 +128,8 @@ func watchReady(ctx context.Context, c client.WithWatch, list client.ObjectList,
 					return
 				}
 				at := time.Now()
-				if ev.Type != watch.Added && ev.Type != watch.Modified {
-					continue
-				}
-				conds, ok := conditionsOf(ev.Object)
-				if ok && meta.IsStatusConditionTrue(conds, readyCondition) {
-					tr.observe(ev.Object.(client.Object).GetName(), at)
+				if obj, isObj := ev.Object.(client.Object); isObj && (ev.Type == watch.Added || ev.Type == watch.Modified) {
+					seen(obj, at)
 				}
 			}
 		}

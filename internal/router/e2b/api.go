@@ -97,7 +97,7 @@ func decode(r *http.Request, v any) error {
 }
 
 func (f *FrontDoor) create(w http.ResponseWriter, r *http.Request, ns string) {
-	var req createRequest
+	var req CreateRequest
 	if err := decode(r, &req); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -150,7 +150,7 @@ func (f *FrontDoor) create(w http.ResponseWriter, r *http.Request, ns string) {
 }
 
 // createClaim creates the claim under a fresh ID; a clash of 100-bit IDs is retried once.
-func (f *FrontDoor) createClaim(ctx context.Context, ns, pool string, req *createRequest, lifetime time.Duration, life lifecycleOptions) (*extensionsv1beta1.SandboxClaim, error) {
+func (f *FrontDoor) createClaim(ctx context.Context, ns, pool string, req *CreateRequest, lifetime time.Duration, life lifecycleOptions) (*extensionsv1beta1.SandboxClaim, error) {
 	for attempt := 0; ; attempt++ {
 		id, err := NewID()
 		if err != nil {

@@ -37,7 +37,7 @@ func timeoutOf(seconds *int64) (time.Duration, error) {
 // metadata and template ID in annotations, envVars as env (served warm through claim settings when
 // the pool's template opts in), and the timeout as an expiry that deletes the claim.
 // With autoPause the timeout is the claim's idle timeout instead, and the claim never expires.
-func newClaim(namespace, id, pool, templateID string, req *createRequest, lifetime time.Duration, life lifecycleOptions, now time.Time) (*extensionsv1beta1.SandboxClaim, error) {
+func newClaim(namespace, id, pool, templateID string, req *CreateRequest, lifetime time.Duration, life lifecycleOptions, now time.Time) (*extensionsv1beta1.SandboxClaim, error) {
 	c := &extensionsv1beta1.SandboxClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: id, Namespace: namespace,

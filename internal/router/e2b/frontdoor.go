@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -137,7 +138,8 @@ func dropManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// registerInformers adds the indexes and the event handlers that wake waiting creates.
+// registerInformers adds the indexes and the event handlers that wake waiting creates (keys and
+// pools wake none; their informers start here so that the cache serves them at once).
 func (f *FrontDoor) registerInformers(ctx context.Context) error {
 	if err := f.cache.IndexField(ctx, &extensionsv1beta1.SandboxClaim{}, ClaimNameIndex, func(o client.Object) []string {
 		return []string{o.GetName()}
@@ -230,38 +232,80 @@ func (f *FrontDoor) sandboxToken(sb *agentsv1beta1.Sandbox) (string, error) {
 	return f.cfg.Tokens.SandboxToken(sb.Namespace, sb.Name, sb.UID)
 }
 
-// notifier wakes the creates waiting in a namespace whenever a claim or Sandbox there changes.
+// notifier wakes a create or connect waiting on one claim when that claim changes, or a Sandbox
+// bound to it (labelled with its UID) does. Nothing else wakes it: a namespace's other claims,
+// its pool members starting and refilling, keys and pools. Waking every wait of a namespace at
+// every such change made each change cost a cache read and a daemon probe per wait in flight,
+// which under a steady rate of creates is most of the front door's work.
 type notifier struct {
-	mu sync.Mutex
-	ch map[string]chan struct{}
+	mu      sync.Mutex
+	waiters map[string]map[*waiter]struct{} // by claimKey and boundKey
 }
 
-func newNotifier() *notifier { return &notifier{ch: map[string]chan struct{}{}} }
+// waiter is one wait; wake is signalled (never blocking, at most one pending) at each change.
+type waiter struct {
+	keys []string
+	wake chan struct{}
+}
 
-// changed returns a channel closed at the next change in namespace ns.
-func (n *notifier) changed(ns string) <-chan struct{} {
+func newNotifier() *notifier { return &notifier{waiters: map[string]map[*waiter]struct{}{}} }
+
+func claimKey(ns, name string) string { return "claim/" + ns + "/" + name }
+func boundKey(uid types.UID) string   { return "bound/" + string(uid) }
+
+// follow registers a wait on the claim; its channel receives a signal at every later change of
+// the claim or of a Sandbox bound to it. Call stop when the wait ends.
+func (n *notifier) follow(c *extensionsv1beta1.SandboxClaim) (changed <-chan struct{}, stop func()) {
+	w := &waiter{keys: []string{claimKey(c.Namespace, c.Name), boundKey(c.UID)}, wake: make(chan struct{}, 1)}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	c, ok := n.ch[ns]
-	if !ok {
-		c = make(chan struct{})
-		n.ch[ns] = c
+	for _, k := range w.keys {
+		if n.waiters[k] == nil {
+			n.waiters[k] = map[*waiter]struct{}{}
+		}
+		n.waiters[k][w] = struct{}{}
 	}
-	return c
+	return w.wake, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		for _, k := range w.keys {
+			delete(n.waiters[k], w)
+			if len(n.waiters[k]) == 0 {
+				delete(n.waiters, k)
+			}
+		}
+	}
 }
 
-func (n *notifier) wake(obj any) {
+// keysOf are the waits an object's change concerns.
+func keysOf(obj any) []string {
 	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	o, ok := obj.(client.Object)
-	if !ok {
+	switch o := obj.(type) {
+	case *extensionsv1beta1.SandboxClaim:
+		return []string{claimKey(o.Namespace, o.Name)}
+	case *agentsv1beta1.Sandbox:
+		if uid := o.Labels[agentsv1beta1.ClaimUIDLabel]; uid != "" {
+			return []string{boundKey(types.UID(uid))}
+		}
+	}
+	return nil
+}
+
+func (n *notifier) wake(obj any) {
+	keys := keysOf(obj)
+	if len(keys) == 0 {
 		return
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if c, ok := n.ch[o.GetNamespace()]; ok {
-		close(c)
-		delete(n.ch, o.GetNamespace())
+	for _, k := range keys {
+		for w := range n.waiters[k] {
+			select {
+			case w.wake <- struct{}{}:
+			default: // a signal is pending already
+			}
+		}
 	}
 }

@@ -70,7 +70,7 @@ func TestTargetFromHeaders(t *testing.T) {
 
 func TestNewClaimCarriesTheRequest(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 500, time.UTC)
-	req := &createRequest{Metadata: map[string]string{"run": "a b", "k/x": "v=1"}, EnvVars: map[string]string{"B": "2", "A": "1"}}
+	req := &CreateRequest{Metadata: map[string]string{"run": "a b", "k/x": "v=1"}, EnvVars: map[string]string{"B": "2", "A": "1"}}
 	c, err := newClaim("ns", "abc", "pool", "base", req, 120*time.Second, lifecycleOptions{}, now)
 	if err != nil {
 		t.Fatal(err)
@@ -130,15 +130,15 @@ func TestAutoPauseMakesTheTimeoutAnIdleTimeout(t *testing.T) {
 	on, off := true, false
 	for _, tc := range []struct {
 		name       string
-		req        createRequest
+		req        CreateRequest
 		wantPause  bool
 		wantResume bool
 	}{
-		{name: "no lifecycle: kill at the timeout", req: createRequest{}},
-		{name: "autoPause false: kill", req: createRequest{AutoPause: &off}},
-		{name: "autoPause", req: createRequest{AutoPause: &on, AutoPauseMemory: &on}, wantPause: true},
-		{name: "autoPause and autoResume", req: createRequest{AutoPause: &on, AutoResume: &autoResume{Enabled: &on}}, wantPause: true, wantResume: true},
-		{name: "autoPause, autoResume disabled", req: createRequest{AutoPause: &on, AutoResume: &autoResume{Enabled: &off}}, wantPause: true},
+		{name: "no lifecycle: kill at the timeout", req: CreateRequest{}},
+		{name: "autoPause false: kill", req: CreateRequest{AutoPause: &off}},
+		{name: "autoPause", req: CreateRequest{AutoPause: &on, AutoPauseMemory: &on}, wantPause: true},
+		{name: "autoPause and autoResume", req: CreateRequest{AutoPause: &on, AutoResume: &AutoResumeOptions{Enabled: &on}}, wantPause: true, wantResume: true},
+		{name: "autoPause, autoResume disabled", req: CreateRequest{AutoPause: &on, AutoResume: &AutoResumeOptions{Enabled: &off}}, wantPause: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			life, err := lifecycleOf(&tc.req)
@@ -177,7 +177,7 @@ func TestAutoPauseMakesTheTimeoutAnIdleTimeout(t *testing.T) {
 			}
 		})
 	}
-	if _, err := lifecycleOf(&createRequest{AutoResume: &autoResume{Enabled: &on}}); err == nil || !strings.Contains(err.Error(), "autoPause") {
+	if _, err := lifecycleOf(&CreateRequest{AutoResume: &AutoResumeOptions{Enabled: &on}}); err == nil || !strings.Contains(err.Error(), "autoPause") {
 		t.Errorf("autoResume without autoPause: %v; want an error naming autoPause", err)
 	}
 }

@@ -40,7 +40,7 @@ type lifecycleOptions struct {
 
 // lifecycleOf reads the create request's autoPause, autoPauseMemory and autoResume, or an error
 // naming the field.
-func lifecycleOf(req *createRequest) (lifecycleOptions, error) {
+func lifecycleOf(req *CreateRequest) (lifecycleOptions, error) {
 	var o lifecycleOptions
 	if req.AutoPause != nil {
 		o.autoPause = *req.AutoPause

@@ -15,6 +15,7 @@ type frontDoorMetrics struct {
 	requests *prometheus.CounterVec
 	creates  *prometheus.HistogramVec
 	data     *prometheus.CounterVec
+	probes   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *frontDoorMetrics {
@@ -29,9 +30,12 @@ func newMetrics(reg prometheus.Registerer) *frontDoorMetrics {
 		data: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandbox_router_e2b_data_plane_refusals_total", Help: "E2B data-plane requests refused before reaching a sandbox, by status code.",
 		}, []string{"code"}),
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_router_e2b_daemon_probes_total", Help: "Calls to a sandbox's daemon made by creates and connects waiting for it to accept requests, by result (ok, or refused: not answering or not yet unlocked).",
+		}, []string{"result"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.creates, m.data)
+		reg.MustRegister(m.requests, m.creates, m.data, m.probes)
 	}
 	return m
 }

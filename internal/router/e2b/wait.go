@@ -38,15 +38,18 @@ var claimFailures = map[string]bool{
 	extensionsv1beta1.ClaimReasonVolumeClaimTemplatesError: true,
 }
 
-// awaitDaemon follows the claim on the front door's watch until a Sandbox is bound to it (the
-// controller's adoption patch, or its cold create), that Sandbox is Ready and routable, and its
-// daemon answers ProbePath with the sandbox's token. It does not wait for the claim's status
+// awaitDaemon follows the claim on the front door's watch until the claim is in the cache (where
+// the data plane looks it up), a Sandbox is bound to it (the controller's adoption patch, or its
+// cold create), that Sandbox is Ready and routable, and its daemon answers ProbePath with the
+// sandbox's token. It does not wait for the claim's status
 // write, which the controller makes in parallel.
 func (f *FrontDoor) awaitDaemon(ctx context.Context, c *extensionsv1beta1.SandboxClaim) (*agentsv1beta1.Sandbox, error) {
 	var last string
 	seen := false // the claim has been in the cache: its absence afterwards is a deletion
+	// Registered before the first look at the cache, so no change after it goes unnoticed.
+	changed, stop := f.waits.follow(c)
+	defer stop()
 	for {
-		changed := f.waits.changed(c.Namespace)
 		retry := (<-chan time.Time)(nil)
 		present, msg, failed := claimState(ctx, f, c)
 		switch {
@@ -57,14 +60,20 @@ func (f *FrontDoor) awaitDaemon(ctx context.Context, c *extensionsv1beta1.Sandbo
 		case seen:
 			return nil, fmt.Errorf("claim %s/%s was deleted (expired or killed) before its sandbox was ready", c.Namespace, c.Name)
 		}
+		// The data plane finds a sandbox through its claim in this cache: until the claim is
+		// there, the SDK's first command would be answered "sandbox not found".
 		if sb, why, fatal := f.readySandbox(ctx, c.Namespace, c.Name, c.UID); fatal {
 			return nil, errors.New(why)
+		} else if !present {
+			last = fmt.Sprintf("the front door's cache does not show claim %s/%s yet", c.Namespace, c.Name)
 		} else if sb == nil {
 			last = why
 		} else if err := f.probe(ctx, sb); err != nil {
+			f.stats.probes.WithLabelValues("refused").Inc()
 			last = err.Error()
 			retry = time.After(probeRetry)
 		} else {
+			f.stats.probes.WithLabelValues("ok").Inc()
 			return sb, nil
 		}
 		select {

@@ -39,8 +39,8 @@ const (
 	StatePaused  = "paused"
 )
 
-// createRequest is NewSandbox (v1) and NewSandboxV2; v2 only drops "secure".
-type createRequest struct {
+// CreateRequest is the body of create: NewSandbox (v1) and NewSandboxV2; v2 only drops "secure".
+type CreateRequest struct {
 	TemplateID          string            `json:"templateID"`
 	Timeout             *int64            `json:"timeout,omitempty"`
 	Metadata            map[string]string `json:"metadata,omitempty"`
@@ -49,15 +49,15 @@ type createRequest struct {
 	AllowInternetAccess *bool             `json:"allow_internet_access,omitempty"`
 	AutoPause           *bool             `json:"autoPause,omitempty"`
 	// AutoPauseMemory is accepted and has no effect: Paddock keeps files, not memory.
-	AutoPauseMemory *bool           `json:"autoPauseMemory,omitempty"`
-	AutoResume      *autoResume     `json:"autoResume,omitempty"`
-	MCP             json.RawMessage `json:"mcp,omitempty"`
-	Network         json.RawMessage `json:"network,omitempty"`
-	VolumeMounts    json.RawMessage `json:"volumeMounts,omitempty"`
+	AutoPauseMemory *bool              `json:"autoPauseMemory,omitempty"`
+	AutoResume      *AutoResumeOptions `json:"autoResume,omitempty"`
+	MCP             json.RawMessage    `json:"mcp,omitempty"`
+	Network         json.RawMessage    `json:"network,omitempty"`
+	VolumeMounts    json.RawMessage    `json:"volumeMounts,omitempty"`
 }
 
-// autoResume is NewSandbox's autoResume object.
-type autoResume struct {
+// AutoResumeOptions is NewSandbox's autoResume object.
+type AutoResumeOptions struct {
 	Enabled *bool `json:"enabled,omitempty"`
 }
 

@@ -15,7 +15,8 @@ import (
 // BenchmarkE2BCreate measures, on envtest with every controller and the stand-in daemon, E2B
 // creates at a fixed rate against a pool sized to the run: the create's latency as the SDK sees
 // it, and the time to first instruction (create, then one Process/List through the front door's
-// data plane). It reports p50 and p99; docs/performance.md records them. Run:
+// data plane). It reports p50 and p99, and the daemon probes each create cost the front door;
+// docs/performance/results.md records them. Run:
 //
 //	go test ./test/integration/e2bfrontdoor/ -run '^$' -bench E2BCreate -benchtime 1x
 func BenchmarkE2BCreate(b *testing.B) {
@@ -25,7 +26,9 @@ func BenchmarkE2BCreate(b *testing.B) {
 			for range b.N {
 				h := start(b, creates)
 				waitPool(b, h, creates)
+				probesBefore := probes(b, h)
 				create, first := measureCreates(b, h, creates, rate)
+				b.ReportMetric((probes(b, h)-probesBefore)/creates, "daemon-probes/create")
 				b.ReportMetric(percentile(create, 50), "create-p50-ms")
 				b.ReportMetric(percentile(create, 99), "create-p99-ms")
 				b.ReportMetric(percentile(first, 50), "first-instruction-p50-ms")
@@ -80,6 +83,23 @@ func measureCreates(b *testing.B, h *harness, n, rate int) (create, first []floa
 		first = append(first, float64(s.first.Microseconds())/1000)
 	}
 	return create, first
+}
+
+// probes is the front door's count of daemon probes so far.
+func probes(b *testing.B, h *harness) float64 {
+	families, err := h.metrics.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() == "sandbox_router_e2b_daemon_probes_total" {
+			for _, m := range f.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
 }
 
 // percentile is the nearest-rank percentile p of xs.

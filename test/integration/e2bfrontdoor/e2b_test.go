@@ -504,7 +504,15 @@ func TestCreateFromATemplateWithoutTheEnvdPort(t *testing.T) {
 	ctx := framework.Context(t, framework.DefaultTimeout)
 	framework.MustCreate(t, ctx, env.Client, builder.MakeTemplate("noport-tpl", h.ns).Obj())
 	framework.MustCreate(t, ctx, env.Client, builder.MakeWarmPool("noport", h.ns, "noport-tpl").Replicas(1).Obj())
-	r := h.call(t, http.MethodPost, "/v2/sandboxes", h.apiKey, map[string]any{"templateID": "noport"})
+	// The front door finds pools in its cache, which sees the new pool a moment after the API
+	// server: until then create answers 404 and writes nothing.
+	var r response
+	framework.Eventually(t, func(context.Context) error {
+		if r = h.call(t, http.MethodPost, "/v2/sandboxes", h.apiKey, map[string]any{"templateID": "noport"}); r.status == http.StatusNotFound {
+			return fmt.Errorf("the front door does not know pool noport yet: %s", r.body)
+		}
+		return nil
+	})
 	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "does not declare container port 49983") ||
 		strings.Contains(string(r.body), "deadline exceeded") {
 		t.Errorf("create from a template without port 49983: %d %s; want 503 naming the port, at once", r.status, r.body)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -77,6 +78,8 @@ type harness struct {
 	keysNS   string
 	otherKey string
 	otherNS  string
+	// metrics holds the front door's metrics.
+	metrics *prometheus.Registry
 }
 
 // start creates the credentials key, API keys for ns and for a second namespace, template and
@@ -116,8 +119,9 @@ func startWith(t testing.TB, poolSize int32, upstream string) *harness {
 	}}
 	// The router's own token source, watching the credentials key Secret.
 	h.tokens = sandboxtoken.New(kubernetes.NewForConfigOrDie(env.Config), types.NamespacedName{Namespace: h.keysNS, Name: credentials.KeySecretName})
+	h.metrics = prometheus.NewRegistry()
 	h.fd, err = e2b.New(e2b.Config{Kube: env.Config, Domain: domain, KeysNamespace: h.keysNS,
-		Tokens: h.tokens, CreateTimeout: framework.DefaultTimeout, Transport: transport,
+		Tokens: h.tokens, CreateTimeout: framework.DefaultTimeout, Transport: transport, Registry: h.metrics,
 		Log: testr.NewWithInterface(t, testr.Options{Verbosity: 0})})
 	if err != nil {
 		t.Fatal(err)

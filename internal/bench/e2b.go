@@ -1,0 +1,458 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/router/e2b"
+)
+
+// The issue's targets for the e2b scenario at 20 creates per second, on 2 cores.
+const (
+	e2bTargetCreateP50 = 0.030
+	e2bTargetCreateP99 = 0.100
+	e2bTargetFirstP50  = 0.040
+)
+
+// E2BTarget is where the e2b scenario finds the E2B front door, and what its sandboxes run.
+type E2BTarget struct {
+	// APIURL is the front door (the router's E2B listener), used as both E2B_API_URL and
+	// E2B_SANDBOX_URL; empty finds a Ready router Pod in RouterNamespace and uses its IP on
+	// e2b.DefaultPort.
+	APIURL          string
+	RouterNamespace string
+	// APIKey, when set, is used as given and Namespace names the namespace it is bound to, where
+	// the scenario then makes its template and pool. Empty: the scenario creates a key bound to
+	// its own namespace in KeysNamespace and deletes it afterwards.
+	APIKey        string
+	Namespace     string
+	KeysNamespace string
+	// Template is namespace/name of the SandboxTemplate the pool's members copy (volumes
+	// dropped): it must run sandboxd with envd's port declared and /bin/bash.
+	Template string
+}
+
+// DefaultE2BTarget is the front door and `base` template that `paddock dev up` installs.
+func DefaultE2BTarget() E2BTarget {
+	return E2BTarget{RouterNamespace: "paddock-system", KeysNamespace: e2b.DefaultAPIKeyNamespace,
+		Template: "default/" + e2b.DefaultTemplate}
+}
+
+// Validate names the flag at fault.
+func (t E2BTarget) Validate() error {
+	var errs []error
+	if (t.APIKey == "") != (t.Namespace == "") {
+		errs = append(errs, errors.New("--e2b-api-key and --e2b-namespace go together: a given key is bound to one namespace, where the scenario makes its pool; give both, or neither to let the scenario create a key"))
+	}
+	if t.APIKey == "" && t.KeysNamespace == "" {
+		errs = append(errs, errors.New("--e2b-api-key-namespace is empty: give the router's --e2b-api-key-namespace (default "+e2b.DefaultAPIKeyNamespace+")"))
+	}
+	if t.APIURL == "" && t.RouterNamespace == "" {
+		errs = append(errs, errors.New("--e2b-api-url is empty and so is --router-namespace: give the front door's URL, or the namespace of paddock-router's Pods"))
+	}
+	if ns, name, ok := strings.Cut(t.Template, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		errs = append(errs, fmt.Errorf("--e2b-template=%q: give namespace/name of a SandboxTemplate that runs sandboxd with envd's port %d, such as default/%s of paddock dev up", t.Template, e2b.EnvdPort, e2b.DefaultTemplate))
+	}
+	return errors.Join(errs...)
+}
+
+// E2B is what an e2b scenario measured through E2B's wire protocol.
+type E2B struct {
+	APIURL string `json:"apiURL"`
+	// Create runs from just before POST /v2/sandboxes to its 201. FirstInstruction runs from the
+	// same instant until the first commands.run('true') (envd's Process/Start through the front
+	// door's data plane) returned exit code 0.
+	Create           Summary `json:"create"`
+	FirstInstruction Summary `json:"firstInstruction"`
+	// ClaimWritten, Bound and ClaimReady split a create as the harness's watches saw it, from
+	// the same instant: the front door's claim create landed; a Sandbox carries the claim's UID
+	// (the claim controller's adoption patch, or its cold create); the claim's Ready condition.
+	ClaimWritten Summary `json:"claimWritten"`
+	Bound        Summary `json:"bound"`
+	ClaimReady   Summary `json:"claimReady"`
+	// Created is how many creates answered 201; Warm how many of those a pool member served.
+	Created int `json:"created"`
+	Warm    int `json:"warm"`
+	// Problems are the first failures, one per kind of message.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// e2bSample is one create and its first command.
+type e2bSample struct {
+	id            string
+	start         time.Duration // since the scenario's first create
+	create, first time.Duration
+	startedAt     time.Time
+	// claimWritten, bound and claimReady are since the create's start; 0 when not seen.
+	claimWritten, bound, claimReady time.Duration
+	createErr                       error
+	runErr                          error
+}
+
+// e2bScenario runs one rate of creates: a pool the size of the run, a key, the creates at the
+// rate each followed by commands.run('true'), then a kill of every sandbox it made.
+func (r *Runner) e2bScenario(ctx context.Context, ns string, s Scenario) (Result, error) {
+	log := klog.FromContext(ctx).WithValues("scenario", s.Name(), "namespace", ns)
+	t := r.e2bTarget
+	url := t.APIURL
+	if url == "" {
+		var err error
+		if url, err = e2b.RouterURL(ctx, r.c, t.RouterNamespace, e2b.DefaultPort); err != nil {
+			return Result{}, fmt.Errorf("finding the E2B front door: %w", err)
+		}
+	}
+	key := t.APIKey
+	if key == "" {
+		var secret *corev1.Secret
+		var err error
+		if key, secret, err = e2b.CreateAPIKey(ctx, r.c, t.KeysNamespace, ns); err != nil {
+			return Result{}, err
+		}
+		defer func() {
+			if err := r.c.Delete(context.Background(), secret); client.IgnoreNotFound(err) != nil {
+				log.Error(err, "Deleting the scenario's API key", "secret", klog.KObj(secret))
+			}
+		}()
+	}
+	fd := newE2BClient(url, key, s.Count)
+	if err := r.e2bPool(ctx, ns, s); err != nil {
+		return Result{}, err
+	}
+	if err := fd.waitKnown(ctx, s.Timeout); err != nil {
+		return Result{}, err
+	}
+	log.Info("Warm pool is full and the front door knows the key; creating E2B sandboxes", "url", url)
+
+	before, err := r.Writes(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	phases, err := r.watchPhases(watchCtx, ns)
+	if err != nil {
+		return Result{}, err
+	}
+	samples := r.e2bCreates(ctx, fd, ns, s)
+	after, err := r.Writes(ctx)
+	phases.fill(samples)
+	if err != nil {
+		return Result{}, err
+	}
+	warm, err := r.warmServed(ctx, ns, samples)
+	if err != nil {
+		log.Error(err, "Counting the creates a pool member served")
+	}
+	fd.killAll(ctx, samples)
+	res := e2bResult(s, url, samples)
+	res.E2B.Warm = warm
+	res.Writes = after.Sub(before)
+	res.WritesPerClaim = res.Writes.Total() / float64(s.Count)
+	return res, nil
+}
+
+// e2bPool makes the scenario's template, a copy of the target's with its volumes dropped (a
+// volume per member only slows the pool's fill; a warm create never waits for one), and a pool
+// of one member per create.
+func (r *Runner) e2bPool(ctx context.Context, ns string, s Scenario) error {
+	srcNS, srcName, _ := strings.Cut(r.e2bTarget.Template, "/")
+	src := &extensionsv1beta1.SandboxTemplate{}
+	if err := r.c.Get(ctx, client.ObjectKey{Namespace: srcNS, Name: srcName}, src); err != nil {
+		return fmt.Errorf("reading --e2b-template %s (paddock dev up makes default/%s): %w", r.e2bTarget.Template, e2b.DefaultTemplate, err)
+	}
+	tpl := e2bTemplate(ns, src)
+	if err := r.c.Create(ctx, tpl); err != nil {
+		return fmt.Errorf("creating SandboxTemplate %s/%s: %w", ns, templateName, err)
+	}
+	if err := r.c.Create(ctx, newPool(ns, s.PoolSize)); err != nil {
+		return fmt.Errorf("creating SandboxWarmPool %s/%s: %w", ns, poolName, err)
+	}
+	return r.waitPoolFull(ctx, ns, s.PoolSize, s.Timeout)
+}
+
+// e2bTemplate is src under the scenario's template name in ns, without volumes.
+func e2bTemplate(ns string, src *extensionsv1beta1.SandboxTemplate) *extensionsv1beta1.SandboxTemplate {
+	tpl := &extensionsv1beta1.SandboxTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: templateName, Namespace: ns, Annotations: src.Annotations},
+		Spec:       *src.Spec.DeepCopy(),
+	}
+	tpl.Spec.VolumeClaimTemplates = nil
+	for i := range tpl.Spec.PodTemplate.Spec.Containers {
+		tpl.Spec.PodTemplate.Spec.Containers[i].VolumeMounts = nil
+	}
+	return tpl
+}
+
+// e2bCreates sends the creates open-loop on the rate's schedule, each in its own goroutine and
+// followed by its first command, and returns once every one of them ended.
+func (r *Runner) e2bCreates(ctx context.Context, fd *e2bClient, ns string, s Scenario) []e2bSample {
+	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
+	defer cancel()
+	samples := make([]e2bSample, s.Count)
+	metadata := map[string]string{"paddock-bench": ns}
+	timeout := int64(max(s.Timeout, 5*time.Minute) / time.Second)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range s.Count {
+		if s.Rate > 0 {
+			if d := time.Until(t0.Add(time.Duration(float64(i) / s.Rate * float64(time.Second)))); d > 0 {
+				timer := time.NewTimer(d)
+				select {
+				case <-ctx.Done():
+					timer.Stop()
+					wg.Wait()
+					return samples[:i]
+				case <-timer.C:
+				}
+			}
+		}
+		wg.Go(func() {
+			smp := &samples[i]
+			start := time.Now()
+			smp.start, smp.startedAt = start.Sub(t0), start
+			sb, err := fd.create(ctx, templateName, metadata, timeout)
+			smp.create = time.Since(start)
+			if err != nil {
+				smp.createErr = err
+				return
+			}
+			smp.id = sb.SandboxID
+			if err := fd.run(ctx, sb, "true"); err != nil {
+				smp.runErr = err
+				return
+			}
+			smp.first = time.Since(start)
+		})
+	}
+	wg.Wait()
+	return samples
+}
+
+// warmServed counts the created sandboxes whose Sandbox is a former pool member: a cold claim's
+// Sandbox is named after the claim (the sandbox ID), an adopted member keeps its own name.
+func (r *Runner) warmServed(ctx context.Context, ns string, samples []e2bSample) (int, error) {
+	ids := map[string]bool{}
+	for _, smp := range samples {
+		if smp.id != "" {
+			ids[smp.id] = true
+		}
+	}
+	list := &agentsv1beta1.SandboxList{}
+	if err := r.c.List(ctx, list, client.InNamespace(ns), client.HasLabels{agentsv1beta1.ClaimUIDLabel}); err != nil {
+		return 0, err
+	}
+	claims := &extensionsv1beta1.SandboxClaimList{}
+	if err := r.c.List(ctx, claims, client.InNamespace(ns)); err != nil {
+		return 0, err
+	}
+	byUID := map[string]string{}
+	for _, c := range claims.Items {
+		byUID[string(c.UID)] = c.Name
+	}
+	warm := 0
+	for _, sb := range list.Items {
+		claim := byUID[sb.Labels[agentsv1beta1.ClaimUIDLabel]]
+		if ids[claim] && sb.Name != claim {
+			warm++
+		}
+	}
+	return warm, nil
+}
+
+// e2bResult summarizes the samples. A sample counts as Ready when its first command succeeded.
+func e2bResult(s Scenario, url string, samples []e2bSample) Result {
+	res := Result{Name: s.Name(), Kind: s.Kind, Count: s.Count, Rate: s.Rate, PoolSize: s.PoolSize, Writes: Writes{}}
+	m := &E2B{APIURL: url}
+	var creates, firsts, written, bound, ready []float64
+	var last time.Duration
+	seen := map[string]bool{}
+	problem := func(err error) {
+		msg := err.Error()
+		if !seen[msg] && len(m.Problems) < 5 {
+			seen[msg] = true
+			m.Problems = append(m.Problems, msg)
+		}
+	}
+	for i, smp := range samples {
+		out := Sample{Name: smp.id, StartSeconds: smp.start.Seconds(), LatencySeconds: smp.create.Seconds()}
+		if out.Name == "" {
+			out.Name = objectName("create", i)
+		}
+		switch {
+		case smp.createErr != nil:
+			out.Error = "create: " + smp.createErr.Error()
+			res.Failed++
+			problem(fmt.Errorf("create: %w", smp.createErr))
+		case smp.runErr != nil:
+			m.Created++
+			creates = append(creates, smp.create.Seconds())
+			out.Error = "commands.run: " + smp.runErr.Error()
+			problem(fmt.Errorf("commands.run('true'): %w", smp.runErr))
+		default:
+			m.Created++
+			creates = append(creates, smp.create.Seconds())
+			firsts = append(firsts, smp.first.Seconds())
+			for _, p := range []struct {
+				d   time.Duration
+				out *[]float64
+			}{{smp.claimWritten, &written}, {smp.bound, &bound}, {smp.claimReady, &ready}} {
+				if p.d > 0 {
+					*p.out = append(*p.out, p.d.Seconds())
+				}
+			}
+			out.Ready = true
+			res.Ready++
+			last = max(last, smp.start+smp.first)
+		}
+		res.Samples = append(res.Samples, out)
+	}
+	sort.Slice(res.Samples, func(i, j int) bool { return res.Samples[i].StartSeconds < res.Samples[j].StartSeconds })
+	m.Create, m.FirstInstruction = Summarize(creates), Summarize(firsts)
+	m.ClaimWritten, m.Bound, m.ClaimReady = Summarize(written), Summarize(bound), Summarize(ready)
+	res.Latency = m.Create
+	if res.Ready > 0 {
+		res.AllReadySeconds = last.Seconds()
+	}
+	res.E2B = m
+	return res
+}
+
+// e2bTable renders the e2b scenarios against the issue's targets.
+func e2bTable(results []Result) string {
+	var b strings.Builder
+	for _, s := range results {
+		m := s.E2B
+		if m == nil {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\n| e2b scenario | 201 | warm | create p50 | create p99 | first instruction p50 | first instruction p99 | API writes per create |\n")
+			b.WriteString("|---|---|---|---|---|---|---|---|\n")
+		}
+		fmt.Fprintf(&b, "| %s | %d of %d | %d | %s | %s | %s | %s | %.1f |\n", s.Name, m.Created, s.Count, m.Warm,
+			microseconds(m.Create.P50), microseconds(m.Create.P99), microseconds(m.FirstInstruction.P50), microseconds(m.FirstInstruction.P99), s.WritesPerClaim)
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	b.WriteString("\n| e2b scenario, p50 (p99) from the create's start | claim written | Sandbox bound | claim Ready | 201 | first instruction |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
+	for _, s := range results {
+		if m := s.E2B; m != nil {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", s.Name, phase(m.ClaimWritten), phase(m.Bound), phase(m.ClaimReady), phase(m.Create), phase(m.FirstInstruction))
+		}
+	}
+	fmt.Fprintf(&b, "\nTargets at 20/s on 2 cores: create p50 ≤ %s and p99 ≤ %s; time to first instruction p50 ≤ %s.\n",
+		latency(1, e2bTargetCreateP50), latency(1, e2bTargetCreateP99), latency(1, e2bTargetFirstP50))
+	for _, s := range results {
+		if s.E2B != nil && len(s.E2B.Problems) > 0 {
+			fmt.Fprintf(&b, "\n%s: %s.\n", s.Name, strings.Join(s.E2B.Problems, "; "))
+		}
+	}
+	b.WriteString("\nThe harness speaks E2B's wire protocol as the e2b SDK 2.51.0 does (POST /v2/sandboxes with X-API-Key; commands.run as envd's Connect-JSON Process/Start through the front door with E2b-Sandbox-Id, E2b-Sandbox-Port and X-Access-Token), from the machine it runs on, with keep-alive connections. Create runs from just before the POST to its 201; first instruction from the same instant until `true` has exited. API writes are the API server's, cluster-wide, from the first create to the last first instruction.\n")
+	return b.String()
+}
+
+// phase renders a summary's p50 and p99.
+func phase(s Summary) string {
+	if s.N == 0 {
+		return "–"
+	}
+	return microseconds(s.P50) + " (" + microseconds(s.P99) + ")"
+}
+
+// phaseWatch records when the harness's watches saw each claim written, bound and Ready.
+type phaseWatch struct {
+	mu      sync.Mutex
+	written map[string]time.Time // by claim name
+	ready   map[string]time.Time // by claim name
+	names   map[string]string    // claim UID -> name
+	bound   map[string]time.Time // by claim UID
+}
+
+// watchPhases watches the namespace's claims and Sandboxes until ctx ends.
+func (r *Runner) watchPhases(ctx context.Context, ns string) (*phaseWatch, error) {
+	p := &phaseWatch{written: map[string]time.Time{}, ready: map[string]time.Time{}, names: map[string]string{}, bound: map[string]time.Time{}}
+	first := func(m map[string]time.Time, k string, at time.Time) {
+		if _, ok := m[k]; !ok {
+			m[k] = at
+		}
+	}
+	err := watchEach(ctx, r.c, &extensionsv1beta1.SandboxClaimList{}, ns, func(obj client.Object, at time.Time) {
+		c := obj.(*extensionsv1beta1.SandboxClaim)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		first(p.written, c.Name, at)
+		p.names[string(c.UID)] = c.Name
+		if meta.IsStatusConditionTrue(c.Status.Conditions, readyCondition) {
+			first(p.ready, c.Name, at)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = watchEach(ctx, r.c, &agentsv1beta1.SandboxList{}, ns, func(obj client.Object, at time.Time) {
+		if uid := obj.GetLabels()[agentsv1beta1.ClaimUIDLabel]; uid != "" {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			first(p.bound, uid, at)
+		}
+	})
+	return p, err
+}
+
+// fill sets each sample's phases from what the watches saw.
+func (p *phaseWatch) fill(samples []e2bSample) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	uids := map[string]string{}
+	for uid, name := range p.names {
+		uids[name] = uid
+	}
+	for i := range samples {
+		smp := &samples[i]
+		if smp.id == "" {
+			continue
+		}
+		since := func(at time.Time, ok bool) time.Duration {
+			if !ok {
+				return 0
+			}
+			return at.Sub(smp.startedAt)
+		}
+		at, ok := p.written[smp.id]
+		smp.claimWritten = since(at, ok)
+		at, ok = p.bound[uids[smp.id]]
+		smp.bound = since(at, ok)
+		at, ok = p.ready[smp.id]
+		smp.claimReady = since(at, ok)
+	}
+}
+
+// waitKnown polls the list endpoint until the front door accepts the key: it learns of a new
+// key Secret through its watch, a moment after the Secret is written.
+func (c *e2bClient) waitKnown(ctx context.Context, timeout time.Duration) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+		last = c.list(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the E2B front door at %s did not accept the scenario's API key within %s (is the router's E2B listener on, with --e2b-api-key-namespace as given?): %w", c.url, timeout, errors.Join(last, err))
+	}
+	return nil
+}

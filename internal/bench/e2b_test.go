@@ -1,0 +1,372 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/router/e2b"
+	"github.com/paddock-dev/paddock/internal/sandboxd/envd"
+	"github.com/paddock-dev/paddock/internal/sandboxd/pathsafe"
+	"github.com/paddock-dev/paddock/internal/sandboxd/process"
+)
+
+const (
+	testKey       = "pdk_e2b_test"
+	testEnvdToken = "envd-token"
+	testID        = "abcdefghij234567abcd"
+)
+
+// seen is one request as the server received it, the body read.
+type seen struct {
+	method, path, query string
+	header              http.Header
+	body                []byte
+}
+
+// frontDoorFake answers the control plane like the front door and hands envd's calls, routed by
+// E2b-Sandbox-Id as the front door does, to a real in-process envd that runs real commands. It
+// records every request.
+type frontDoorFake struct {
+	mu       sync.Mutex
+	requests []seen
+	envd     http.Handler
+	killed   map[string]bool
+}
+
+func newFrontDoorFake(t *testing.T) (*frontDoorFake, string) {
+	t.Helper()
+	root, err := pathsafe.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	procs := process.NewManager(0)
+	home := map[string]string{"HOME": root.Dir()} // bash -l reads the root's profile, not the machine's
+	d := envd.New(envd.Config{Root: root, Procs: procs, AccessToken: testEnvdToken,
+		Environ: func(extra map[string]string) []string { return process.MergeEnv(os.Environ(), home, extra) }})
+	f := &frontDoorFake{envd: d.Handler(), killed: map[string]bool{}}
+	srv := httptest.NewServer(f)
+	t.Cleanup(func() {
+		srv.Close()
+		d.Close()
+		procs.Shutdown(context.Background())
+	})
+	return f, srv.URL
+}
+
+func (f *frontDoorFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.requests = append(f.requests, seen{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, header: r.Header.Clone(), body: body})
+	f.mu.Unlock()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if r.Header.Get(e2b.SandboxIDHeader) != "" {
+		f.envd.ServeHTTP(w, r)
+		return
+	}
+	if r.Header.Get(e2b.APIKeyHeader) != testKey {
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"code":401,"message":"invalid API key"}`))
+		return
+	}
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v2/sandboxes":
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(e2b.Sandbox{SandboxID: testID, TemplateID: "bench", EnvdVersion: e2b.EnvdVersion, EnvdAccessToken: testEnvdToken})
+	case r.Method == http.MethodGet && r.URL.Path == "/v2/sandboxes":
+		_, _ = w.Write([]byte(`[]`))
+	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/sandboxes/"):
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		id := strings.TrimPrefix(r.URL.Path, "/sandboxes/")
+		if f.killed[id] {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"code":404,"message":"sandbox not found"}`))
+			return
+		}
+		f.killed[id] = true
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.WriteHeader(http.StatusNotImplemented)
+	}
+}
+
+func (f *frontDoorFake) last() seen {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests[len(f.requests)-1]
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// unenvelope reads the one enveloped message of a Connect streaming request body.
+func unenvelope(t *testing.T, b []byte) []byte {
+	t.Helper()
+	if len(b) < 5 || b[0] != 0 || int(binary.BigEndian.Uint32(b[1:5])) != len(b)-5 {
+		t.Fatalf("body %q is not one uncompressed Connect envelope", b)
+	}
+	return b[5:]
+}
+
+func jsonEqual(t *testing.T, what string, got []byte, want string) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("%s: %q is not JSON: %v", what, got, err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(w, g); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", what, diff)
+	}
+}
+
+// TestE2BClientSendsWhatTheSDKSends checks the harness's requests against the wire of the e2b SDK
+// 2.51.0 (shared/reference/e2b.md §1.2-1.5, which the SDK tests in test/integration/e2b and
+// test/e2e/cluster exercise against sandboxd and the front door), and that a real envd serves
+// its commands.run.
+func TestE2BClientSendsWhatTheSDKSends(t *testing.T) {
+	fake, url := newFrontDoorFake(t)
+	c := newE2BClient(url, testKey, 1)
+	ctx := testCtx(t)
+
+	sb, err := c.create(ctx, "bench", map[string]string{"paddock-bench": "ns-1"}, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.SandboxID != testID || sb.EnvdAccessToken != testEnvdToken {
+		t.Errorf("create returned %+v", sb)
+	}
+	req := fake.last()
+	if req.method != http.MethodPost || req.path != "/v2/sandboxes" {
+		t.Errorf("create is %s %s, want POST /v2/sandboxes", req.method, req.path)
+	}
+	for h, want := range map[string]string{"X-Api-Key": testKey, "Content-Type": "application/json"} {
+		if got := req.header.Get(h); got != want {
+			t.Errorf("create header %s = %q, want %q", h, got, want)
+		}
+	}
+	jsonEqual(t, "create body", req.body, `{"templateID":"bench","metadata":{"paddock-bench":"ns-1"},"timeout":300}`)
+
+	if err := c.run(ctx, sb, "true"); err != nil {
+		t.Fatalf("commands.run('true') against a real envd: %v", err)
+	}
+	req = fake.last()
+	if req.method != http.MethodPost || req.path != "/process.Process/Start" {
+		t.Errorf("commands.run is %s %s, want POST /process.Process/Start", req.method, req.path)
+	}
+	for h, want := range map[string]string{
+		"Content-Type": "application/connect+json", "Connect-Protocol-Version": "1",
+		"E2b-Sandbox-Id": testID, "E2b-Sandbox-Port": "49983", "X-Access-Token": testEnvdToken,
+		"Keepalive-Ping-Interval": "50", "Authorization": "", "Connect-Content-Encoding": "",
+	} {
+		if got := req.header.Get(h); got != want {
+			t.Errorf("commands.run header %s = %q, want %q", h, got, want)
+		}
+	}
+	if ms, err := strconv.Atoi(req.header.Get("Connect-Timeout-Ms")); err != nil || ms <= 55000 || ms > 60000 {
+		t.Errorf("Connect-Timeout-Ms = %q, want commands.run's default of 60000 less the time spent", req.header.Get("Connect-Timeout-Ms"))
+	}
+	jsonEqual(t, "Process/Start message", unenvelope(t, req.body), `{"process":{"cmd":"/bin/bash","args":["-l","-c","true"]},"stdin":false}`)
+
+	if err := c.list(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if req = fake.last(); req.path != "/v2/sandboxes" || req.query != "limit=1" || req.header.Get("X-Api-Key") != testKey {
+		t.Errorf("list is %s %s?%s", req.method, req.path, req.query)
+	}
+	for i, want := range []bool{true, false} {
+		killed, err := c.kill(ctx, testID)
+		if err != nil || killed != want {
+			t.Errorf("kill %d = %v, %v; want %v (204, then 404 with its code)", i+1, killed, err, want)
+		}
+	}
+	if req = fake.last(); req.method != http.MethodDelete || req.path != "/sandboxes/"+testID {
+		t.Errorf("kill is %s %s", req.method, req.path)
+	}
+}
+
+func TestE2BClientFailures(t *testing.T) {
+	_, url := newFrontDoorFake(t)
+	ctx := testCtx(t)
+	c := newE2BClient(url, testKey, 1)
+	sb := e2b.Sandbox{SandboxID: testID, EnvdAccessToken: testEnvdToken}
+
+	if err := c.run(ctx, sb, "exit 3"); err == nil || !strings.Contains(err.Error(), "exited with 3") {
+		t.Errorf("commands.run('exit 3') = %v, want an exit code error", err)
+	}
+	if err := c.run(ctx, e2b.Sandbox{SandboxID: testID, EnvdAccessToken: "wrong"}, "true"); err == nil {
+		t.Error("commands.run with a wrong envdAccessToken succeeded")
+	}
+	var ae *apiError
+	_, err := newE2BClient(url, "wrong", 1).create(ctx, "bench", nil, 300)
+	if !errors.As(err, &ae) || ae.status != http.StatusUnauthorized || ae.message != "invalid API key" {
+		t.Errorf("create with a wrong key = %v, want 401 with the body's message", err)
+	}
+}
+
+func TestE2BOptionsFromFlags(t *testing.T) {
+	o := NewOptions()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--rate=", "--e2b=60", "--e2b-rate=5,20", "--timeout=3m", "--e2b-template=ns/tpl"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := []Scenario{
+		{Kind: KindE2B, PoolSize: 60, Count: 60, Rate: 5, Timeout: 3 * time.Minute},
+		{Kind: KindE2B, PoolSize: 60, Count: 60, Rate: 20, Timeout: 3 * time.Minute},
+	}
+	if diff := cmp.Diff(want, o.Scenarios()); diff != "" {
+		t.Errorf("Scenarios (-want +got):\n%s", diff)
+	}
+	if got := want[1].Name(); got != "e2b 20/s, 60 creates, pool 60" {
+		t.Errorf("Name = %q", got)
+	}
+	if o.E2B.Template != "ns/tpl" || o.E2B.KeysNamespace != e2b.DefaultAPIKeyNamespace || o.E2B.RouterNamespace != "paddock-system" {
+		t.Errorf("E2B target = %+v", o.E2B)
+	}
+}
+
+func TestE2BOptionsValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		set     func(*Options)
+		wantErr string
+	}{
+		{"negative count", func(o *Options) { o.E2BCreates = -1 }, "--e2b=-1"},
+		{"bad rate", func(o *Options) { o.E2BRates = "fast" }, `--e2b-rate="fast"`},
+		{"no rate", func(o *Options) { o.E2BRates = "" }, `--e2b-rate=""`},
+		{"key without its namespace", func(o *Options) { o.E2B.APIKey = "k" }, "--e2b-api-key and --e2b-namespace go together"},
+		{"namespace without a key", func(o *Options) { o.E2B.Namespace = "team" }, "--e2b-api-key and --e2b-namespace go together"},
+		{"template without a namespace", func(o *Options) { o.E2B.Template = "base" }, `--e2b-template="base"`},
+		{"no keys namespace", func(o *Options) { o.E2B.KeysNamespace = "" }, "--e2b-api-key-namespace is empty"},
+		{"no way to find the router", func(o *Options) { o.E2B.RouterNamespace = "" }, "--e2b-api-url is empty"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			o.Rates, o.E2BCreates = "", 10
+			tc.set(o)
+			err := o.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("Validate() = %v, want an error with %q", err, tc.wantErr)
+			}
+		})
+	}
+	t.Run("a given key runs in its namespace", func(t *testing.T) {
+		o := NewOptions()
+		o.Rates, o.E2BCreates, o.E2B.APIKey, o.E2B.Namespace, o.E2B.APIURL = "", 10, "k", "team", "http://198.18.0.5:3000"
+		if err := o.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if s := o.Scenarios(); len(s) != 2 || s[0].Namespace != "team" {
+			t.Errorf("Scenarios = %+v, want two in namespace team", s)
+		}
+	})
+	t.Run("only e2b scenarios run in a given namespace", func(t *testing.T) {
+		s := Scenario{Kind: KindWarm, PoolSize: 1, Count: 1, Timeout: time.Second, Namespace: "team"}
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "only an e2b scenario") {
+			t.Errorf("Validate() = %v", err)
+		}
+	})
+}
+
+func TestE2BTemplateDropsVolumes(t *testing.T) {
+	src := &extensionsv1beta1.SandboxTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "base", Namespace: "default", ResourceVersion: "7",
+			Annotations: map[string]string{extensionsv1beta1.RuntimeAnnotation: extensionsv1beta1.RuntimeSandboxd}},
+		Spec: extensionsv1beta1.SandboxTemplateSpec{SandboxBlueprint: agentsv1beta1.SandboxBlueprint{
+			PodTemplate: agentsv1beta1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "sandboxd",
+				VolumeMounts: []corev1.VolumeMount{{Name: "home", MountPath: "/home/user"}}}}}},
+			VolumeClaimTemplates: []agentsv1beta1.PersistentVolumeClaimTemplate{{EmbeddedObjectMetadata: agentsv1beta1.EmbeddedObjectMetadata{Name: "home"}}},
+		}},
+	}
+	got := e2bTemplate("bench-ns", src)
+	if got.Namespace != "bench-ns" || got.Name != templateName || got.ResourceVersion != "" {
+		t.Errorf("template is %s/%s at %q", got.Namespace, got.Name, got.ResourceVersion)
+	}
+	if got.Annotations[extensionsv1beta1.RuntimeAnnotation] != extensionsv1beta1.RuntimeSandboxd {
+		t.Error("the runtime annotation (warm members start locked, served through claim settings) was not kept")
+	}
+	if len(got.Spec.VolumeClaimTemplates) != 0 || len(got.Spec.PodTemplate.Spec.Containers[0].VolumeMounts) != 0 {
+		t.Error("volumes kept")
+	}
+	if len(src.Spec.VolumeClaimTemplates) != 1 || len(src.Spec.PodTemplate.Spec.Containers[0].VolumeMounts) != 1 {
+		t.Error("the source template was changed")
+	}
+}
+
+func TestE2BResultAndReport(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	s := Scenario{Kind: KindE2B, PoolSize: 4, Count: 4, Rate: 20, Timeout: time.Minute}
+	samples := []e2bSample{
+		{id: "a", start: 0, create: ms(20), first: ms(30), claimWritten: ms(4), bound: ms(12), claimReady: ms(15)},
+		{id: "b", start: ms(50), create: ms(40), first: ms(60)},
+		{id: "", start: ms(100), create: ms(5), createErr: errors.New("503: pool empty")},
+		{id: "d", start: ms(150), create: ms(25), runErr: errors.New("expected start event")},
+	}
+	res := e2bResult(s, "http://198.18.0.5:3000", samples)
+	res.E2B.Warm = 2
+	res.WritesPerClaim = 3.5
+	if res.Ready != 2 || res.Failed != 1 || res.E2B.Created != 3 {
+		t.Errorf("ready %d, failed %d, created %d; want 2, 1, 3", res.Ready, res.Failed, res.E2B.Created)
+	}
+	if res.Latency != res.E2B.Create || res.E2B.Create.N != 3 || res.E2B.Create.P50 != 0.025 || res.E2B.Create.Max != 0.040 {
+		t.Errorf("create summary %+v, latency %+v", res.E2B.Create, res.Latency)
+	}
+	if f := res.E2B.FirstInstruction; f.N != 2 || f.P50 != 0.030 || f.P99 != 0.060 {
+		t.Errorf("first instruction summary %+v", f)
+	}
+	if res.AllReadySeconds != 0.110 {
+		t.Errorf("all ready after %v s, want 0.110 (b's start plus its first instruction)", res.AllReadySeconds)
+	}
+	if len(res.Samples) != 4 || res.Samples[2].Name != "create-00002" || !strings.HasPrefix(res.Samples[2].Error, "create: ") || res.Samples[3].Ready {
+		t.Errorf("samples %+v", res.Samples)
+	}
+	want := []string{"create: 503: pool empty", "commands.run('true'): expected start event"}
+	if diff := cmp.Diff(want, res.E2B.Problems); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+
+	md := Markdown(&Report{Scenarios: []Result{res}})
+	for _, line := range []string{
+		"| e2b 20/s, 4 creates, pool 4 | 3 of 4 | 2 | 25 ms | 40 ms | 30 ms | 60 ms | 3.5 |",
+		"create p50 ≤ 30 ms and p99 ≤ 100 ms; time to first instruction p50 ≤ 40 ms",
+		"| e2b 20/s, 4 creates, pool 4 | 4.00 ms (4.00 ms) | 12 ms (12 ms) | 15 ms (15 ms) | 25 ms (40 ms) | 30 ms (60 ms) |",
+		"e2b 20/s, 4 creates, pool 4: create: 503: pool empty; commands.run('true'): expected start event.",
+	} {
+		if !strings.Contains(md, line) {
+			t.Errorf("report lacks %q:\n%s", line, md)
+		}
+	}
+	if e2bTable([]Result{{Name: "warm", Kind: KindWarm}}) != "" {
+		t.Error("a report without e2b scenarios has an e2b table")
+	}
+}

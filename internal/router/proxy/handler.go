@@ -142,9 +142,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *requestState
 		return
 	}
 	h.cfg.Metrics.AuthzDecisions.WithLabelValues(metrics.NoNamespace, "allow").Inc()
+	// Asked before resolving: a resume that ends in between leaves the Sandbox Ready, and joining
+	// it then returns at once.
+	waking := h.cfg.Waker != nil && h.cfg.Waker.Waking(t)
 	ep, rerr := h.cfg.Resolver.Resolve(r.Context(), t)
-	if rerr != nil && rerr.Reason == resolve.ReasonSuspended && h.cfg.Waker != nil {
-		// Authorized already: a request that may not reach the sandbox never wakes it.
+	if rerr != nil && h.cfg.Waker != nil && (rerr.Reason == resolve.ReasonSuspended || rerr.Reason == resolve.ReasonNotReady && waking) {
+		// Authorized already: a request that may not reach the sandbox never wakes it. One that
+		// arrives while this router's resume is under way (Running, not Ready yet) joins it.
 		ep, rerr = h.wake(r.Context(), t, rerr)
 	}
 	if rerr != nil {

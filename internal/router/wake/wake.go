@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -57,6 +58,11 @@ type Waker struct {
 	observer Observer
 	group    singleflight.Group
 	dial     func(ctx context.Context, hostport string) error
+
+	// waking holds the "namespace/name" of each resume in flight, from the first request until
+	// the Sandbox is Ready. The cache shows such a Sandbox Running but not Ready for a while;
+	// requests arriving then join the resume instead of getting 503.
+	waking sync.Map
 }
 
 // NewWaker returns a Waker that reads Sandboxes from lookup (the router's cache), resumes them
@@ -75,6 +81,15 @@ func Wakeable(sb *agentsv1beta1.Sandbox) bool {
 		sb.Annotations[agentsv1beta1.SuspendReasonAnnotation] == agentsv1beta1.SuspendReasonIdle
 }
 
+// Waking reports whether this router is resuming the Sandbox t names: it was woken and is not yet
+// Ready. A request that finds it not Ready should then be held with Wake like the first one.
+func (w *Waker) Waking(t headers.Target) bool {
+	_, ok := w.waking.Load(flightKey(t))
+	return ok
+}
+
+func flightKey(t headers.Target) string { return t.Namespace + "/" + t.Name }
+
 // Wake resumes the Sandbox t names if it is Wakeable and returns once it resolves to an endpoint
 // whose port accepts a connection, or ErrNotWakeable, or ErrTimeout after the wake timeout.
 // Concurrent calls for one Sandbox share one resume. It is also the seam for other front doors
@@ -84,7 +99,10 @@ func (w *Waker) Wake(ctx context.Context, t headers.Target) (resolve.Endpoint, e
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	// The shared resume outlives any one caller: a client that gives up must not fail the rest.
-	ch := w.group.DoChan(t.Namespace+"/"+t.Name, func() (any, error) {
+	key := flightKey(t)
+	ch := w.group.DoChan(key, func() (any, error) {
+		w.waking.Store(key, struct{}{})
+		defer w.waking.Delete(key)
 		flight, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.timeout)
 		defer cancel()
 		return nil, w.resume(flight, t)

@@ -48,6 +48,7 @@ type Options struct {
 	// ReadinessPeriodSeconds and StartupPeriodSeconds, when set, replace the example's probes,
 	// to compare probe settings without editing the example.
 	ReadinessPeriodSeconds, StartupPeriodSeconds int
+	NoStartupProbe                               bool
 	// WritesIdleTimeout, when set, ends the run with the write count of an idle policy: this idle
 	// timeout, WritesActive of one request a second, then WritesIdle suspended.
 	WritesIdleTimeout, WritesActive, WritesIdle time.Duration
@@ -64,6 +65,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.WritesIdleTimeout, "writes-idle-timeout", 0, "After the wakes, count API writes under this paddock.dev/idle-timeout (for example 1m); 0 skips it.")
 	fs.DurationVar(&o.WritesActive, "writes-active", 3*time.Minute, "How long --writes-idle-timeout's phase sends one request a second.")
 	fs.DurationVar(&o.WritesIdle, "writes-idle", 3*time.Minute, "How long --writes-idle-timeout's phase counts writes once the sandbox is suspended for being idle.")
+	fs.BoolVar(&o.NoStartupProbe, "no-startup-probe", false, "Drop sandboxd's startup probe (with --readiness-period-seconds=2: the example before the startup probe).")
 	fs.IntVar(&o.StartupPeriodSeconds, "startup-period-seconds", 0, "periodSeconds of sandboxd's startup probe (its readiness check if the example has none); 0 keeps the example's.")
 }
 
@@ -179,6 +181,9 @@ func sandbox(ns string, o *Options) (*agentsv1beta1.Sandbox, error) {
 		ct := &spec.Containers[i]
 		if o.ReadinessPeriodSeconds > 0 && ct.ReadinessProbe != nil {
 			ct.ReadinessProbe.PeriodSeconds = int32(o.ReadinessPeriodSeconds)
+		}
+		if o.NoStartupProbe {
+			ct.StartupProbe = nil
 		}
 		if o.StartupPeriodSeconds > 0 && ct.ReadinessProbe != nil {
 			if ct.StartupProbe == nil {

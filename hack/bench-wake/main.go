@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -65,7 +66,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.WritesIdleTimeout, "writes-idle-timeout", 0, "After the wakes, count API writes under this paddock.dev/idle-timeout (for example 1m); 0 skips it.")
 	fs.DurationVar(&o.WritesActive, "writes-active", 3*time.Minute, "How long --writes-idle-timeout's phase sends one request a second.")
 	fs.DurationVar(&o.WritesIdle, "writes-idle", 3*time.Minute, "How long --writes-idle-timeout's phase counts writes once the sandbox is suspended for being idle.")
-	fs.BoolVar(&o.NoStartupProbe, "no-startup-probe", false, "Drop sandboxd's startup probe (with --readiness-period-seconds=2: the example before the startup probe).")
+	fs.BoolVar(&o.NoStartupProbe, "no-startup-probe", false, "Drop sandboxd's startup probe, if it has one.")
 	fs.IntVar(&o.StartupPeriodSeconds, "startup-period-seconds", 0, "periodSeconds of sandboxd's startup probe (its readiness check if the example has none); 0 keeps the example's.")
 }
 
@@ -129,6 +130,7 @@ func run(o *Options) error {
 	if err := until(ctx, func() bool { return ready(ctx, c, sb) }); err != nil {
 		return fmt.Errorf("sandbox never turned Ready: %w", err)
 	}
+	fmt.Printf("load average at the start: %s\n", loadAverage())
 	var wakes []time.Duration
 	var timelines []timeline
 	for i := range o.Count {
@@ -152,10 +154,21 @@ func run(o *Options) error {
 		pct(wakes, 50).Round(time.Millisecond), pct(wakes, 99).Round(time.Millisecond),
 		wakes[0].Round(time.Millisecond), wakes[len(wakes)-1].Round(time.Millisecond))
 	printSteps(timelines)
+	fmt.Printf("load average at the end: %s\n", loadAverage())
 	if o.WritesIdleTimeout > 0 {
 		return measureWrites(ctx, c, router+"/v1/health", token, sb, o.WritesIdleTimeout, o.WritesActive, o.WritesIdle)
 	}
 	return nil
+}
+
+// loadAverage is the node's 1, 5 and 15 minute load average (the bench runs on the dev node),
+// to tell a quiet run from one that shared the CPUs.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
 func pct(sorted []time.Duration, p int) time.Duration {

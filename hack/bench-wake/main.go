@@ -156,7 +156,8 @@ func run(o *Options) error {
 	printSteps(timelines)
 	fmt.Printf("load average at the end: %s\n", loadAverage())
 	if o.WritesIdleTimeout > 0 {
-		return measureWrites(ctx, c, router+"/v1/health", token, sb, o.WritesIdleTimeout, o.WritesActive, o.WritesIdle)
+		// An authorized call, which sandboxd counts as activity (health probes are not).
+		return measureWrites(ctx, c, router+"/v1/metadata", token, sb, o.WritesIdleTimeout, o.WritesActive, o.WritesIdle)
 	}
 	return nil
 }

@@ -2,13 +2,14 @@
 // the machine lock): the wake latency, from a request through paddock-router to a sandbox
 // suspended for being idle until its response, over --count wakes, and prints p50 and p99.
 //
-//	flock /tmp/paddock-cluster.lock go run ./hack/bench-wake --kubeconfig /var/lib/paddock/kubeconfig --count 20 [--runtime-class gvisor]
+//	flock /tmp/paddock-cluster.lock go run ./hack/bench-wake --kubeconfig /var/lib/paddock-dev/kubeconfig --count 20 [--runtime-class gvisor]
 //
 // Each round suspends the sandbox as the idle controller does (operatingMode Suspended and
 // paddock.dev/suspend-reason Idle), waits until its Pod is gone, then times one routed request.
 // A watch on the namespace's Pods and on the Sandbox timestamps where each wake's time goes (the
 // resume patch, Pod created, scheduled, container running, Pod Ready, Sandbox Ready, answered);
-// the medians of those steps are printed after the latencies.
+// the medians of those steps are printed after the latencies. --writes-idle-timeout then counts the
+// API writes an idle policy costs (writes.go).
 package main
 
 import (
@@ -57,7 +58,7 @@ type Options struct {
 
 // AddFlags registers the options.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "/var/lib/paddock/kubeconfig", "Kubeconfig of the local cluster.")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "/var/lib/paddock-dev/kubeconfig", "Kubeconfig of the local cluster.")
 	fs.StringVar(&o.RuntimeClass, "runtime-class", "", "RuntimeClass of the sandbox (for example gvisor); empty runs the node's default runtime (runc), whatever the example names.")
 	fs.StringVar(&o.RouterNamespace, "router-namespace", "paddock-system", "Namespace of paddock-router.")
 	fs.IntVar(&o.Count, "count", 20, "Wakes to measure.")

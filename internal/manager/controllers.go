@@ -151,8 +151,11 @@ func templateOptions(o *Options) sandboxtemplate.Options {
 		Workers:         o.SandboxTemplateWorkers,
 		RouterNamespace: o.RouterNamespace,
 		RouterPodLabels: o.RouterPodLabels,
-		EgressDenyCIDRs: o.SandboxEgressDenyCIDRs,
-		EgressDiscovery: o.SandboxEgressDiscovery,
+		// The controller's own Pods: the namespace it runs in.
+		ControllerNamespace: ownNamespace(),
+		ControllerPodLabels: o.ControllerPodLabels,
+		EgressDenyCIDRs:     o.SandboxEgressDenyCIDRs,
+		EgressDiscovery:     o.SandboxEgressDiscovery,
 	}
 }
 

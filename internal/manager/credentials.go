@@ -22,15 +22,19 @@ const DefaultNamespace = "paddock-system"
 // serviceAccountNamespaceFile holds the namespace of the Pod the controller runs in.
 const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
+// ownNamespace is the namespace of the Pod the controller runs in, DefaultNamespace outside one.
+func ownNamespace() string {
+	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil && strings.TrimSpace(string(b)) != "" {
+		return strings.TrimSpace(string(b))
+	}
+	return DefaultNamespace
+}
+
 // credentialsSecretKey is --credentials-secret as namespace and name: empty means
 // credentials.KeySecretName in the controller's own namespace.
 func (o *Options) credentialsSecretKey() (types.NamespacedName, error) {
 	if o.CredentialsSecret == "" {
-		ns := DefaultNamespace
-		if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil && strings.TrimSpace(string(b)) != "" {
-			ns = strings.TrimSpace(string(b))
-		}
-		return types.NamespacedName{Namespace: ns, Name: credentials.KeySecretName}, nil
+		return types.NamespacedName{Namespace: ownNamespace(), Name: credentials.KeySecretName}, nil
 	}
 	ns, name, ok := strings.Cut(o.CredentialsSecret, "/")
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {

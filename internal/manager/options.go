@@ -79,6 +79,9 @@ type Options struct {
 	// RouterNamespace and RouterPodLabels are what the default NetworkPolicy of a template admits.
 	RouterNamespace string
 	RouterPodLabels map[string]string
+	// ControllerPodLabels select this controller's Pods in its own namespace, which a template's
+	// default NetworkPolicy admits as well (the controller calls sandboxd).
+	ControllerPodLabels map[string]string
 
 	// SandboxEgressDenyCIDRs (nil unless set) replaces discovery of the ranges the default
 	// NetworkPolicy denies besides the private and link-local defaults; SandboxEgressDiscovery
@@ -129,6 +132,7 @@ func NewOptions() *Options {
 		EnableWarmPoolEviction:               pool.SafeToEvict,
 		RouterNamespace:                      template.RouterNamespace,
 		RouterPodLabels:                      template.RouterPodLabels,
+		ControllerPodLabels:                  template.ControllerPodLabels,
 		SandboxEgressDiscovery:               template.EgressDiscovery,
 		AllowedLabelDomainsFile:              "/etc/sandbox-config/allowed-label-domains",
 		SandboxCredentials:                   true,
@@ -193,6 +197,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.CredentialsSecret, "credentials-secret", o.CredentialsSecret,
 		"Secret holding the credentials key, as namespace/name; created when missing. Empty means paddock-credentials-key in the controller's namespace.")
 	fs.Var(labelsValue{&o.RouterPodLabels}, "router-pod-labels", "Labels of paddock-router Pods, as k=v[,k=v]; a template's default NetworkPolicy admits traffic from them.")
+	fs.Var(labelsValue{&o.ControllerPodLabels}, "controller-pod-labels", "Labels of this controller's Pods, as k=v[,k=v]; a template's default NetworkPolicy admits traffic from them in the controller's namespace (claim settings and idle activity are asked of sandboxd).")
 }
 
 // Validate reports every invalid option at once, each naming its flag and what is accepted.

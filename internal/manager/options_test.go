@@ -44,7 +44,8 @@ func TestDefaultsAreValid(t *testing.T) {
 
 func TestFlagsParse(t *testing.T) {
 	o, err := parse(t, "--extensions", "-leader-elect=false", "--kube-api-qps=50", "--sandbox-concurrent-workers=7",
-		"--cluster-domain=example.internal", "--router-pod-labels=app=router,tier=edge", "--sandbox-warm-pool-replenish-delay=2s",
+		"--cluster-domain=example.internal", "--router-pod-labels=app=router,tier=edge", "--controller-pod-labels=app=ctl",
+		"--sandbox-warm-pool-replenish-delay=2s",
 		"--sandbox-write-behind-window=250ms")
 	if err != nil {
 		t.Fatalf("parsing: %v", err)
@@ -55,6 +56,9 @@ func TestFlagsParse(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]string{"app": "router", "tier": "edge"}, o.RouterPodLabels); diff != "" {
 		t.Errorf("router pod labels (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"app": "ctl"}, templateOptions(o).ControllerPodLabels); diff != "" {
+		t.Errorf("controller pod labels given to the template controller (-want +got):\n%s", diff)
 	}
 }
 

@@ -17,9 +17,10 @@ const namespaceNameLabel = "kubernetes.io/metadata.name"
 // PolicyName is the name of a template's NetworkPolicy.
 func PolicyName(templateName string) string { return templateName + "-network-policy" }
 
-// constructPolicy is the NetworkPolicy a Managed template wants. The default egress is any
-// address but the deny ranges (see package egress): sandboxes reach neither the cluster (DNS
-// included) nor cloud metadata.
+// constructPolicy is the NetworkPolicy a Managed template wants. The default ingress admits the
+// router (the way in for clients) and the controller (claim settings and idle activity, which it
+// asks sandboxd for); the default egress is any address but the deny ranges (see package egress):
+// sandboxes reach neither the cluster (DNS included) nor cloud metadata.
 func constructPolicy(tpl *extensionsv1beta1.SandboxTemplate, opts Options, deny4, deny6 []string) *networkingv1.NetworkPolicy {
 	spec := networkingv1.NetworkPolicySpec{
 		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{
@@ -30,10 +31,10 @@ func constructPolicy(tpl *extensionsv1beta1.SandboxTemplate, opts Options, deny4
 	if custom := tpl.Spec.NetworkPolicy; custom != nil {
 		spec.Ingress, spec.Egress = custom.Ingress, custom.Egress
 	} else {
-		spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{namespaceNameLabel: opts.RouterNamespace}},
-			PodSelector:       &metav1.LabelSelector{MatchLabels: maps.Clone(opts.RouterPodLabels)},
-		}}}}
+		spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{
+			podsIn(opts.RouterNamespace, opts.RouterPodLabels),
+			podsIn(opts.ControllerNamespace, opts.ControllerPodLabels),
+		}}}
 		spec.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
 			{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: deny4}},
 			{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: deny6}},
@@ -50,4 +51,12 @@ func constructPolicy(tpl *extensionsv1beta1.SandboxTemplate, opts Options, deny4
 		Spec: spec,
 	}
 	return np
+}
+
+// podsIn selects the Pods with labels in namespace.
+func podsIn(namespace string, labels map[string]string) networkingv1.NetworkPolicyPeer {
+	return networkingv1.NetworkPolicyPeer{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{namespaceNameLabel: namespace}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: maps.Clone(labels)},
+	}
 }

@@ -35,6 +35,11 @@ type Options struct {
 	// (default paddock-system, app=paddock-router: where Paddock's install puts paddock-router).
 	RouterNamespace string
 	RouterPodLabels map[string]string
+	// ControllerNamespace and ControllerPodLabels select the controller's own Pods, which the
+	// default policy admits too: the controller calls sandboxd for claim settings and idle
+	// activity (default paddock-system, app.kubernetes.io/name=paddock-controller).
+	ControllerNamespace string
+	ControllerPodLabels map[string]string
 	// EgressDenyCIDRs is --sandbox-egress-deny-cidrs: when not nil, the ranges the default policy
 	// denies besides egress.Defaults, in place of discovery.
 	EgressDenyCIDRs []string
@@ -51,16 +56,23 @@ type Options struct {
 // Defaults of the options. The router defaults name Paddock's install (config/router, the Helm
 // chart); the manager's flags default to them.
 const (
-	DefaultWorkers         = 1
-	DefaultRouterNamespace = "paddock-system"
+	DefaultWorkers             = 1
+	DefaultRouterNamespace     = "paddock-system"
+	DefaultControllerNamespace = "paddock-system"
 )
 
 // DefaultRouterPodLabels returns the labels of the paddock-router Pods of Paddock's install.
 func DefaultRouterPodLabels() map[string]string { return map[string]string{"app": "paddock-router"} }
 
+// DefaultControllerPodLabels returns the labels of the paddock-controller Pods of Paddock's install.
+func DefaultControllerPodLabels() map[string]string {
+	return map[string]string{"app.kubernetes.io/name": "paddock-controller"}
+}
+
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
-	return Options{Workers: DefaultWorkers, RouterNamespace: DefaultRouterNamespace, RouterPodLabels: DefaultRouterPodLabels(), EgressDiscovery: true}
+	return Options{Workers: DefaultWorkers, RouterNamespace: DefaultRouterNamespace, RouterPodLabels: DefaultRouterPodLabels(),
+		ControllerNamespace: DefaultControllerNamespace, ControllerPodLabels: DefaultControllerPodLabels(), EgressDiscovery: true}
 }
 
 // ReasonPolicyNotControlled is the Warning event of a template whose NetworkPolicy name is taken
@@ -80,7 +92,8 @@ type Reconciler struct {
 
 // New returns a Reconciler that reads and writes through c (normally the manager's cached
 // client) and emits events with recorder (none when nil). Start from DefaultOptions: New fills
-// only the zero fields whose zero means nothing (workers, router selection, reader); a negative
+// only the zero fields whose zero means nothing (workers, router and controller selection,
+// reader); a negative
 // one is an error naming it. The template controller reads no time, so it has no clock.
 func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconciler, error) {
 	if err := kube.CheckClient("sandbox template", c); err != nil {
@@ -96,6 +109,11 @@ func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconci
 		opts.RouterPodLabels = def.RouterPodLabels
 	}
 	opts.RouterPodLabels = maps.Clone(opts.RouterPodLabels) // the caller's map stays theirs
+	opts.ControllerNamespace = cmp.Or(opts.ControllerNamespace, def.ControllerNamespace)
+	if len(opts.ControllerPodLabels) == 0 {
+		opts.ControllerPodLabels = def.ControllerPodLabels
+	}
+	opts.ControllerPodLabels = maps.Clone(opts.ControllerPodLabels)
 	opts.APIReader = cmp.Or[client.Reader](opts.APIReader, c)
 	return &Reconciler{client: c, recorder: kube.Recorder(recorder), opts: opts}, nil
 }

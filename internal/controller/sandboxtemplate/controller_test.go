@@ -26,7 +26,8 @@ func TestNewValidatesOptions(t *testing.T) {
 			if tt.wantErr == "" {
 				def := DefaultOptions()
 				if err != nil || r.opts.Workers != def.Workers || r.opts.RouterNamespace != def.RouterNamespace ||
-					!cmp.Equal(r.opts.RouterPodLabels, def.RouterPodLabels) || r.opts.APIReader == nil || r.recorder == nil {
+					!cmp.Equal(r.opts.RouterPodLabels, def.RouterPodLabels) || r.opts.ControllerNamespace != def.ControllerNamespace ||
+					!cmp.Equal(r.opts.ControllerPodLabels, def.ControllerPodLabels) || r.opts.APIReader == nil || r.recorder == nil {
 					t.Fatalf("New = %+v, %v; want the defaults", r, err)
 				}
 				return

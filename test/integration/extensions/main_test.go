@@ -37,10 +37,13 @@ func TestMain(m *testing.M) {
 	framework.RunMain(m, &env, startHarness)
 }
 
-// Router selection the tests give the template controller, to prove it is an option.
+// Router and controller selections the tests give the template controller, to prove they are
+// options.
 var (
-	testRouterNamespace = "paddock-test-router"
-	testRouterLabels    = map[string]string{"app.kubernetes.io/name": "test-router"}
+	testRouterNamespace     = "paddock-test-router"
+	testRouterLabels        = map[string]string{"app.kubernetes.io/name": "test-router"}
+	testControllerNamespace = "paddock-test-controller"
+	testControllerLabels    = map[string]string{"app.kubernetes.io/name": "test-controller"}
 )
 
 // harness runs the controllers under test and counts the writes each one sends.
@@ -94,7 +97,8 @@ func (h *harness) start() error {
 			sandboxclaim.Options{APIReader: mgr.GetAPIReader()})
 		pools, errPools := sandboxwarmpool.New(counted("pool"), mgr.GetEventRecorder("sandboxwarmpool-controller"), h.poolOpts)
 		templates, errTemplates := sandboxtemplate.New(counted("template"), mgr.GetEventRecorder("sandboxtemplate-controller"),
-			sandboxtemplate.Options{RouterNamespace: testRouterNamespace, RouterPodLabels: testRouterLabels})
+			sandboxtemplate.Options{RouterNamespace: testRouterNamespace, RouterPodLabels: testRouterLabels,
+				ControllerNamespace: testControllerNamespace, ControllerPodLabels: testControllerLabels})
 		if err := errors.Join(errClaims, errPools, errTemplates); err != nil {
 			return err
 		}

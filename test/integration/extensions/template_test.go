@@ -24,7 +24,7 @@ import (
 )
 
 // TestTemplateDefaultNetworkPolicy proves the label on the template and the secure default
-// policy, with the router selection taken from the reconciler's options.
+// policy, with the router and controller selections taken from the reconciler's options.
 func TestTemplateDefaultNetworkPolicy(t *testing.T) {
 	controllers(t)
 	ns := env.Namespace(t)
@@ -48,6 +48,10 @@ func TestTemplateDefaultNetworkPolicy(t *testing.T) {
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": testRouterNamespace}},
 				PodSelector:       &metav1.LabelSelector{MatchLabels: testRouterLabels},
+			}, {
+				// The controller asks sandboxd for claim settings and idle activity.
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": testControllerNamespace}},
+				PodSelector:       &metav1.LabelSelector{MatchLabels: testControllerLabels},
 			}}}},
 			Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
 				{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: []string{"10.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16"}}},

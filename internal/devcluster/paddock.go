@@ -154,7 +154,8 @@ func (cl *cluster) bundle(file string, images map[string]string) ([]*unstructure
 }
 
 // adaptDeployment points a bundle's Deployment at this cluster's API server, runs one replica
-// that always pulls, and gives the router the authorization mode `--router-authz` chose.
+// that always pulls, and gives the router the authorization mode `--router-authz` chose and the
+// dev cluster's E2B create timeout.
 func (cl *cluster) adaptDeployment(u *unstructured.Unstructured) error {
 	d := &appsv1.Deployment{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
@@ -169,12 +170,14 @@ func (cl *cluster) adaptDeployment(u *unstructured.Unstructured) error {
 	c.ImagePullPolicy = corev1.PullAlways
 	// One real node: a second replica would only take CPU from the tests.
 	d.Spec.Replicas = ptr.To[int32](1)
-	if d.Name == "paddock-router" && cl.routerAuthz != "" {
-		for i, arg := range c.Args {
-			if strings.HasPrefix(arg, "--authz-mode=") {
-				c.Args[i] = "--authz-mode=" + cl.routerAuthz
-			}
+	if d.Name == "paddock-router" {
+		if cl.routerAuthz != "" {
+			setArg(c, "--authz-mode=", cl.routerAuthz)
 		}
+		// One small node starts every cold sandbox: dozens created at once queue on its CPU for
+		// longer than the production default of 60 s. A client that sets no longer request
+		// timeout still gives up at its own 60 s, as against any install.
+		setArg(c, "--e2b-create-timeout=", DevE2BCreateTimeout.String())
 	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
 	if err != nil {
@@ -184,6 +187,21 @@ func (cl *cluster) adaptDeployment(u *unstructured.Unstructured) error {
 	u.SetAPIVersion("apps/v1")
 	u.SetKind("Deployment")
 	return nil
+}
+
+// DevE2BCreateTimeout is the dev router's --e2b-create-timeout.
+const DevE2BCreateTimeout = 3 * time.Minute
+
+// setArg sets the container argument with prefix (for example "--authz-mode=") to value,
+// appending it when the container has none.
+func setArg(c *corev1.Container, prefix, value string) {
+	for i, arg := range c.Args {
+		if strings.HasPrefix(arg, prefix) {
+			c.Args[i] = prefix + value
+			return
+		}
+	}
+	c.Args = append(c.Args, prefix+value)
 }
 
 func (cl *cluster) applyClient() (client.Client, error) {

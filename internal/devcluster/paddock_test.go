@@ -55,8 +55,8 @@ func TestBundlesRunOnTheDevCluster(t *testing.T) {
 	}
 }
 
-// TestRouterAuthzReachesTheRouter: the committed bundle is fail-closed, and --router-authz
-// replaces the router's mode and nothing else's.
+// TestRouterAuthzReachesTheRouter: the committed bundle is fail-closed, --router-authz replaces
+// the router's mode and nothing else's, and the dev router waits longer for cold E2B creates.
 func TestRouterAuthzReachesTheRouter(t *testing.T) {
 	got := map[string][]string{}
 	for _, mode := range []string{"", RouterAuthzAllowAll} {
@@ -76,13 +76,14 @@ func TestRouterAuthzReachesTheRouter(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
-				if strings.HasPrefix(arg, "--authz-mode=") {
+				if strings.HasPrefix(arg, "--authz-mode=") || strings.HasPrefix(arg, "--e2b-create-timeout=") {
 					got[mode] = append(got[mode], arg)
 				}
 			}
 		}
 	}
-	want := map[string][]string{"": {"--authz-mode=tokenreview"}, RouterAuthzAllowAll: {"--authz-mode=allow-all"}}
+	want := map[string][]string{"": {"--authz-mode=tokenreview", "--e2b-create-timeout=3m0s"},
+		RouterAuthzAllowAll: {"--authz-mode=allow-all", "--e2b-create-timeout=3m0s"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("router --authz-mode by --router-authz (-want +got):\n%s", diff)
 	}

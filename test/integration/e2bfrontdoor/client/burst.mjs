@@ -6,7 +6,9 @@ const { Sandbox } = await import(process.env.E2B_PKG)
 const count = Number(process.env.E2B_BURST || '50')
 const commandFailed = []
 const results = await Promise.allSettled(Array.from({ length: count }, async () => {
-  const sbx = await Sandbox.create(process.env.E2B_TEMPLATE, { metadata: { run: 'burst' }, timeoutMs: 600_000 })
+  // The cold creates queue on the one node: wait as long as the dev router does (3 min), not the
+  // SDK's default 60 s request timeout.
+  const sbx = await Sandbox.create(process.env.E2B_TEMPLATE, { metadata: { run: 'burst' }, timeoutMs: 600_000, requestTimeoutMs: 240_000 })
   try {
     const r = await sbx.commands.run('true')
     if (r.exitCode !== 0) commandFailed.push(`${sbx.sandboxId}: true exited ${r.exitCode}`)

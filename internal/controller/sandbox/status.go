@@ -21,6 +21,7 @@ const (
 	msgPodNotOwned         = "Refused to delete pod because it is not owned by this sandbox"
 	msgPodTerminating      = "Pod is terminating. Sandbox is suspending"
 	msgSuspending          = "Sandbox is suspending"
+	msgPodDraining         = "Pod is terminating; a new Pod replaces it once it is gone"
 	msgSuspended           = "Sandbox is suspended"
 	msgPodSucceeded        = "Pod completed successfully"
 	msgPodFailed           = "Pod failed"
@@ -94,11 +95,16 @@ func setReady(sb *agentsv1beta1.Sandbox, obs *observation) {
 	setCondition(sb, agentsv1beta1.SandboxConditionReady, status, reason, msg)
 }
 
-// podReadiness says whether the Pod serves: Running, Ready and addressable.
+// podReadiness says whether the Pod serves: Running, Ready, addressable and not terminating. A
+// terminating Pod still reports Ready until its containers stop, but it is going: a Sandbox
+// resumed while the Pod of its suspension drains must not send traffic to it (its processes get
+// SIGTERM), so it waits for the replacement Pod.
 func podReadiness(pod *corev1.Pod) (bool, string) {
 	switch {
 	case pod == nil:
 		return false, "Pod does not exist"
+	case !pod.DeletionTimestamp.IsZero():
+		return false, msgPodDraining
 	case pod.Status.Phase != corev1.PodRunning:
 		return false, fmt.Sprintf("Pod exists with phase: %s", pod.Status.Phase)
 	case !podConditionTrue(pod, corev1.PodReady):

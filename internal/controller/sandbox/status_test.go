@@ -124,6 +124,15 @@ func TestComputeStatusConditions(t *testing.T) {
 			sched:     &cond{metav1.ConditionUnknown, agentsv1beta1.SandboxReasonPodSchedulingUnknown, msgSchedulingNotReport},
 		},
 		{
+			name: "ready but terminating: resumed while the suspended Pod drains",
+			sb:   sandbox(),
+			obs: observation{pod: ownedPod(running(true, "198.19.0.1"), scheduled(corev1.ConditionTrue, "", ""),
+				func(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }), podOwned: true},
+			ready:     &cond{metav1.ConditionFalse, agentsv1beta1.SandboxReasonDependenciesNotReady, msgPodDraining},
+			suspended: notSuspended,
+			sched:     &cond{metav1.ConditionTrue, agentsv1beta1.SandboxReasonPodScheduled, ""},
+		},
+		{
 			name:      "succeeded",
 			sb:        sandbox(),
 			obs:       observation{pod: ownedPod(phase(corev1.PodSucceeded)), podOwned: true},

@@ -80,10 +80,15 @@ type laggingCache struct {
 	claim        *extensionsv1beta1.SandboxClaim
 	sandbox      *agentsv1beta1.Sandbox
 	claimVisible atomic.Bool
+	// lookups, when set, receives one signal per claim lookup.
+	lookups chan struct{}
 }
 
 func (c *laggingCache) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
 	claim, ok := obj.(*extensionsv1beta1.SandboxClaim)
+	if ok && c.lookups != nil {
+		c.lookups <- struct{}{}
+	}
 	if !ok || !c.claimVisible.Load() || key.Name != c.claim.Name {
 		return apierrors.NewNotFound(extensionsv1beta1.GroupVersion.WithResource("sandboxclaims").GroupResource(), key.Name)
 	}
@@ -121,7 +126,8 @@ func TestCreateWaitsForTheClaimInTheCache(t *testing.T) {
 		Status: agentsv1beta1.SandboxStatus{PodIPs: []string{"198.18.0.10"},
 			Conditions: []metav1.Condition{{Type: agentsv1beta1.SandboxConditionReady, Status: metav1.ConditionTrue}}},
 	}
-	lag := &laggingCache{claim: claim, sandbox: sb}
+	const rounds = 5
+	lag := &laggingCache{claim: claim, sandbox: sb, lookups: make(chan struct{}, rounds+8)}
 	daemon := &okDaemon{}
 	f := &FrontDoor{cfg: Config{Tokens: fixedTokens{}, Transport: daemon, DaemonPort: EnvdPort}, cache: lag, waits: newNotifier(), stats: newMetrics(nil)}
 
@@ -130,12 +136,17 @@ func TestCreateWaitsForTheClaimInTheCache(t *testing.T) {
 		_, err := f.awaitDaemon(context.Background(), claim)
 		done <- err
 	}()
-	// Without its claim in the cache the wait neither answers nor probes, however long it runs;
-	// a tenth of a second is many of its 20 ms retries.
-	select {
-	case err := <-done:
-		t.Fatalf("create answered (%v) before the front door's cache had its claim", err)
-	case <-time.After(5 * probeRetry):
+	// Without its claim in the cache the wait neither answers nor probes, however often it is
+	// woken: each wake below is followed by the wait's next look at the cache, which it reaches
+	// only by not having answered after the previous one.
+	<-lag.lookups
+	for range rounds {
+		f.waits.wake(claim)
+		select {
+		case err := <-done:
+			t.Fatalf("create answered (%v) before the front door's cache had its claim", err)
+		case <-lag.lookups:
+		}
 	}
 	if n := daemon.calls.Load(); n != 0 {
 		t.Errorf("the daemon was probed %d times before the claim was in the cache", n)

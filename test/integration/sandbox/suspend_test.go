@@ -96,6 +96,52 @@ func TestSuspendWaitsForTerminatingPod(t *testing.T) {
 	waitSandbox(t, sb, condition(agentsv1beta1.SandboxConditionSuspended, metav1.ConditionTrue, agentsv1beta1.SandboxReasonPodTerminated))
 }
 
+// A Sandbox resumed while the Pod of its suspension still terminates is not Ready on that Pod,
+// which still reports Ready but is about to stop (its processes get SIGTERM): it waits for the
+// replacement. Reporting the draining Pod as Ready sent a woken sandbox's first command to the
+// dying Pod.
+func TestResumeWhileThePodDrainsWaitsForTheNewPod(t *testing.T) {
+	ctx, ns := start(t)
+	sb := builder.MakeSandbox("wake", ns).Obj()
+	create(t, ctx, sb)
+	old := waitPod(t, key(sb), nil)
+	if err := framework.BindPod(ctx, env.Client, old, "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := framework.MarkPodReady(ctx, env.Client, key(old)); err != nil {
+		t.Fatal(err)
+	}
+	waitSandbox(t, sb, ready(metav1.ConditionTrue, agentsv1beta1.SandboxReasonDependenciesReady))
+	updateSandbox(t, ctx, sb, func(s *agentsv1beta1.Sandbox) { s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended })
+	// Bound, the Pod is deleted gracefully and, without a kubelet, stays Terminating and Ready.
+	waitSandbox(t, sb, condition(agentsv1beta1.SandboxConditionSuspended, metav1.ConditionFalse, agentsv1beta1.SandboxReasonPodTerminating))
+
+	updateSandbox(t, ctx, sb, func(s *agentsv1beta1.Sandbox) { s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeRunning })
+	draining := all(ready(metav1.ConditionFalse, agentsv1beta1.SandboxReasonDependenciesNotReady),
+		readyMessage("Pod is terminating; a new Pod replaces it once it is gone"))
+	waitSandbox(t, sb, draining)
+	nextCompletedPass(t, ctx, sb)
+	got := &agentsv1beta1.Sandbox{}
+	if err := env.Client.Get(ctx, key(sb), got); err != nil {
+		t.Fatal(err)
+	}
+	if err := draining(got); err != nil {
+		t.Fatalf("after another pass: %v", err)
+	}
+
+	forceDelete(t, ctx, old)
+	fresh := waitPod(t, key(sb), func(p *corev1.Pod) error {
+		if p.UID == old.UID {
+			return fmt.Errorf("still the old pod")
+		}
+		return nil
+	})
+	if _, err := framework.MarkPodReady(ctx, env.Client, key(fresh)); err != nil {
+		t.Fatal(err)
+	}
+	waitSandbox(t, sb, ready(metav1.ConditionTrue, agentsv1beta1.SandboxReasonDependenciesReady))
+}
+
 // A Pod the Sandbox does not control is never deleted on suspension.
 func TestSuspendLeavesForeignPod(t *testing.T) {
 	ctx, ns := start(t)

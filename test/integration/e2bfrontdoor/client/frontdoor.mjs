@@ -17,9 +17,14 @@ function check(name, ok, detail = '') {
 }
 
 const template = process.env.E2B_TEMPLATE || 'base'
+// Resuming starts a new Pod (under gVisor, on a loaded CI node): calls that resume wait longer
+// than the SDK's default 60 s request timeout.
+const slow = { requestTimeoutMs: 180_000 }
 // Metadata unique to this run, so the filter sees only this run's sandboxes.
 const run = `fd-${process.pid}-${Date.now()}`
-const sbx = await Sandbox.create(template, { metadata: { run }, envs: { FOO: 'bar' }, timeoutMs: 120_000 })
+// suite marks both sandboxes the pager must see, and no other: sandboxes a failed earlier run left
+// behind in the namespace must not count.
+const sbx = await Sandbox.create(template, { metadata: { run, suite: run }, envs: { FOO: 'bar' }, timeoutMs: 120_000 })
 check('create returns an id', /^[a-z0-9]+$/.test(sbx.sandboxId), sbx.sandboxId)
 const r = await sbx.commands.run('echo hi; echo err 1>&2')
 check('commands.run', r.exitCode === 0 && r.stdout === 'hi\n' && r.stderr === 'err\n', JSON.stringify(r))
@@ -34,10 +39,10 @@ if (process.env.E2B_CHECK_ENV === '1') {
   check('the command sees the envs of create', env.stdout === 'bar\n', JSON.stringify(env))
 }
 
-const other = await Sandbox.create(template, { metadata: { run: `${run}-other` } })
+const other = await Sandbox.create(template, { metadata: { run: `${run}-other`, suite: run } })
 const filtered = await Sandbox.list({ query: { metadata: { run } } }).nextItems()
 check('list with a metadata filter', filtered.length === 1 && filtered[0].sandboxId === sbx.sandboxId, JSON.stringify(filtered))
-const pager = Sandbox.list({ limit: 1 })
+const pager = Sandbox.list({ limit: 1, query: { metadata: { suite: run } } })
 const seen = []
 while (pager.hasNext) for (const s of await pager.nextItems()) seen.push(s.sandboxId)
 check('list pages', seen.length === 2 && seen.includes(sbx.sandboxId) && seen.includes(other.sandboxId), JSON.stringify(seen))
@@ -49,7 +54,7 @@ check('setTimeout moves endAt', moved.endAt.getTime() > info.endAt.getTime(), `$
 check('pause', (await sbx.pause()) === true)
 check('getInfo after pause', (await sbx.getInfo()).state === 'paused')
 check('second pause', (await sbx.pause()) === false)
-const back = await Sandbox.connect(sbx.sandboxId)
+const back = await Sandbox.connect(sbx.sandboxId, slow)
 check('connect resumes', (await back.files.read('kept.txt')) === 'before pause')
 
 check('kill', (await back.kill()) === true)
@@ -89,7 +94,7 @@ if (process.env.E2B_CHECK_AUTOPAUSE === '1') {
   const a = await Sandbox.create(template, { metadata: { run: 'fd-autopause' }, timeoutMs: 10_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
   await a.files.write('kept.txt', 'before the pause')
   check('autoPause: paused once idle for its timeout', await waitState(a.sandboxId, 'paused'))
-  const woke = await a.commands.run('cat kept.txt')
+  const woke = await a.commands.run('cat kept.txt', { ...slow, timeoutMs: slow.requestTimeoutMs })
   check('autoResume: a command wakes it and finds its file', woke.stdout === 'before the pause', JSON.stringify(woke))
   check('autoResume: running again', (await a.getInfo()).state === 'running')
   await a.kill()
@@ -99,7 +104,7 @@ if (process.env.E2B_CHECK_AUTOPAUSE === '1') {
   check('autoPause without autoResume: paused once idle', await waitState(b.sandboxId, 'paused'))
   const refused = await b.commands.run('true').then(() => 'ran', (e) => String(e))
   check('without autoResume a command does not wake it', refused !== 'ran' && (await b.getInfo()).state === 'paused', refused)
-  const resumed = await Sandbox.connect(b.sandboxId)
+  const resumed = await Sandbox.connect(b.sandboxId, slow)
   check('connect resumes it with its file', (await resumed.files.read('kept.txt')) === 'kept')
   await resumed.kill()
 }

@@ -67,9 +67,19 @@ type Decision struct {
 	After time.Duration
 }
 
+// RouterLag is how far paddock.dev/last-activity can trail the router's latest request to a
+// Sandbox: the router flushes what it saw once per activity.RecordInterval and writes only
+// activity that moved by at least that much.
+const RouterLag = 2 * activity.RecordInterval
+
 // Decide judges a Sandbox from the last activity recorded on it and, when its daemon answered,
-// the daemon's own account (nil: no daemon, or not asked). A busy daemon is active now.
+// the daemon's own account (nil: no daemon, or not asked). A busy daemon is active now. Without
+// a daemon's account the annotation is the only witness and may trail traffic by RouterLag, so a
+// shorter timeout acts as RouterLag: it would otherwise suspend a sandbox in use.
 func Decide(p Policy, now, recorded time.Time, daemon *sandboxd.Activity) Decision {
+	if daemon == nil && p.Timeout < RouterLag {
+		p.Timeout = RouterLag
+	}
 	last := recorded
 	if daemon != nil {
 		switch {

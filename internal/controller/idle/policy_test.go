@@ -62,6 +62,30 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestDecideShortTimeoutWithoutDaemon: the router reports a sandbox's traffic up to RouterLag
+// late, so with no daemon to ask a timeout shorter than that must not suspend a sandbox whose
+// last recorded activity is younger than RouterLag; a daemon's own account is exact.
+func TestDecideShortTimeoutWithoutDaemon(t *testing.T) {
+	p := Policy{Timeout: 30 * time.Second}
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		since  time.Duration
+		daemon *sandboxd.Activity
+		want   Decision
+	}{
+		{name: "no daemon, timeout passed, report may still be on its way", since: 90 * time.Second, want: Decision{After: RouterLag - 90*time.Second}},
+		{name: "no daemon, RouterLag passed", since: RouterLag, want: Decision{Suspend: true}},
+		{name: "daemon idle for the timeout", since: 90 * time.Second, daemon: &sandboxd.Activity{LastActivity: t0}, want: Decision{Suspend: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Decide(p, t0.Add(tc.since), t0, tc.daemon)); diff != "" {
+				t.Errorf("Decide (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestAnnotationsRoundTrip(t *testing.T) {
 	for _, p := range []Policy{{Timeout: 90 * time.Second, WakeOnRequest: true}, {}} {
 		if got := Resolve(p.Annotations()); got != p {

@@ -10,8 +10,10 @@ import (
 )
 
 // PlayKubelet stands in for the kubelet in ns until the test ends: every Pod that exists and is
-// not Ready is marked Ready (MarkPodReady), as a node whose containers start at once would.
-func (e *Env) PlayKubelet(t testing.TB, ns string) {
+// not Ready is marked Ready (MarkPodReady) with the given addresses (PodIP when none), as a node
+// whose containers start at once would. Tests whose sandboxes are servers on loopback pass
+// 127.0.0.1.
+func (e *Env) PlayKubelet(t testing.TB, ns string, ips ...string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-stopped })
@@ -24,7 +26,7 @@ func (e *Env) PlayKubelet(t testing.TB, ns string) {
 			if err := e.Client.List(ctx, pods, client.InNamespace(ns)); err == nil {
 				for _, p := range pods.Items {
 					if p.DeletionTimestamp == nil && !PodIsReady(&p) {
-						_, _ = MarkPodReady(ctx, e.Client, client.ObjectKeyFromObject(&p))
+						_, _ = MarkPodReady(ctx, e.Client, client.ObjectKeyFromObject(&p), ips...)
 					}
 				}
 			}

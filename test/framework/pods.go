@@ -50,14 +50,17 @@ func MarkPodRunning(ctx context.Context, c client.Client, key client.ObjectKey, 
 	})
 }
 
-// MarkPodReady makes the Pod Running, scheduled and Ready with the address PodIP, as a kubelet
-// would once its containers pass their readiness probes.
-func MarkPodReady(ctx context.Context, c client.Client, key client.ObjectKey) (*corev1.Pod, error) {
+// MarkPodReady makes the Pod Running, scheduled and Ready with the given addresses (PodIP when
+// none), as a kubelet would once its containers pass their readiness probes.
+func MarkPodReady(ctx context.Context, c client.Client, key client.ObjectKey, ips ...string) (*corev1.Pod, error) {
+	if len(ips) == 0 {
+		ips = []string{PodIP}
+	}
 	return UpdatePodStatus(ctx, c, key, func(p *corev1.Pod) {
 		p.Status.Phase = corev1.PodRunning
 		SetPodCondition(p, corev1.PodScheduled, corev1.ConditionTrue, "")
 		SetPodCondition(p, corev1.PodReady, corev1.ConditionTrue, "")
-		setPodIPs(p, []string{PodIP})
+		setPodIPs(p, ips)
 	})
 }
 

@@ -162,7 +162,7 @@ func claimedAgent(t *testing.T) (ns, kc, restPort, root string) {
 	t.Helper()
 	ns = env.Namespace(t)
 	kc = kubeconfig(t, ns)
-	playLoopbackKubelet(t, ns)
+	env.PlayKubelet(t, ns, "127.0.0.1") // the test's sandboxd listens on loopback
 	makePool(t, ns, 1)
 	mustPaddock(t, kc, "claim", "--pool", "pool", "--name", "agent")
 	port, root := loopbackSandboxd(t, ns, "agent")

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"net"
@@ -14,11 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paddock-dev/paddock/internal/cli"
 	"github.com/paddock-dev/paddock/sdk"
@@ -62,48 +58,11 @@ func loopbackRuntime(t *testing.T) (port int, commands func() []string) {
 	}
 }
 
-// playLoopbackKubelet marks every Pod in ns Ready with the address 127.0.0.1, so the CLI's
-// direct-to-pod-IP requests reach loopbackRuntime.
-func playLoopbackKubelet(t *testing.T, ns string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-stopped })
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			pods := &corev1.PodList{}
-			if err := env.Client.List(ctx, pods, client.InNamespace(ns)); err == nil {
-				for _, p := range pods.Items {
-					if p.DeletionTimestamp == nil && !framework.PodIsReady(&p) {
-						markLoopbackReady(ctx, client.ObjectKeyFromObject(&p))
-					}
-				}
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-}
-
-func markLoopbackReady(ctx context.Context, key client.ObjectKey) {
-	if _, err := framework.MarkPodRunning(ctx, env.Client, key, "127.0.0.1"); err != nil {
-		return // retried on the next tick
-	}
-	_, _ = framework.UpdatePodStatus(ctx, env.Client, key, func(p *corev1.Pod) {
-		framework.SetPodCondition(p, corev1.PodReady, corev1.ConditionTrue, "")
-	})
-}
-
 func TestExecRunsTheCommandAndPassesItsExitCode(t *testing.T) {
 	ns := env.Namespace(t)
 	kc := kubeconfig(t, ns)
 	port, commands := loopbackRuntime(t)
-	playLoopbackKubelet(t, ns)
+	env.PlayKubelet(t, ns, "127.0.0.1") // the test's sandboxd listens on loopback
 	makePool(t, ns, 1)
 	mustPaddock(t, kc, "claim", "--pool", "pool", "--name", "agent")
 	rp := strconv.Itoa(port)
@@ -144,7 +103,7 @@ func TestExecRunsTheCommandAndPassesItsExitCode(t *testing.T) {
 func TestExecInteractive(t *testing.T) {
 	ns := env.Namespace(t)
 	kc := kubeconfig(t, ns)
-	playLoopbackKubelet(t, ns)
+	env.PlayKubelet(t, ns, "127.0.0.1") // the test's sandboxd listens on loopback
 	makePool(t, ns, 1)
 	mustPaddock(t, kc, "claim", "--pool", "pool", "--name", "agent")
 	_, grpcPort, _ := loopbackSandboxdGRPC(t, ns, "agent")

@@ -52,7 +52,7 @@ func newFixture(t *testing.T, cfg mcp.Config) *fixture {
 		}
 	}
 	root := sandboxdtest.Serve(t, ls)
-	playLoopbackKubelet(t, ns)
+	env.PlayKubelet(t, ns, "127.0.0.1") // the test's sandboxd listens on loopback
 	framework.MustCreate(t, ctx, env.Client, builder.MakeTemplate("tpl", ns).EnvVarsInjectionPolicy(extensionsv1beta1.EnvVarsInjectionPolicyAllowed).Obj())
 	for _, p := range []string{"pool", "other"} {
 		framework.MustCreate(t, ctx, env.Client, builder.MakeWarmPool(p, ns, "tpl").Replicas(1).Obj())

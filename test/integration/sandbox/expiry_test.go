@@ -50,15 +50,7 @@ func checkTwoPassExpiry(t *testing.T, passes [][]string, teardown ...string) {
 func TestExpiryRetain(t *testing.T) {
 	ctx, ns := start(t)
 	sb := builder.MakeSandbox("ttl", ns).Service(true).VolumeClaim("data", "1Gi").ShutdownAt(clock.Now().Add(time.Hour)).Obj()
-	create(t, ctx, sb)
-	pod := waitPod(t, key(sb), nil)
-	if err := framework.BindPod(ctx, env.Client, pod, "node-a"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := framework.MarkPodReady(ctx, env.Client, key(pod)); err != nil {
-		t.Fatal(err)
-	}
-	waitSandbox(t, sb, ready(metav1.ConditionTrue, agentsv1beta1.SandboxReasonDependenciesReady))
+	pod := runOnNode(t, ctx, sb)
 	n := len(ops.Passes(sb))
 
 	expire(t, sb)

@@ -85,6 +85,23 @@ func waitGone(t testing.TB, obj client.Object) {
 	})
 }
 
+// runOnNode creates sb and plays the scheduler and kubelet for its Pod: bound to a node (so the
+// Pod is deleted gracefully and stays Terminating, no kubelet confirming) and Ready. It returns
+// the Pod once the Sandbox is Ready.
+func runOnNode(t testing.TB, ctx context.Context, sb *agentsv1beta1.Sandbox) *corev1.Pod {
+	t.Helper()
+	create(t, ctx, sb)
+	pod := waitPod(t, key(sb), nil)
+	if err := framework.BindPod(ctx, env.Client, pod, "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := framework.MarkPodReady(ctx, env.Client, key(pod)); err != nil {
+		t.Fatal(err)
+	}
+	waitSandbox(t, sb, ready(metav1.ConditionTrue, agentsv1beta1.SandboxReasonDependenciesReady))
+	return pod
+}
+
 // ready matches the Ready condition's status and reason.
 func ready(status metav1.ConditionStatus, reason string) func(*agentsv1beta1.Sandbox) error {
 	return condition(agentsv1beta1.SandboxConditionReady, status, reason)

@@ -78,15 +78,7 @@ func TestSuspendAndResume(t *testing.T) {
 func TestSuspendWaitsForTerminatingPod(t *testing.T) {
 	ctx, ns := start(t)
 	sb := builder.MakeSandbox("drain", ns).Obj()
-	create(t, ctx, sb)
-	pod := waitPod(t, key(sb), nil)
-	if err := framework.BindPod(ctx, env.Client, pod, "node-a"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := framework.MarkPodReady(ctx, env.Client, key(pod)); err != nil {
-		t.Fatal(err)
-	}
-	waitSandbox(t, sb, ready(metav1.ConditionTrue, agentsv1beta1.SandboxReasonDependenciesReady))
+	pod := runOnNode(t, ctx, sb)
 	updateSandbox(t, ctx, sb, func(s *agentsv1beta1.Sandbox) { s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended })
 	// A bound Pod is deleted gracefully and, without a kubelet, stays Terminating.
 	waitSandbox(t, sb, all(
@@ -103,15 +95,7 @@ func TestSuspendWaitsForTerminatingPod(t *testing.T) {
 func TestResumeWhileThePodDrainsWaitsForTheNewPod(t *testing.T) {
 	ctx, ns := start(t)
 	sb := builder.MakeSandbox("wake", ns).Obj()
-	create(t, ctx, sb)
-	old := waitPod(t, key(sb), nil)
-	if err := framework.BindPod(ctx, env.Client, old, "node-a"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := framework.MarkPodReady(ctx, env.Client, key(old)); err != nil {
-		t.Fatal(err)
-	}
-	waitSandbox(t, sb, ready(metav1.ConditionTrue, agentsv1beta1.SandboxReasonDependenciesReady))
+	old := runOnNode(t, ctx, sb)
 	updateSandbox(t, ctx, sb, func(s *agentsv1beta1.Sandbox) { s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended })
 	// Bound, the Pod is deleted gracefully and, without a kubelet, stays Terminating and Ready.
 	waitSandbox(t, sb, condition(agentsv1beta1.SandboxConditionSuspended, metav1.ConditionFalse, agentsv1beta1.SandboxReasonPodTerminating))

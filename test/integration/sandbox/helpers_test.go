@@ -102,6 +102,23 @@ func runOnNode(t testing.TB, ctx context.Context, sb *agentsv1beta1.Sandbox) *co
 	return pod
 }
 
+// finishDeletion confirms the terminating Pod old's deletion, as its kubelet would, and waits for
+// the Sandbox to be Ready on the Pod that replaces it.
+func finishDeletion(t testing.TB, ctx context.Context, sb *agentsv1beta1.Sandbox, old *corev1.Pod) {
+	t.Helper()
+	forceDelete(t, ctx, old)
+	fresh := waitPod(t, key(sb), func(p *corev1.Pod) error {
+		if p.UID == old.UID {
+			return fmt.Errorf("still the terminating pod")
+		}
+		return nil
+	})
+	if _, err := framework.MarkPodReady(ctx, env.Client, key(fresh)); err != nil {
+		t.Fatal(err)
+	}
+	waitSandbox(t, sb, ready(metav1.ConditionTrue, agentsv1beta1.SandboxReasonDependenciesReady))
+}
+
 // ready matches the Ready condition's status and reason.
 func ready(status metav1.ConditionStatus, reason string) func(*agentsv1beta1.Sandbox) error {
 	return condition(agentsv1beta1.SandboxConditionReady, status, reason)

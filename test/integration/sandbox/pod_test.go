@@ -299,4 +299,19 @@ func TestTerminatingPodIsWaitedFor(t *testing.T) {
 	})
 }
 
+// A Ready Pod that is deleted (evicted, drained, deleted by hand) stops counting as Ready as soon
+// as its deletion starts, though it still reports Ready: the Sandbox is not Ready until its
+// replacement is.
+func TestTerminatingReadyPodIsNotReady(t *testing.T) {
+	ctx, ns := start(t)
+	sb := builder.MakeSandbox("evicted", ns).Obj()
+	pod := runOnNode(t, ctx, sb)
+	if err := env.Client.Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	waitSandbox(t, sb, all(ready(metav1.ConditionFalse, agentsv1beta1.SandboxReasonDependenciesNotReady),
+		readyMessage("Pod is terminating; a new Pod replaces it once it is gone")))
+	finishDeletion(t, ctx, sb, pod)
+}
+
 var ignoreConditions = cmpIgnoreConditions()

@@ -113,17 +113,7 @@ func TestResumeWhileThePodDrainsWaitsForTheNewPod(t *testing.T) {
 		t.Fatalf("after another pass: %v", err)
 	}
 
-	forceDelete(t, ctx, old)
-	fresh := waitPod(t, key(sb), func(p *corev1.Pod) error {
-		if p.UID == old.UID {
-			return fmt.Errorf("still the old pod")
-		}
-		return nil
-	})
-	if _, err := framework.MarkPodReady(ctx, env.Client, key(fresh)); err != nil {
-		t.Fatal(err)
-	}
-	waitSandbox(t, sb, ready(metav1.ConditionTrue, agentsv1beta1.SandboxReasonDependenciesReady))
+	finishDeletion(t, ctx, sb, old)
 }
 
 // A Pod the Sandbox does not control is never deleted on suspension.

@@ -1,5 +1,7 @@
-// Package activity is the one spelling of paddock.dev/last-activity shared by the idle
-// controller and the router: its format and how far it must move before it is written.
+// Package activity is what the idle controller, the router and the front doors share about
+// idleness: the spelling of paddock.dev/last-activity (its format and how far it must move before
+// it is written) and the idle policy annotations (Policy). It imports no controller machinery, so
+// the router and tools link it without the controller's.
 package activity
 
 import "time"

@@ -139,25 +139,25 @@ func (r *Reconciler) askDaemon(ctx context.Context, sb *agentsv1beta1.Sandbox) (
 
 // Policy resolves the idle policy of sb from its own annotations, its controlling claim's and
 // its template's. A missing claim or template counts as one without annotations.
-func (r *Reconciler) Policy(ctx context.Context, sb *agentsv1beta1.Sandbox) (Policy, error) {
+func (r *Reconciler) Policy(ctx context.Context, sb *agentsv1beta1.Sandbox) (activity.Policy, error) {
 	layers := []map[string]string{sb.Annotations}
 	if r.extensions {
 		if ref := metav1.GetControllerOfNoCopy(sb); ref != nil && ref.Kind == "SandboxClaim" {
 			claim := &extensionsv1beta1.SandboxClaim{}
 			if err := r.client.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: ref.Name}, claim); client.IgnoreNotFound(err) != nil {
-				return Policy{}, err
+				return activity.Policy{}, err
 			}
 			layers = append(layers, claim.Annotations)
 		}
 		if name := sb.Annotations[agentsv1beta1.SandboxTemplateRefAnnotation]; name != "" {
 			tpl := &extensionsv1beta1.SandboxTemplate{}
 			if err := r.client.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: name}, tpl); client.IgnoreNotFound(err) != nil {
-				return Policy{}, err
+				return activity.Policy{}, err
 			}
 			layers = append(layers, tpl.Annotations)
 		}
 	}
-	return Resolve(layers...), nil
+	return activity.Resolve(layers...), nil
 }
 
 // lastActivity is the recorded paddock.dev/last-activity; false when absent or unreadable.
@@ -186,7 +186,7 @@ func (r *Reconciler) annotate(ctx context.Context, sb *agentsv1beta1.Sandbox, ke
 // suspend does what a manual suspension does, marked Idle, in one optimistic-locked patch: if
 // anything changed since this pass read the Sandbox (a request's activity, an edit), the patch
 // fails with a conflict and the retried pass judges again.
-func (r *Reconciler) suspend(ctx context.Context, sb *agentsv1beta1.Sandbox, p Policy, last time.Time) error {
+func (r *Reconciler) suspend(ctx context.Context, sb *agentsv1beta1.Sandbox, p activity.Policy, last time.Time) error {
 	before := sb.DeepCopy()
 	sb.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended
 	reason := agentsv1beta1.SuspendReasonIdle

@@ -18,7 +18,7 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
-	"github.com/paddock-dev/paddock/internal/controller/idle"
+	"github.com/paddock-dev/paddock/internal/activity"
 )
 
 // maxBodyBytes bounds a control-plane request body.
@@ -331,7 +331,7 @@ func (f *FrontDoor) setLifetime(ctx context.Context, c *extensionsv1beta1.Sandbo
 	}
 	p := claimPolicy(c)
 	p.Timeout = lifetime
-	return idle.SetPolicy(ctx, f.client, c, p)
+	return activity.SetPolicy(ctx, f.client, c, p)
 }
 
 // setExpiry replaces the claim's lifecycle (nil: no expiry) with one merge patch. No optimistic

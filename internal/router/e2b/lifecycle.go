@@ -18,7 +18,6 @@ import (
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/activity"
-	"github.com/paddock-dev/paddock/internal/controller/idle"
 	"github.com/paddock-dev/paddock/internal/router/headers"
 	"github.com/paddock-dev/paddock/internal/router/resolve"
 	"github.com/paddock-dev/paddock/internal/router/wake"
@@ -55,8 +54,8 @@ func lifecycleOf(req *CreateRequest) (lifecycleOptions, error) {
 }
 
 // idlePolicy is the idle policy an autoPause sandbox's claim carries.
-func (o lifecycleOptions) idlePolicy(lifetime time.Duration) idle.Policy {
-	return idle.Policy{Timeout: lifetime, WakeOnRequest: o.autoResume}
+func (o lifecycleOptions) idlePolicy(lifetime time.Duration) activity.Policy {
+	return activity.Policy{Timeout: lifetime, WakeOnRequest: o.autoResume}
 }
 
 // pausesOnTimeout reports whether the claim was created with autoPause: its timeout is the idle
@@ -67,7 +66,9 @@ func pausesOnTimeout(c *extensionsv1beta1.SandboxClaim) bool {
 }
 
 // claimPolicy is the idle policy of an autoPause claim, as its annotations say.
-func claimPolicy(c *extensionsv1beta1.SandboxClaim) idle.Policy { return idle.Resolve(c.Annotations) }
+func claimPolicy(c *extensionsv1beta1.SandboxClaim) activity.Policy {
+	return activity.Resolve(c.Annotations)
+}
 
 // lifecycleDetail is SandboxDetail.lifecycle.
 type lifecycleDetail struct {

@@ -238,14 +238,14 @@ func TestPolicyOverridesAndSurvivesRestart(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		sb   *agentsv1beta1.Sandbox
-		want idle.Policy
+		want activity.Policy
 	}{
-		{name: "template", sb: fromTemplate.Obj(), want: idle.Policy{Timeout: 30 * time.Minute}},
+		{name: "template", sb: fromTemplate.Obj(), want: activity.Policy{Timeout: 30 * time.Minute}},
 		{name: "claim over template", sb: builder.MakeSandbox("from-claim", h.ns).Annotation(agentsv1beta1.SandboxTemplateRefAnnotation, tpl.Name).
-			ControlledBy(claim, claimGVK).Obj(), want: idle.Policy{Timeout: 5 * time.Minute}},
+			ControlledBy(claim, claimGVK).Obj(), want: activity.Policy{Timeout: 5 * time.Minute}},
 		{name: "sandbox over claim", sb: builder.MakeSandbox("own", h.ns).Annotation(agentsv1beta1.SandboxTemplateRefAnnotation, tpl.Name).
 			Annotation(agentsv1beta1.IdleTimeoutAnnotation, "0").Annotation(agentsv1beta1.WakeOnRequestAnnotation, "true").
-			ControlledBy(claim, claimGVK).Obj(), want: idle.Policy{WakeOnRequest: true}},
+			ControlledBy(claim, claimGVK).Obj(), want: activity.Policy{WakeOnRequest: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Each lookup uses a fresh reconciler: a restarted controller sees the same policy.
@@ -259,11 +259,11 @@ func TestPolicyOverridesAndSurvivesRestart(t *testing.T) {
 	}
 
 	// SetPolicy (the seam for E2B's autoPause) changes the claim's layer.
-	if err := idle.SetPolicy(h.ctx, env.Client, claim, idle.Policy{Timeout: 7 * time.Minute, WakeOnRequest: true}); err != nil {
+	if err := activity.SetPolicy(h.ctx, env.Client, claim, activity.Policy{Timeout: 7 * time.Minute, WakeOnRequest: true}); err != nil {
 		t.Fatal(err)
 	}
 	fromClaim := builder.MakeSandbox("set", h.ns).Annotation(agentsv1beta1.SandboxTemplateRefAnnotation, tpl.Name).ControlledBy(claim, claimGVK).Obj()
-	if got, err := h.reconciler().Policy(h.ctx, fromClaim); err != nil || got != (idle.Policy{Timeout: 7 * time.Minute, WakeOnRequest: true}) {
+	if got, err := h.reconciler().Policy(h.ctx, fromClaim); err != nil || got != (activity.Policy{Timeout: 7 * time.Minute, WakeOnRequest: true}) {
 		t.Fatalf("after SetPolicy on the claim: Policy = %+v, %v; want 7m with wake", got, err)
 	}
 

@@ -6,36 +6,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/api/sandboxd"
+	"github.com/paddock-dev/paddock/internal/activity"
 )
 
-func TestResolve(t *testing.T) {
-	timeout := func(v string) map[string]string { return map[string]string{agentsv1beta1.IdleTimeoutAnnotation: v} }
-	wake := func(v string) map[string]string { return map[string]string{agentsv1beta1.WakeOnRequestAnnotation: v} }
-	for _, tc := range []struct {
-		name   string
-		layers []map[string]string
-		want   Policy
-	}{
-		{name: "nothing set", want: Policy{WakeOnRequest: true}},
-		{name: "template only", layers: []map[string]string{nil, nil, timeout("15m")}, want: Policy{Timeout: 15 * time.Minute, WakeOnRequest: true}},
-		{name: "claim overrides template", layers: []map[string]string{nil, timeout("5m"), timeout("15m")}, want: Policy{Timeout: 5 * time.Minute, WakeOnRequest: true}},
-		{name: "sandbox overrides claim", layers: []map[string]string{timeout("0"), timeout("5m"), timeout("15m")}, want: Policy{WakeOnRequest: true}},
-		{name: "keys resolve independently", layers: []map[string]string{wake("false"), timeout("5m")}, want: Policy{Timeout: 5 * time.Minute}},
-		{name: "invalid value counts as unset", layers: []map[string]string{timeout("soon"), timeout("5m"), wake("maybe")}, want: Policy{Timeout: 5 * time.Minute, WakeOnRequest: true}},
-		{name: "negative duration counts as unset", layers: []map[string]string{timeout("-1m")}, want: Policy{WakeOnRequest: true}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, Resolve(tc.layers...)); diff != "" {
-				t.Errorf("Resolve (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 func TestDecide(t *testing.T) {
-	p := Policy{Timeout: 10 * time.Minute}
+	p := activity.Policy{Timeout: 10 * time.Minute}
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	now := t0.Add(10 * time.Minute)
 	for _, tc := range []struct {
@@ -66,7 +42,7 @@ func TestDecide(t *testing.T) {
 // late, so with no daemon to ask a timeout shorter than that must not suspend a sandbox whose
 // last recorded activity is younger than RouterLag; a daemon's own account is exact.
 func TestDecideShortTimeoutWithoutDaemon(t *testing.T) {
-	p := Policy{Timeout: 30 * time.Second}
+	p := activity.Policy{Timeout: 30 * time.Second}
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name   string
@@ -83,13 +59,5 @@ func TestDecideShortTimeoutWithoutDaemon(t *testing.T) {
 				t.Errorf("Decide (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-func TestAnnotationsRoundTrip(t *testing.T) {
-	for _, p := range []Policy{{Timeout: 90 * time.Second, WakeOnRequest: true}, {}} {
-		if got := Resolve(p.Annotations()); got != p {
-			t.Errorf("Resolve(%v.Annotations()) = %+v", p, got)
-		}
 	}
 }

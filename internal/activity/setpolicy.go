@@ -1,4 +1,4 @@
-package idle
+package activity
 
 import (
 	"context"

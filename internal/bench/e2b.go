@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,6 +45,11 @@ type E2BTarget struct {
 	// Template is namespace/name of the SandboxTemplate the pool's members copy (volumes
 	// dropped): it must run sandboxd with envd's port declared and /bin/bash.
 	Template string
+	// SettleLoad, when above 0, holds the creates after the pool is full until the harness
+	// machine's 1-minute load average is at most this (bounded by the scenario's timeout): the
+	// pool's members starting and the previous scenario's teardown otherwise share the measured
+	// window on a small node.
+	SettleLoad float64
 }
 
 // DefaultE2BTarget is the front door and `base` template that `paddock dev up` installs.
@@ -60,6 +66,9 @@ func (t E2BTarget) Validate() error {
 	}
 	if t.APIKey == "" && t.KeysNamespace == "" {
 		errs = append(errs, errors.New("--e2b-api-key-namespace is empty: give the router's --e2b-api-key-namespace (default "+e2b.DefaultAPIKeyNamespace+")"))
+	}
+	if t.SettleLoad < 0 {
+		errs = append(errs, fmt.Errorf("--e2b-settle-load=%v: give a load average to wait for (such as 2), or 0 not to wait", t.SettleLoad))
 	}
 	if t.APIURL == "" && t.RouterNamespace == "" {
 		errs = append(errs, errors.New("--e2b-api-url is empty and so is --router-namespace: give the front door's URL, or the namespace of paddock-router's Pods"))
@@ -135,7 +144,14 @@ func (r *Runner) e2bScenario(ctx context.Context, ns string, s Scenario) (Result
 	if err := fd.waitKnown(ctx, s.Timeout); err != nil {
 		return Result{}, err
 	}
-	log.Info("Warm pool is full and the front door knows the key; creating E2B sandboxes", "url", url)
+	if t.SettleLoad > 0 {
+		settled, load := settle(ctx, t.SettleLoad, s.Timeout, time.Second, loadAverage1)
+		log.Info("Waited for the machine to settle", "settleLoad", t.SettleLoad, "load", load, "settled", settled)
+		if !settled {
+			log.Info("The load did not settle within the timeout; measuring anyway (the report carries the load)")
+		}
+	}
+	log.Info("Warm pool is full and the front door knows the key; creating E2B sandboxes", "url", url, "load", loadAverage())
 
 	before, err := r.Writes(ctx)
 	if err != nil {
@@ -455,4 +471,38 @@ func (c *e2bClient) waitKnown(ctx context.Context, timeout time.Duration) error 
 		return fmt.Errorf("the E2B front door at %s did not accept the scenario's API key within %s (is the router's E2B listener on, with --e2b-api-key-namespace as given?): %w", c.url, timeout, errors.Join(last, err))
 	}
 	return nil
+}
+
+// settle polls load every interval until it is at most limit, for at most timeout, and returns
+// whether it got there and the last load seen (-1 where the load cannot be read: no wait).
+func settle(ctx context.Context, limit float64, timeout, every time.Duration, load func() (float64, bool)) (bool, float64) {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		l, ok := load()
+		switch {
+		case !ok:
+			return false, -1
+		case l <= limit:
+			return true, l
+		case !time.Now().Before(deadline):
+			return false, l
+		}
+		select {
+		case <-ctx.Done():
+			return false, l
+		case <-tick.C:
+		}
+	}
+}
+
+// loadAverage1 is the harness machine's 1-minute load average (Linux).
+func loadAverage1() (float64, bool) {
+	f := strings.Fields(loadAverage())
+	if len(f) == 0 {
+		return 0, false
+	}
+	l, err := strconv.ParseFloat(f[0], 64)
+	return l, err == nil
 }

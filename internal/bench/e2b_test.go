@@ -268,6 +268,7 @@ func TestE2BOptionsValidate(t *testing.T) {
 		{"template without a namespace", func(o *Options) { o.E2B.Template = "base" }, `--e2b-template="base"`},
 		{"no keys namespace", func(o *Options) { o.E2B.KeysNamespace = "" }, "--e2b-api-key-namespace is empty"},
 		{"no way to find the router", func(o *Options) { o.E2B.RouterNamespace = "" }, "--e2b-api-url is empty"},
+		{"negative settle load", func(o *Options) { o.E2B.SettleLoad = -1 }, "--e2b-settle-load=-1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -368,5 +369,27 @@ func TestE2BResultAndReport(t *testing.T) {
 	}
 	if e2bTable([]Result{{Name: "warm", Kind: KindWarm}}) != "" {
 		t.Error("a report without e2b scenarios has an e2b table")
+	}
+}
+
+func TestSettle(t *testing.T) {
+	loads := func(seq ...float64) func() (float64, bool) {
+		return func() (float64, bool) {
+			l := seq[0]
+			if len(seq) > 1 {
+				seq = seq[1:]
+			}
+			return l, true
+		}
+	}
+	ctx := context.Background()
+	if ok, l := settle(ctx, 2, time.Hour, time.Millisecond, loads(9, 5, 1.5, 7)); !ok || l != 1.5 {
+		t.Errorf("settle on a falling load = %v, %v; want true at 1.5", ok, l)
+	}
+	if ok, l := settle(ctx, 2, 0, time.Millisecond, loads(9)); ok || l != 9 {
+		t.Errorf("settle past its timeout = %v, %v; want false at 9", ok, l)
+	}
+	if ok, l := settle(ctx, 2, time.Hour, time.Millisecond, func() (float64, bool) { return 0, false }); ok || l != -1 {
+		t.Errorf("settle without a load = %v, %v; want false, -1", ok, l)
 	}
 }

@@ -3,6 +3,9 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,6 +27,8 @@ type Globals struct {
 	// RouterURL and RuntimePort are exec's (and RouterURL cp's) flags, the SDK's Options.RouterURL and RuntimePort.
 	RouterURL   string
 	RuntimePort int
+	// RouterTokenFile is --router-token-file: the bearer token sent to the router.
+	RouterTokenFile string
 	// RESTPort is cp's --rest-port, the SDK's Options.RESTPort.
 	RESTPort int
 	// GRPCPort is exec's --grpc-port, the SDK's Options.GRPCPort.
@@ -85,7 +90,78 @@ func (g *Globals) connect() (*session, error) {
 			return nil, fmt.Errorf("reading the namespace from the kubeconfig context: %w; pass -n NAMESPACE", err)
 		}
 	}
-	return newSession(cfg, ns, sdk.Options{RouterURL: g.RouterURL, RuntimePort: g.RuntimePort, RESTPort: g.RESTPort, GRPCPort: g.GRPCPort})
+	opts := sdk.Options{RouterURL: g.RouterURL, RuntimePort: g.RuntimePort, RESTPort: g.RESTPort, GRPCPort: g.GRPCPort}
+	if opts.Token, err = g.routerToken(cfg, os.Getenv); err != nil {
+		return nil, err
+	}
+	return newSession(cfg, ns, opts)
+}
+
+// RouterTokenEnv holds the bearer token for the router when --router-token-file is not given.
+const RouterTokenEnv = "PADDOCK_ROUTER_TOKEN"
+
+// addRouterFlags registers --router-url and --router-token-file on a verb that can reach
+// sandboxes through the router, and makes the verb's refusals by the router say what to do.
+func (g *Globals) addRouterFlags(cmd *cobra.Command, urlHelp string) {
+	cmd.Flags().StringVar(&g.RouterURL, "router-url", "", urlHelp)
+	cmd.Flags().StringVar(&g.RouterTokenFile, "router-token-file", "", "file holding the bearer token sent to the router with --router-url (default: $"+RouterTokenEnv+
+		", then the kubeconfig user's token). The router's default --authz-mode=tokenreview wants a Kubernetes token whose identity may create sandboxes/proxy on the sandbox")
+	run := cmd.RunE
+	cmd.RunE = func(cmd *cobra.Command, args []string) error { return g.withRouterHint(run(cmd, args)) }
+}
+
+// withRouterHint adds to a 401 or 403 of the router (its JSON error, not sandboxd's) which
+// credential to send instead.
+func (g *Globals) withRouterHint(err error) error {
+	var h *sdk.HTTPError
+	if g.RouterURL == "" || !errors.As(err, &h) || h.Code != "" {
+		return err
+	}
+	switch h.StatusCode {
+	case http.StatusUnauthorized:
+		return fmt.Errorf("%w; the router wants a Kubernetes bearer token: give --router-token-file or $%s (e.g. from kubectl create token NAME)", err, RouterTokenEnv)
+	case http.StatusForbidden:
+		return fmt.Errorf("%w; grant the token's identity create on sandboxes/proxy for this sandbox (docs/security.md, \"Who may send a request\")", err)
+	}
+	return err
+}
+
+// routerToken is the credential the CLI sends to the router: --router-token-file, else
+// $PADDOCK_ROUTER_TOKEN, else the kubeconfig user's bearer token. "" when there is none (a router
+// with --authz-mode=allow-all needs none; one that wants a token answers 401, which the CLI
+// reports with these flags) or when the CLI goes straight to the pod, which needs the
+// sandbox's own token instead.
+func (g *Globals) routerToken(cfg *rest.Config, getenv func(string) string) (string, error) {
+	if g.RouterURL == "" {
+		if g.RouterTokenFile != "" {
+			return "", errors.New("--router-token-file is the router's credential: give --router-url too, or drop it")
+		}
+		return "", nil
+	}
+	if g.RouterTokenFile != "" {
+		b, err := os.ReadFile(g.RouterTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--router-token-file: %w", err)
+		}
+		if tok := strings.TrimSpace(string(b)); tok != "" {
+			return tok, nil
+		}
+		return "", fmt.Errorf("--router-token-file %q is empty: write the bearer token into it, e.g. kubectl create token NAME > FILE", g.RouterTokenFile)
+	}
+	if tok := strings.TrimSpace(getenv(RouterTokenEnv)); tok != "" {
+		return tok, nil
+	}
+	if cfg.BearerToken != "" {
+		return cfg.BearerToken, nil
+	}
+	if cfg.BearerTokenFile != "" {
+		b, err := os.ReadFile(cfg.BearerTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("reading the kubeconfig's token file for the router: %w; or give --router-token-file", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return "", nil
 }
 
 func newSession(cfg *rest.Config, namespace string, opts sdk.Options) (*session, error) {

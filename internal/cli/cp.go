@@ -63,7 +63,7 @@ Directories are copied recursively with their files' permission bits.`,
 			return c.upload(cmd.Context(), src, dst)
 		},
 	}
-	cmd.Flags().StringVar(&g.RouterURL, "router-url", "", "base URL of the sandbox-router (default: straight to the pod IP)")
+	g.addRouterFlags(cmd, "base URL of the sandbox-router (default: straight to the pod IP)")
 	cmd.Flags().IntVar(&g.RESTPort, "rest-port", 8080, "sandboxd's REST file API port on the pod")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultTimeout, "how long to wait for the claim to be Ready (the copy itself is not bounded)")
 	return cmd

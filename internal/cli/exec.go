@@ -32,7 +32,8 @@ func newExecCommand(g *Globals) *cobra.Command {
   paddock exec my-agent -- sh -c 'ls / | wc -l'
 
   # Through the sandbox-router instead of straight to the pod IP
-  paddock exec my-agent --router-url http://sandbox-router-svc:8080 -- uname -a
+  kubectl create token agent-runner > token   # an identity allowed sandboxes/proxy
+  paddock exec my-agent --router-url http://sandbox-router-svc:8080 --router-token-file token -- uname -a
 
   # Feed stdin to the command, or open an interactive shell on a terminal
   gzip -c data.csv | paddock exec -i my-agent -- sh -c 'gunzip > data.csv'
@@ -73,7 +74,7 @@ func newExecCommand(g *Globals) *cobra.Command {
 	}
 	cmd.Flags().BoolVarP(&f.stdin, "stdin", "i", false, "pass stdin to the command (streams over sandboxd's gRPC port)")
 	cmd.Flags().BoolVarP(&f.tty, "tty", "t", false, "run the command on a terminal; with -i, for interactive programs such as a shell")
-	cmd.Flags().StringVar(&g.RouterURL, "router-url", "", "base URL of the sandbox-router (default: straight to the pod IP on port 8888)")
+	g.addRouterFlags(cmd, "base URL of the sandbox-router (default: straight to the pod IP on port 8888)")
 	cmd.Flags().IntVar(&g.RuntimePort, "runtime-port", 8888, "the runtime's port on the pod: the legacy runtime API that sandboxd and the Python runtime serve")
 	cmd.Flags().IntVar(&f.grpcPort, "grpc-port", 9090, "sandboxd's gRPC port on the pod, used by -i and -t")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", defaultTimeout, "how long to wait for the claim and the command")

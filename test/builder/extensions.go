@@ -3,6 +3,7 @@ package builder
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -44,6 +45,13 @@ func (w *TemplateWrapper) Annotation(k, v string) *TemplateWrapper {
 // them with claim settings, and claims with env may go warm.
 func (w *TemplateWrapper) Sandboxd() *TemplateWrapper {
 	return w.Annotation(extensionsv1beta1.RuntimeAnnotation, extensionsv1beta1.RuntimeSandboxd)
+}
+
+// Port declares a containerPort on the first container: the router dials only declared ports.
+func (w *TemplateWrapper) Port(name string, port int32) *TemplateWrapper {
+	c := &w.t.Spec.PodTemplate.Spec.Containers[0]
+	c.Ports = append(c.Ports, corev1.ContainerPort{Name: name, ContainerPort: port})
+	return w
 }
 
 // PodLabel sets a label in the pod template.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,7 +68,7 @@ func TestCoreOnlyManagerStartsAndReconciles(t *testing.T) {
 			return fmt.Errorf("manager stopped: %v", err)
 		default:
 		}
-		return errors.Join(get(ctx, "http://"+o.HealthProbeBindAddress+"/healthz"), get(ctx, "http://"+o.HealthProbeBindAddress+"/readyz"))
+		return errors.Join(framework.GetOK(ctx, "http://"+o.HealthProbeBindAddress+"/healthz"), framework.GetOK(ctx, "http://"+o.HealthProbeBindAddress+"/readyz"))
 	})
 	ns := env.Namespace(t)
 	tctx := framework.Context(t, framework.DefaultTimeout)
@@ -88,20 +87,4 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-func get(ctx context.Context, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"testing"
 
 	"go.opentelemetry.io/otel/trace/noop"
@@ -87,22 +86,6 @@ func options(t *testing.T, leaseNamespace string) *manager.Options {
 	return o
 }
 
-func get(ctx context.Context, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return nil
-}
-
 // podOf waits for the Sandbox's Pod, proving a controller is reconciling.
 func podOf(t *testing.T, ns, name string) {
 	t.Helper()
@@ -116,7 +99,7 @@ func TestManagerServesHealthAndReconciles(t *testing.T) {
 	in := start(t, options(t, ns))
 
 	framework.Eventually(t, func(ctx context.Context) error {
-		return errors.Join(get(ctx, "http://"+in.health+"/healthz"), get(ctx, "http://"+in.health+"/readyz"))
+		return errors.Join(framework.GetOK(ctx, "http://"+in.health+"/healthz"), framework.GetOK(ctx, "http://"+in.health+"/readyz"))
 	})
 	ctx := framework.Context(t, framework.DefaultTimeout)
 	framework.MustCreate(t, ctx, env.Client, builder.MakeSandbox("through-main", ns).Obj())

@@ -12,12 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
-
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/internal/router"
-	"github.com/paddock-dev/paddock/internal/router/headers"
-	"github.com/paddock-dev/paddock/internal/router/proxy"
 	"github.com/paddock-dev/paddock/internal/router/server"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
@@ -34,54 +30,15 @@ type runningRouter struct {
 // and waits until /readyz passes (listeners bound, Sandbox cache synced).
 func startRouter(t *testing.T, mutate func(*router.Config)) *runningRouter {
 	t.Helper()
-	cfg := router.Config{
-		Server: server.Options{HTTPAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", HealthAddr: "127.0.0.1:0",
-			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10,
-			ShutdownTimeout: 30 * time.Second},
-		Kube: env.Config, SandboxCache: true, ClusterDomain: "cluster.local",
-		AuthzMode: router.AuthzAllowAll, ProxyTimeout: time.Minute, DialTimeout: 5 * time.Second,
-		ResponseTimeout: 30 * time.Second, AccessLog: true,
-		Retry:  proxy.RetryPolicy{Max: 1, InitialDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond},
-		Log:    testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
-		Policy: headers.Policy{AllowLoopback: true},
-	}
+	cfg := framework.RouterConfig(t, env.Config)
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	r, err := router.New(cfg)
-	if err != nil {
-		t.Fatalf("building router: %v", err)
-	}
-	if err := r.Listen(); err != nil {
-		t.Fatalf("binding router: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Serve(ctx) }()
-	stopped := false
-	var stopErr error
-	stop := func() error {
-		if !stopped {
-			stopped = true
-			cancel()
-			stopErr = <-done
-		}
-		return stopErr
-	}
-	// Tests log through t; the router must be stopped before the test ends.
-	t.Cleanup(func() { _ = stop() })
-	rr := &runningRouter{Router: r, stop: stop,
+	r, stop := framework.ServeRouter(t, cfg)
+	return &runningRouter{Router: r, stop: stop,
 		proxyURL:   "http://" + r.Addr(server.ProxyHTTP),
 		healthURL:  "http://" + r.Addr(server.Health),
 		metricsURL: "http://" + r.Addr(server.Metrics)}
-	framework.Eventually(t, func(context.Context) error {
-		code, body, err := get(rr.healthURL + "/readyz")
-		if err != nil || code != http.StatusOK {
-			return fmt.Errorf("readyz: %d %q %v", code, body, err)
-		}
-		return nil
-	})
-	return rr
 }
 
 func get(url string) (int, string, error) {

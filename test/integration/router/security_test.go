@@ -11,12 +11,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/internal/credentials"
@@ -90,7 +87,7 @@ func TestDefaultAuthorizationFailsClosed(t *testing.T) {
 	ns := env.Namespace(t)
 	port := upstreams(t, map[string]http.Handler{"127.0.0.24": named("guarded")})
 	createSandbox(t, builder.MakeSandbox("guarded", ns).Port("http", int32(port)).ReadyStatus("127.0.0.24"))
-	token := serviceAccountToken(t, ns, "stranger")
+	token := framework.ServiceAccountToken(t, env.Config, ns, "stranger")
 	r := startRouter(t, func(c *router.Config) {
 		c.AuthzMode = ""
 		c.TokenReview = authz.TokenReviewOptions{TTL: time.Second, CacheSize: 16}
@@ -163,22 +160,6 @@ func expectMetric(t *testing.T, r *runningRouter, line string) {
 	if !strings.Contains(metrics, line) {
 		t.Errorf("metrics lack %s", line)
 	}
-}
-
-// serviceAccountToken creates a ServiceAccount in ns, granted nothing, and returns a token of it.
-func serviceAccountToken(t *testing.T, ns, name string) string {
-	t.Helper()
-	ctx := framework.Context(t, 30*time.Second)
-	cs := kubernetes.NewForConfigOrDie(env.Config)
-	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr.Status.Token
 }
 
 // callPath is call with a path of the caller's choosing.

@@ -89,6 +89,10 @@ const (
 	// SuspendReasonIdle may be woken by traffic through the router. A manual suspension carries
 	// none, and the annotation is removed whenever the Sandbox runs again.
 	SuspendReasonAnnotation = "paddock.dev/suspend-reason"
+	// WokenAtAnnotation is when a router resumed the Sandbox for a request (RFC 3339), written in
+	// the resume patch itself. Until the Sandbox is Ready again, every router replica holds its
+	// requests for the rest of its wake timeout instead of answering "not ready".
+	WokenAtAnnotation = "paddock.dev/woken-at"
 )
 
 // Values of SuspendReasonAnnotation.

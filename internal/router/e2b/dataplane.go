@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strconv"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -14,6 +15,7 @@ import (
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/router/headers"
 	"github.com/paddock-dev/paddock/internal/router/resolve"
+	"github.com/paddock-dev/paddock/internal/router/wake"
 )
 
 // dataProxy proxies E2B data-plane requests to the sandbox they name.
@@ -104,7 +106,8 @@ func (p *dataProxy) serve(w *refusalCounter, r *http.Request) {
 	// under way (Running, not Ready yet) joins it instead of getting 503.
 	waking := p.f.cfg.Waker != nil && p.f.cfg.Waker.Waking(target)
 	ep, rerr := resolve.FromSandbox(sb, target, p.f.cfg.Policy)
-	if rerr != nil && (rerr.Reason == resolve.ReasonSuspended || rerr.Reason == resolve.ReasonNotReady && waking) {
+	if rerr != nil && (rerr.Reason == resolve.ReasonSuspended || rerr.Reason == resolve.ReasonNotReady &&
+		(waking || p.f.cfg.Waker != nil && wake.Resuming(sb, time.Now(), p.f.cfg.Waker.Timeout()))) {
 		// The token proved the caller may reach this sandbox: only now may it wake.
 		ep, rerr = p.f.wake(r.Context(), t.ID, target)
 	}

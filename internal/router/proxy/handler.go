@@ -146,9 +146,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *requestState
 	// it then returns at once.
 	waking := h.cfg.Waker != nil && h.cfg.Waker.Waking(t)
 	ep, rerr := h.cfg.Resolver.Resolve(r.Context(), t)
-	if rerr != nil && h.cfg.Waker != nil && (rerr.Reason == resolve.ReasonSuspended || rerr.Reason == resolve.ReasonNotReady && waking) {
+	if rerr != nil && h.cfg.Waker != nil && (rerr.Reason == resolve.ReasonSuspended ||
+		rerr.Reason == resolve.ReasonNotReady && (waking || h.cfg.Waker.ResumedElsewhere(r.Context(), t))) {
 		// Authorized already: a request that may not reach the sandbox never wakes it. One that
-		// arrives while this router's resume is under way (Running, not Ready yet) joins it.
+		// arrives while a resume is under way (Running, not Ready yet), this router's or another
+		// replica's, waits for it.
 		ep, rerr = h.wake(r.Context(), t, rerr)
 	}
 	if rerr != nil {

@@ -83,7 +83,7 @@ func (c *Cache) Sandbox(ctx context.Context, namespace, name string) (*agentsv1b
 // trimSandbox drops what routing never reads (the pod template can be large, and managed fields
 // are larger still) so a router watching thousands of Sandboxes stays small. Of the spec only the
 // containers' ports and the operating mode stay: they bound the ports the router dials and say
-// whether to wake it; of the annotations only the two that waking and activity reports read.
+// whether to wake it; of the annotations only the three that waking and activity reports read.
 func trimSandbox(obj any) (any, error) {
 	sb, ok := obj.(*agentsv1beta1.Sandbox)
 	if !ok {
@@ -91,7 +91,7 @@ func trimSandbox(obj any) (any, error) {
 	}
 	sb.ManagedFields = nil
 	var kept map[string]string
-	for _, k := range []string{agentsv1beta1.SuspendReasonAnnotation, agentsv1beta1.LastActivityAnnotation} {
+	for _, k := range []string{agentsv1beta1.SuspendReasonAnnotation, agentsv1beta1.LastActivityAnnotation, agentsv1beta1.WokenAtAnnotation} {
 		if v, ok := sb.Annotations[k]; ok {
 			if kept == nil {
 				kept = map[string]string{}

@@ -135,7 +135,7 @@ func (w *Waker) resume(ctx context.Context, t headers.Target) error {
 		if !Wakeable(sb) {
 			return ErrNotWakeable
 		}
-		if err := w.patcher.JSONPatch(ctx, t.Namespace, t.Name, resumePatch); err != nil {
+		if err := w.patcher.JSONPatch(ctx, t.Namespace, t.Name, resumePatch(time.Now())); err != nil {
 			// A failed test op means the Sandbox changed under us (another replica woke it, or a
 			// user suspended it by hand); the wait below tells which.
 			if !apierrors.IsInvalid(err) && !apierrors.IsConflict(err) && !isUnprocessable(err) {
@@ -203,13 +203,35 @@ func isUnprocessable(err error) bool {
 
 // resumePatch resumes a Sandbox only while it is still suspended for being idle with wake
 // allowed; the test operations make the API server refuse it otherwise. It removes the reason,
-// so that a later manual suspension is never mistaken for an idle one.
-var resumePatch = mustJSON([]map[string]any{
-	{"op": "test", "path": "/spec/operatingMode", "value": agentsv1beta1.SandboxOperatingModeSuspended},
-	{"op": "test", "path": annotationPath(agentsv1beta1.SuspendReasonAnnotation), "value": agentsv1beta1.SuspendReasonIdle},
-	{"op": "replace", "path": "/spec/operatingMode", "value": agentsv1beta1.SandboxOperatingModeRunning},
-	{"op": "remove", "path": annotationPath(agentsv1beta1.SuspendReasonAnnotation)},
-})
+// so that a later manual suspension is never mistaken for an idle one, and stamps the wake's
+// time, so that the other router replicas hold requests too until the Sandbox is Ready.
+func resumePatch(now time.Time) []byte {
+	return mustJSON([]map[string]any{
+		{"op": "test", "path": "/spec/operatingMode", "value": agentsv1beta1.SandboxOperatingModeSuspended},
+		{"op": "test", "path": annotationPath(agentsv1beta1.SuspendReasonAnnotation), "value": agentsv1beta1.SuspendReasonIdle},
+		{"op": "replace", "path": "/spec/operatingMode", "value": agentsv1beta1.SandboxOperatingModeRunning},
+		{"op": "remove", "path": annotationPath(agentsv1beta1.SuspendReasonAnnotation)},
+		{"op": "add", "path": annotationPath(agentsv1beta1.WokenAtAnnotation), "value": now.UTC().Format(time.RFC3339)},
+	})
+}
+
+// Resuming reports whether sb is coming back from a wake that some router (this one or another
+// replica) made less than within ago: Running, stamped paddock.dev/woken-at since. A request that
+// finds such a Sandbox not Ready is held like the first one.
+func Resuming(sb *agentsv1beta1.Sandbox, now time.Time, within time.Duration) bool {
+	if sb == nil || sb.Spec.OperatingMode == agentsv1beta1.SandboxOperatingModeSuspended {
+		return false
+	}
+	at, err := time.Parse(time.RFC3339, sb.Annotations[agentsv1beta1.WokenAtAnnotation])
+	return err == nil && now.Sub(at) < within
+}
+
+// ResumedElsewhere reports whether the cached Sandbox t names is Resuming within this router's
+// wake timeout: a resume another replica made, which this one should wait out, not refuse.
+func (w *Waker) ResumedElsewhere(ctx context.Context, t headers.Target) bool {
+	sb, err := w.lookup.Sandbox(ctx, t.Namespace, t.Name)
+	return err == nil && Resuming(sb, time.Now(), w.timeout)
+}
 
 // annotationPath is the JSON pointer (RFC 6901) of an annotation key.
 func annotationPath(key string) string {

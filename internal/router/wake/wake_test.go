@@ -108,3 +108,31 @@ func TestAnnotationPathEscapes(t *testing.T) {
 		t.Errorf("annotationPath = %q, want %q", got, want)
 	}
 }
+
+func TestResuming(t *testing.T) {
+	now := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	sandbox := func(mode agentsv1beta1.SandboxOperatingMode, wokenAt string) *agentsv1beta1.Sandbox {
+		sb := &agentsv1beta1.Sandbox{Spec: agentsv1beta1.SandboxSpec{OperatingMode: mode}}
+		if wokenAt != "" {
+			sb.Annotations = map[string]string{agentsv1beta1.WokenAtAnnotation: wokenAt}
+		}
+		return sb
+	}
+	running, suspended := agentsv1beta1.SandboxOperatingModeRunning, agentsv1beta1.SandboxOperatingModeSuspended
+	for _, tc := range []struct {
+		name string
+		sb   *agentsv1beta1.Sandbox
+		want bool
+	}{
+		{"woken 10s ago", sandbox(running, "2026-12-02T02:59:50Z"), true},
+		{"woken before the timeout", sandbox(running, "2026-12-02T02:58:00Z"), false},
+		{"never woken", sandbox(running, ""), false},
+		{"suspended again since", sandbox(suspended, "2026-12-02T02:59:50Z"), false},
+		{"unreadable stamp", sandbox(running, "soon"), false},
+		{"no sandbox", nil, false},
+	} {
+		if got := Resuming(tc.sb, now, time.Minute); got != tc.want {
+			t.Errorf("%s: Resuming = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -19,6 +19,8 @@ import (
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/internal/router"
 	"github.com/paddock-dev/paddock/internal/router/authz"
+	"github.com/paddock-dev/paddock/internal/router/headers"
+	"github.com/paddock-dev/paddock/internal/router/wake"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
 )
@@ -123,6 +125,9 @@ func TestWakeOnRequestHoldsConcurrentRequestsBehindOneResume(t *testing.T) {
 	}
 	if _, marked := got.Annotations[agentsv1beta1.SuspendReasonAnnotation]; marked || got.Spec.OperatingMode != agentsv1beta1.SandboxOperatingModeRunning {
 		t.Errorf("after the wake: operatingMode %q, annotations %v; want Running without a suspend reason", got.Spec.OperatingMode, got.Annotations)
+	}
+	if !wake.Resuming(got, time.Now(), time.Minute) {
+		t.Errorf("after the wake: annotations %v; want %s stamped by the resume, for the other replicas", got.Annotations, agentsv1beta1.WokenAtAnnotation)
 	}
 }
 
@@ -230,4 +235,51 @@ func TestWakeOnRequestOff(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A request reaching a replica that did not make the resume, while the Sandbox another replica
+// woke is Running but not Ready yet, is held until it is Ready; one to a Sandbox that is merely
+// not Ready (no recent wake) is still refused at once.
+func TestWakeHoldsRequestsAtAnotherReplica(t *testing.T) {
+	ns := env.Namespace(t)
+	var served atomic.Int64
+	port := upstreams(t, map[string]http.Handler{"127.0.0.2": echo(&served)})
+	// What another replica's resume patch leaves: Running, the wake's time, not Ready yet.
+	woken := createSandbox(t, builder.MakeSandbox("woken", ns).Port("http", int32(port)).Running().NotReadyStatus().
+		Annotation(agentsv1beta1.WokenAtAnnotation, time.Now().UTC().Format(time.RFC3339)))
+	starting := createSandbox(t, builder.MakeSandbox("starting", ns).Port("http", int32(port)).Running().NotReadyStatus().
+		Annotation(agentsv1beta1.WokenAtAnnotation, time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)))
+	rr := startRouter(t, func(c *router.Config) { c.WakeOnRequest, c.WakeTimeout = true, time.Minute })
+
+	if resp, body := post(t, rr, ns, starting.Name, port, "x"); resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a Sandbox not Ready, woken an hour ago: %v %q, want 503 at once", resp, body)
+	}
+	answered := make(chan string, 1)
+	go func() {
+		resp, body := post(t, rr, ns, woken.Name, port, "held")
+		if resp == nil || resp.StatusCode != http.StatusOK {
+			body = fmt.Sprintf("%v %q", resp, body)
+		}
+		answered <- body
+	}()
+	// The request is held once this router waits on the resume itself.
+	target := headers.Target{Namespace: ns, Name: woken.Name, Port: port}
+	framework.Eventually(t, func(context.Context) error {
+		select {
+		case got := <-answered:
+			t.Fatalf("answered %s before the Sandbox was Ready; want it held", got)
+		default:
+		}
+		if !rr.Waker().Waking(target) {
+			return fmt.Errorf("the request is not held yet")
+		}
+		return nil
+	})
+	playController(t, woken, "127.0.0.2")
+	if got := <-answered; got != "held" {
+		t.Errorf("held request: %s, want 200 with its body", got)
+	}
+	if n := metricValue(t, rr, "sandbox_router_wake_resumes_total"); n != 0 {
+		t.Errorf("sandbox_router_wake_resumes_total = %v, want 0: the other replica resumed it", n)
+	}
 }

@@ -123,6 +123,9 @@ func (p *dataProxy) serve(w *refusalCounter, r *http.Request) {
 		p.f.cfg.Activity.Seen(sb.Namespace, sb.Name)
 	}
 	w.upstream = true
+	// As the router's proxy does (proxy.fullDuplex): the server must not close the request body
+	// under the transport when the daemon's answer starts, or the stream is cut.
+	_ = http.NewResponseController(w.ResponseWriter).EnableFullDuplex()
 	p.rp.ServeHTTP(w.ResponseWriter, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, ep)))
 }
 

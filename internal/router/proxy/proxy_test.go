@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -331,5 +332,50 @@ func TestRetriable(t *testing.T) {
 		if got := Retriable(req, tc.err); got != tc.want {
 			t.Errorf("Retriable(%s, body=%v, %v) = %v, want %v", tc.method, tc.body != nil, tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestStreamsAreFullDuplex: the upstream starts its answer before it reads the request body,
+// and the client sends the body only once it has the answer's headers, as a bidirectional stream
+// does. Without full duplex the router's HTTP/1 server would consume and close the body at the
+// first response write (here: wait for a body the client holds back, a deadlock), and in the
+// ordinary case close it under the transport, which then cuts the upstream stream.
+func TestStreamsAreFullDuplex(t *testing.T) {
+	port := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		w.WriteHeader(http.StatusOK)
+		_ = http.NewResponseController(w).Flush()
+		line, err := bufio.NewReader(r.Body).ReadString('\n')
+		if err != nil {
+			t.Errorf("upstream reading the body after its headers: %v", err)
+		}
+		_, _ = io.WriteString(w, "echo "+line)
+	})
+	f := newFixture(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // bounds a deadlock
+	defer cancel()
+	body, send := io.Pipe()
+	// The client's transport returns only once the body it is sending ends: end it with the wait.
+	stop := context.AfterFunc(ctx, func() { _ = send.CloseWithError(ctx.Err()) })
+	defer stop()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.router.URL+"/stream", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Sandbox-ID", "sb")
+	req.Header.Set("X-Sandbox-Port", port)
+	req.Header.Set("X-Sandbox-Pod-IP", "127.0.0.1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("no response headers before the body was sent: %v", err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.WriteString(send, "ping\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = send.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || string(got) != "echo ping\n" {
+		t.Errorf("streamed answer %q, %v; want %q", got, err, "echo ping\n")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/router/headers"
+	"github.com/paddock-dev/paddock/internal/router/proxy"
 	"github.com/paddock-dev/paddock/internal/router/resolve"
 	"github.com/paddock-dev/paddock/internal/router/wake"
 )
@@ -123,9 +124,7 @@ func (p *dataProxy) serve(w *refusalCounter, r *http.Request) {
 		p.f.cfg.Activity.Seen(sb.Namespace, sb.Name)
 	}
 	w.upstream = true
-	// As the router's proxy does (proxy.fullDuplex): the server must not close the request body
-	// under the transport when the daemon's answer starts, or the stream is cut.
-	_ = http.NewResponseController(w.ResponseWriter).EnableFullDuplex()
+	proxy.FullDuplex(w.ResponseWriter)
 	p.rp.ServeHTTP(w.ResponseWriter, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, ep)))
 }
 

@@ -205,17 +205,18 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *requestState
 		defer cancel()
 		r = r.WithContext(ctx)
 	}
-	fullDuplex(w)
+	FullDuplex(w)
 	h.rp.ServeHTTP(w, r)
 }
 
-// fullDuplex lets the upstream request keep reading the client's body after the response has
+// FullDuplex lets the upstream request keep reading the client's body after the response has
 // started. Without it Go's HTTP/1 server, on the first response write, consumes and closes the
 // request body; the transport, still reading it for its end-of-body check, then fails its write
 // and closes the upstream connection, cutting the response stream (a Connect stream ends
 // "terminated" or "incomplete envelope" in the SDK). Streams where the client keeps sending after
-// the answer began need it too. A writer that cannot (HTTP/2) is full duplex already.
-func fullDuplex(w http.ResponseWriter) {
+// the answer began need it too. A writer that cannot (HTTP/2) is full duplex already. Every
+// reverse proxy of the router calls it before forwarding.
+func FullDuplex(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).EnableFullDuplex()
 }
 

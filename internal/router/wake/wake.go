@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/internal/activity"
 	"github.com/paddock-dev/paddock/internal/router/headers"
 	"github.com/paddock-dev/paddock/internal/router/resolve"
 )
@@ -211,7 +212,7 @@ func resumePatch(now time.Time) []byte {
 		{"op": "test", "path": annotationPath(agentsv1beta1.SuspendReasonAnnotation), "value": agentsv1beta1.SuspendReasonIdle},
 		{"op": "replace", "path": "/spec/operatingMode", "value": agentsv1beta1.SandboxOperatingModeRunning},
 		{"op": "remove", "path": annotationPath(agentsv1beta1.SuspendReasonAnnotation)},
-		{"op": "add", "path": annotationPath(agentsv1beta1.WokenAtAnnotation), "value": now.UTC().Format(time.RFC3339)},
+		{"op": "add", "path": annotationPath(agentsv1beta1.WokenAtAnnotation), "value": activity.Format(now)},
 	})
 }
 
@@ -222,8 +223,8 @@ func Resuming(sb *agentsv1beta1.Sandbox, now time.Time, within time.Duration) bo
 	if sb == nil || sb.Spec.OperatingMode == agentsv1beta1.SandboxOperatingModeSuspended {
 		return false
 	}
-	at, err := time.Parse(time.RFC3339, sb.Annotations[agentsv1beta1.WokenAtAnnotation])
-	return err == nil && now.Sub(at) < within
+	at, ok := activity.Parse(sb.Annotations[agentsv1beta1.WokenAtAnnotation])
+	return ok && now.Sub(at) < within
 }
 
 // ResumedElsewhere reports whether the cached Sandbox t names is Resuming within this router's

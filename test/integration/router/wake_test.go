@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/internal/activity"
 	"github.com/paddock-dev/paddock/internal/router"
 	"github.com/paddock-dev/paddock/internal/router/authz"
 	"github.com/paddock-dev/paddock/internal/router/headers"
@@ -246,9 +247,9 @@ func TestWakeHoldsRequestsAtAnotherReplica(t *testing.T) {
 	port := upstreams(t, map[string]http.Handler{"127.0.0.2": echo(&served)})
 	// What another replica's resume patch leaves: Running, the wake's time, not Ready yet.
 	woken := createSandbox(t, builder.MakeSandbox("woken", ns).Port("http", int32(port)).Running().NotReadyStatus().
-		Annotation(agentsv1beta1.WokenAtAnnotation, time.Now().UTC().Format(time.RFC3339)))
+		Annotation(agentsv1beta1.WokenAtAnnotation, activity.Format(time.Now())))
 	starting := createSandbox(t, builder.MakeSandbox("starting", ns).Port("http", int32(port)).Running().NotReadyStatus().
-		Annotation(agentsv1beta1.WokenAtAnnotation, time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)))
+		Annotation(agentsv1beta1.WokenAtAnnotation, activity.Format(time.Now().Add(-time.Hour))))
 	rr := startRouter(t, func(c *router.Config) { c.WakeOnRequest, c.WakeTimeout = true, time.Minute })
 
 	if resp, body := post(t, rr, ns, starting.Name, port, "x"); resp == nil || resp.StatusCode != http.StatusServiceUnavailable {

@@ -139,14 +139,7 @@ func (g *Globals) routerToken(cfg *rest.Config, getenv func(string) string) (str
 		return "", nil
 	}
 	if g.RouterTokenFile != "" {
-		b, err := os.ReadFile(g.RouterTokenFile)
-		if err != nil {
-			return "", fmt.Errorf("--router-token-file: %w", err)
-		}
-		if tok := strings.TrimSpace(string(b)); tok != "" {
-			return tok, nil
-		}
-		return "", fmt.Errorf("--router-token-file %q is empty: write the bearer token into it, e.g. kubectl create token NAME > FILE", g.RouterTokenFile)
+		return readTokenFile("--router-token-file", g.RouterTokenFile, "write the bearer token into it, e.g. kubectl create token NAME > FILE")
 	}
 	if tok := strings.TrimSpace(getenv(RouterTokenEnv)); tok != "" {
 		return tok, nil
@@ -162,6 +155,19 @@ func (g *Globals) routerToken(cfg *rest.Config, getenv func(string) string) (str
 		return strings.TrimSpace(string(b)), nil
 	}
 	return "", nil
+}
+
+// readTokenFile reads a bearer token from the file a flag names, without surrounding whitespace;
+// an unreadable or empty file is an error naming the flag, with fill saying how to fill it.
+func readTokenFile(flag, path, fill string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s %q: %w", flag, path, err)
+	}
+	if tok := strings.TrimSpace(string(b)); tok != "" {
+		return tok, nil
+	}
+	return "", fmt.Errorf("%s %q is empty: %s", flag, path, fill)
 }
 
 func newSession(cfg *rest.Config, namespace string, opts sdk.Options) (*session, error) {

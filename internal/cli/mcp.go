@@ -73,12 +73,9 @@ func (o *MCPOptions) Validate(getenv func(string) string) (string, error) {
 	}
 	token := strings.TrimSpace(getenv(MCPTokenEnv))
 	if o.TokenFile != "" {
-		b, err := os.ReadFile(o.TokenFile)
-		if err != nil {
-			return "", fmt.Errorf("--token-file %q: %w", o.TokenFile, err)
-		}
-		if token = strings.TrimSpace(string(b)); token == "" {
-			return "", fmt.Errorf("--token-file %q is empty: write a random token into it (e.g. openssl rand -hex 32)", o.TokenFile)
+		var err error
+		if token, err = readTokenFile("--token-file", o.TokenFile, "write a random token into it (e.g. openssl rand -hex 32)"); err != nil {
+			return "", err
 		}
 	}
 	switch {

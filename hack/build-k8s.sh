@@ -44,10 +44,20 @@ build() { # build NAME MODULE_DIR PACKAGE [LDFLAGS]
   if [[ -x "$dir/$name" ]]; then
     return
   fi
-  echo "build-k8s: building $name into $dir (first build on this machine takes minutes)" >&2
-  # -trimpath and no VCS stamping keep the binary independent of where the tree is cloned.
-  (cd "$moddir" && CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$dir/.$name.tmp" "$pkg")
-  mv "$dir/.$name.tmp" "$dir/$name"
+  # Several builds (make targets, tests, developers' worktrees) may ask for the same binary at
+  # once: the first builds it under a lock, the others wait for it instead of racing on one file.
+  exec {lock}>"$dir/.$name.lock"
+  if ! flock -n "$lock"; then
+    echo "build-k8s: waiting for another build of $name into $dir" >&2
+    flock "$lock"
+  fi
+  if [[ ! -x "$dir/$name" ]]; then
+    echo "build-k8s: building $name into $dir (first build on this machine takes minutes)" >&2
+    # -trimpath and no VCS stamping keep the binary independent of where the tree is cloned.
+    (cd "$moddir" && CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$dir/.$name.tmp" "$pkg")
+    mv "$dir/.$name.tmp" "$dir/$name"
+  fi
+  exec {lock}>&-
 }
 
 targets=("$@")

@@ -32,6 +32,10 @@ const (
 // RESTPort is sandboxd's REST API port (claim settings, /v1/...).
 const RESTPort = 8080
 
+// ClaimSettingsPath is where the claim controller binds sandboxd to a claim (PUT) and asks what
+// it is bound to (GET), with the control token (docs/design/sandboxd-claim-settings.md).
+const ClaimSettingsPath = "/v1/claim-settings"
+
 // EnvdPort is the port E2B's SDKs call a sandbox's daemon on (envd's fixed port).
 const EnvdPort = 49983
 

@@ -18,6 +18,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
+	"github.com/paddock-dev/paddock/internal/sandboxdclient"
 	"github.com/paddock-dev/paddock/internal/version"
 )
 
@@ -42,7 +43,7 @@ func SetupControllers(ctx context.Context, mgr ctrl.Manager, o *Options, tp trac
 	}
 	if o.IdleController {
 		r := idle.New(mgr.GetClient(), mgr.GetEventRecorder(idle.ControllerName),
-			idle.WithActivitySource(&idle.SandboxdSource{Key: key}), idle.WithExtensions(o.Extensions))
+			idle.WithActivitySource(sandboxdclient.New(sandboxdclient.Options{Key: key})), idle.WithExtensions(o.Extensions))
 		if err := r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the idle controller: %w", err)
 		}

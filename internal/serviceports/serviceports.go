@@ -1,5 +1,6 @@
-// Package serviceports derives the ports of a Sandbox's headless Service from its pod spec. It is
-// pure: no client, no context, no logging.
+// Package serviceports reads the ports a Sandbox's pod spec declares, those of its containers and
+// of its sidecars (restartable init containers): the ports of its headless Service, and whether
+// a port is served at all. It is pure: no client, no context, no logging.
 package serviceports
 
 import (
@@ -60,6 +61,17 @@ func Derive(spec *corev1.PodSpec) []corev1.ServicePort {
 		ports[i].TargetPort = intstr.FromInt32(key.port)
 	}
 	return ports
+}
+
+// DeclaresTCP reports whether a container of spec, or one of its sidecars, declares port as a TCP
+// containerPort. The router and the controllers reach a Sandbox only on such ports.
+func DeclaresTCP(spec *corev1.PodSpec, port int) bool {
+	for _, p := range declaredPorts(spec) {
+		if int(p.ContainerPort) == port && cmp.Or(p.Protocol, corev1.ProtocolTCP) == corev1.ProtocolTCP {
+			return true
+		}
+	}
+	return false
 }
 
 // declaredPorts lists the non-zero container ports of the regular containers and of the init

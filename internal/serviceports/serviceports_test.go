@@ -91,3 +91,32 @@ func TestDerive(t *testing.T) {
 		})
 	}
 }
+
+func TestDeclaresTCP(t *testing.T) {
+	always := ptr.To(corev1.ContainerRestartPolicyAlways)
+	spec := corev1.PodSpec{
+		InitContainers: []corev1.Container{
+			{Name: "setup", Ports: []corev1.ContainerPort{{ContainerPort: 1111}}},
+			{Name: "sandboxd", RestartPolicy: always, Ports: []corev1.ContainerPort{{ContainerPort: 8080}}},
+		},
+		Containers: []corev1.Container{container(
+			corev1.ContainerPort{ContainerPort: 80, Protocol: corev1.ProtocolTCP},
+			corev1.ContainerPort{ContainerPort: 53, Protocol: corev1.ProtocolUDP},
+		)},
+	}
+	tests := []struct {
+		port int
+		want bool
+	}{
+		{port: 80, want: true},
+		{port: 8080, want: true}, // a sidecar's port
+		{port: 1111},             // an init container that ends before the Pod serves
+		{port: 53},               // UDP only
+		{port: 9999},
+	}
+	for _, tt := range tests {
+		if got := DeclaresTCP(&spec, tt.port); got != tt.want {
+			t.Errorf("DeclaresTCP(%d) = %v, want %v", tt.port, got, tt.want)
+		}
+	}
+}

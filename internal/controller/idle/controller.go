@@ -35,9 +35,9 @@ const (
 	EventIdle = agentsv1beta1.SandboxReasonIdle
 )
 
-// ActivitySource asks a Sandbox's daemon for its activity. It returns nil and no error for a
-// Sandbox that runs no daemon to ask; an error means the daemon could not tell, and the
-// controller then does not suspend.
+// ActivitySource asks a Sandbox's daemon for its activity (sandboxdclient.Client). It returns nil
+// and no error for a Sandbox that runs no daemon to ask; an error means the daemon could not
+// tell, and the controller then does not suspend.
 type ActivitySource interface {
 	Activity(ctx context.Context, sb *agentsv1beta1.Sandbox) (*sandboxd.Activity, error)
 }

@@ -16,5 +16,6 @@
 //     The Sandbox controller then reports Suspended=True with reason Idle.
 //   - When a suspended-for-idle Sandbox runs again (woken by the router or resumed by hand),
 //     the suspend reason is removed, so a later manual suspension is never woken by traffic.
-//   - The clock is injected (WithClock); the activity source too (WithActivitySource).
+//   - The clock is injected (WithClock); the activity source too (WithActivitySource): the
+//     manager passes internal/sandboxdclient, which answers for a Sandbox running no daemon.
 package idle

@@ -119,7 +119,7 @@ func (r *Reconciler) adopt(ctx context.Context, claim *extensionsv1beta1.Sandbox
 	err := r.client.Patch(ctx, sb, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	switch {
 	case err == nil:
-		r.bindings.Store(claim.UID, binding{name: sb.Name, adopted: sb.DeepCopy(), before: orig.ResourceVersion})
+		r.memory.of(claim.UID).binding = &binding{name: sb.Name, adopted: sb.DeepCopy(), before: orig.ResourceVersion}
 		ctrl.LoggerFrom(ctx).V(2).Info("Adopted warm Sandbox", "claim", klog.KObj(claim), "sandbox", sb.Name)
 		return true, nil
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
@@ -128,7 +128,7 @@ func (r *Reconciler) adopt(ctx context.Context, claim *extensionsv1beta1.Sandbox
 	default:
 		// The patch may have been applied with the answer lost: until the API server is asked,
 		// the claim must not take another member.
-		r.bindings.Store(claim.UID, binding{name: bindingUnknown})
+		r.memory.of(claim.UID).binding = &binding{name: bindingUnknown}
 		return false, fmt.Errorf("adopting warm Sandbox %q: %w", sb.Name, err)
 	}
 }

@@ -67,7 +67,7 @@ func (r *Reconciler) findBound(ctx context.Context, claim *extensionsv1beta1.San
 		return nil, fmt.Errorf("listing Sandboxes of claim %q: %w", claim.Name, err)
 	}
 	if sb := controlledOne(list.Items, claim); sb != nil {
-		r.bindings.Delete(claim.UID) // the cache shows the binding now
+		r.memory.of(claim.UID).binding = nil // the cache shows the binding now
 		return sb, nil
 	}
 	if sb, err := r.legacyAssignment(ctx, claim); err != nil || sb != nil {
@@ -123,11 +123,11 @@ type binding struct {
 // the API server. An adoption whose outcome was lost is resolved by listing the claim's label
 // there.
 func (r *Reconciler) recentBinding(ctx context.Context, claim *extensionsv1beta1.SandboxClaim) (*agentsv1beta1.Sandbox, error) {
-	v, ok := r.bindings.Load(claim.UID)
-	if !ok {
+	mem := r.memory.of(claim.UID)
+	b := mem.binding
+	if b == nil {
 		return nil, nil
 	}
-	b := v.(binding)
 	if sb := r.unseenAdoption(ctx, claim.Namespace, b); sb != nil {
 		return sb, nil
 	}
@@ -141,7 +141,7 @@ func (r *Reconciler) recentBinding(ctx context.Context, claim *extensionsv1beta1
 		case err != nil && !apierrors.IsNotFound(err):
 			return nil, fmt.Errorf("reading Sandbox %q bound to claim %q: %w", name, claim.Name, err)
 		}
-		r.bindings.Delete(claim.UID)
+		mem.binding = nil
 		return nil, nil
 	}
 	var list agentsv1beta1.SandboxList
@@ -149,9 +149,9 @@ func (r *Reconciler) recentBinding(ctx context.Context, claim *extensionsv1beta1
 		client.MatchingLabels{agentsv1beta1.ClaimUIDLabel: string(claim.UID)}); err != nil {
 		return nil, fmt.Errorf("listing Sandboxes of claim %q from the API server: %w", claim.Name, err)
 	}
-	r.bindings.Delete(claim.UID)
+	mem.binding = nil
 	if sb := controlledOne(list.Items, claim); sb != nil {
-		r.bindings.Store(claim.UID, binding{name: sb.Name})
+		mem.binding = &binding{name: sb.Name}
 		return sb, nil
 	}
 	return nil, nil
@@ -162,7 +162,7 @@ func (r *Reconciler) recentBinding(ctx context.Context, claim *extensionsv1beta1
 // happened since, so asking the API server would tell this pass nothing it needs. A cache that
 // shows any other version (or none) has seen something this process did not do; then it returns
 // nil and the caller asks the API server.
-func (r *Reconciler) unseenAdoption(ctx context.Context, namespace string, b binding) *agentsv1beta1.Sandbox {
+func (r *Reconciler) unseenAdoption(ctx context.Context, namespace string, b *binding) *agentsv1beta1.Sandbox {
 	if b.adopted == nil {
 		return nil
 	}

@@ -2,10 +2,6 @@ package sandboxclaim
 
 import (
 	"errors"
-	"io"
-	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -86,46 +82,6 @@ func TestWarmSettings(t *testing.T) {
 			}
 			if diff := cmp.Diff(before, tt.tpl); diff != "" {
 				t.Errorf("template changed (-before +after):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestResponseError(t *testing.T) {
-	tests := []struct {
-		status    int
-		body      string
-		wantErr   string
-		permanent bool
-	}{
-		{status: http.StatusOK, body: `{"claimUID":"u"}`},
-		{status: http.StatusConflict, body: `{"message":"sandbox already serves another claim"}`, wantErr: "409 Conflict: {\"message\":\"sandbox already serves another claim\"}", permanent: true},
-		{status: http.StatusUnauthorized, body: "wrong token", wantErr: "401 Unauthorized: wrong token", permanent: true},
-		{status: http.StatusForbidden, body: "disabled", wantErr: "403 Forbidden: disabled", permanent: true},
-		{status: http.StatusBadRequest, body: "env[0].name", wantErr: "400 Bad Request: env[0].name", permanent: true},
-		{status: http.StatusServiceUnavailable, body: "shutting down\n", wantErr: "503 Service Unavailable: shutting down"},
-		{status: http.StatusInternalServerError, body: "", wantErr: "500 Internal Server Error: "},
-	}
-	for _, tt := range tests {
-		t.Run(http.StatusText(tt.status), func(t *testing.T) {
-			resp := &http.Response{StatusCode: tt.status, Status: strconv.Itoa(tt.status) + " " + http.StatusText(tt.status),
-				Body: io.NopCloser(strings.NewReader(tt.body))}
-			err := responseError(resp)
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("responseError = %v, want nil", err)
-				}
-				return
-			}
-			if err == nil || !strings.HasSuffix(err.Error(), tt.wantErr) {
-				t.Fatalf("responseError = %v, want one ending %q", err, tt.wantErr)
-			}
-			var perm *permanentError
-			if got := errors.As(err, &perm); got != tt.permanent {
-				t.Errorf("permanent = %v, want %v", got, tt.permanent)
-			}
-			if got, want := errors.Is(err, errBoundElsewhere), tt.status == http.StatusConflict; got != want {
-				t.Errorf("bound elsewhere = %v, want %v (a 409 marks a tampered member)", got, want)
 			}
 		})
 	}

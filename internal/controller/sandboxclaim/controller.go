@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -22,6 +23,7 @@ import (
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/kube"
+	"github.com/paddock-dev/paddock/internal/sandboxdclient"
 	"github.com/paddock-dev/paddock/internal/warmqueue"
 )
 
@@ -51,7 +53,7 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// ObservabilityAnnotations writes the claim annotations agents.x-k8s.io/sandbox-name and
 	// agents.x-k8s.io/controller-first-observed-at once the claim is Ready, in a patch of their
-	// own (observability.go); off by default, since it is one more write per claim.
+	// own (record.go); off by default, since it is one more write per claim.
 	ObservabilityAnnotations bool
 }
 
@@ -80,17 +82,49 @@ type Reconciler struct {
 	queue    *warmqueue.Queues
 	opts     Options
 
-	// firstSeen is when this process first saw each claim (by UID), for the latency metrics.
-	firstSeen sync.Map
-	// bindings remembers, by claim UID, the binding (a binding) this process made until the
-	// cache shows it.
-	bindings sync.Map
-	// lastWrite remembers, by claim UID, the last status this process wrote, so that a pass on a
-	// cache that has not caught up with it does not write the same status again.
-	lastWrite sync.Map
-	// settings is the claim-settings state (claimsettings.go).
-	settings *settingsDelivery
+	// sandboxd binds warm sandboxd members to their claims (claimsettings.go).
+	sandboxd *sandboxdclient.Client
+	// memory is what this process remembers of each claim between passes.
+	memory memories
 }
+
+// claimMemory is what this process knows of one claim that its cache may not show yet, or never
+// holds. Only the pass holding the claim's key touches it (controller-runtime runs one pass per
+// key at a time); forget drops it when the claim goes.
+type claimMemory struct {
+	// firstSeen is when this process first saw the claim, for the latency metrics and the
+	// first-observed annotation.
+	firstSeen time.Time
+	// binding is a binding this process made, until the cache shows it (bind.go).
+	binding *binding
+	// lastWrite is the last status this process wrote, so that a pass on a cache that has not
+	// caught up with it does not write the same status again.
+	lastWrite *statusWrite
+	// failingSince is when the current run of failed claim-settings deliveries began; zero when
+	// the last one did not fail (claimsettings.go).
+	failingSince time.Time
+	// delivered marks a claim whose settings sandboxd has, so that a pass on a cache without the
+	// SettingsDelivered condition does not send them again.
+	delivered bool
+	// fellBack is the SettingsFailed condition of a claim that gave up on its warm Sandbox, so
+	// that a pass on a cache without it neither tries warm again nor drops it.
+	fellBack *metav1.Condition
+}
+
+// memories holds each claim's memory by UID.
+type memories struct{ byUID sync.Map }
+
+// of returns the claim's memory, empty the first time.
+func (m *memories) of(uid types.UID) *claimMemory {
+	if v, ok := m.byUID.Load(uid); ok {
+		return v.(*claimMemory)
+	}
+	v, _ := m.byUID.LoadOrStore(uid, &claimMemory{})
+	return v.(*claimMemory)
+}
+
+// forget drops everything this process remembers of a claim.
+func (m *memories) forget(uid types.UID) { m.byUID.Delete(uid) }
 
 const bindingUnknown = ""
 
@@ -114,8 +148,12 @@ func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconci
 	if opts.Queue == nil {
 		opts.Queue = warmqueue.New()
 	}
+	if opts.ClaimSettings.GiveUpAfter <= 0 {
+		opts.ClaimSettings.GiveUpAfter = defaultSettingsGiveUp
+	}
 	return &Reconciler{client: c, reader: opts.APIReader, recorder: kube.Recorder(recorder), queue: opts.Queue, opts: opts,
-		settings: newSettingsDelivery(opts.ClaimSettings)}, nil
+		sandboxd: sandboxdclient.New(sandboxdclient.Options{Key: opts.CredentialsKey,
+			Address: opts.ClaimSettings.Address, HTTPClient: opts.ClaimSettings.Client})}, nil
 }
 
 // Reconcile binds a claim to a Sandbox, mirrors the Sandbox into the claim's status and enforces
@@ -127,7 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.deleteLegacyPolicy(ctx, claim)
 	if !claim.DeletionTimestamp.IsZero() {
-		r.forget(claim.UID)
+		r.memory.forget(claim.UID)
 		return ctrl.Result{}, nil
 	}
 	r.observe(claim)
@@ -145,6 +183,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: wait.retryAfter}, nil
 	}
 
+	r.recallFallback(claim)
 	original := claim.DeepCopy()
 	setStatus(claim, sb, bindErr)
 	written, err := r.writeStatus(ctx, original, claim)
@@ -191,14 +230,17 @@ func (r *Reconciler) result(ctx context.Context, claim *extensionsv1beta1.Sandbo
 }
 
 func (r *Reconciler) observe(claim *extensionsv1beta1.SandboxClaim) {
-	r.firstSeen.LoadOrStore(claim.UID, r.opts.Clock.Now())
+	if mem := r.memory.of(claim.UID); mem.firstSeen.IsZero() {
+		mem.firstSeen = r.opts.Clock.Now()
+	}
 }
 
-func (r *Reconciler) forget(uid types.UID) {
-	r.firstSeen.Delete(uid)
-	r.bindings.Delete(uid)
-	r.lastWrite.Delete(uid)
-	r.settings.forget(uid)
+// recallFallback puts back the SettingsFailed condition this process wrote when the claim as read
+// from the cache does not show it yet: the status written from this view must keep it.
+func (r *Reconciler) recallFallback(claim *extensionsv1beta1.SandboxClaim) {
+	if fellBack := r.memory.of(claim.UID).fellBack; fellBack != nil && !fallbackRecorded(claim) {
+		meta.SetStatusCondition(&claim.Status.Conditions, *fellBack)
+	}
 }
 
 // writeStatus writes the claim's status when it changed, unless this process wrote the same
@@ -209,7 +251,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, original, claim *extension
 	}
 	written, err := kube.PatchStatus(ctx, r.client, claim, original, claimStatus)
 	if written {
-		r.lastWrite.Store(claim.UID, statusWrite{before: original.ResourceVersion, status: *claim.Status.DeepCopy()})
+		r.memory.of(claim.UID).lastWrite = &statusWrite{before: original.ResourceVersion, status: *claim.Status.DeepCopy()}
 	}
 	return written, err
 }
@@ -222,12 +264,8 @@ type statusWrite struct {
 // echoOfLastWrite reports whether the pass computed, from the same stale view of the claim, the
 // status this process already wrote: the write happened, the cache just does not show it yet.
 func (r *Reconciler) echoOfLastWrite(original, claim *extensionsv1beta1.SandboxClaim) bool {
-	v, ok := r.lastWrite.Load(claim.UID)
-	if !ok {
-		return false
-	}
-	last := v.(statusWrite)
-	return last.before == original.ResourceVersion && sameStatus(last.status, claim.Status)
+	last := r.memory.of(claim.UID).lastWrite
+	return last != nil && last.before == original.ResourceVersion && sameStatus(last.status, claim.Status)
 }
 
 // sameStatus compares statuses ignoring condition transition times, which a pass on a stale

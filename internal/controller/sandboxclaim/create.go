@@ -31,7 +31,7 @@ func (r *Reconciler) createCold(ctx context.Context, claim *extensionsv1beta1.Sa
 	if err != nil {
 		return nil, false, fmt.Errorf("creating Sandbox %q from template %q: %w", sb.Name, tpl.Name, err)
 	}
-	r.bindings.Store(claim.UID, binding{name: sb.Name})
+	r.memory.of(claim.UID).binding = &binding{name: sb.Name}
 	ctrl.LoggerFrom(ctx).V(2).Info("Created cold Sandbox", "claim", klog.KObj(claim), "sandbox", sb.Name)
 	return sb, true, nil
 }
@@ -46,7 +46,7 @@ func (r *Reconciler) resolveExisting(ctx context.Context, claim *extensionsv1bet
 	case err != nil:
 		return nil, fmt.Errorf("reading Sandbox %q: %w", claim.Name, err)
 	case blueprint.ControlledBy(sb, claim):
-		r.bindings.Store(claim.UID, binding{name: sb.Name})
+		r.memory.of(claim.UID).binding = &binding{name: sb.Name}
 		return sb, nil
 	default:
 		return nil, newError(errNotControlled, "sandbox %q is not controlled by claim %q (its controller is %s). Please use a different claim name or delete the sandbox manually",

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/blueprint"
 )
 
@@ -30,28 +29,14 @@ func newError(kind error, format string, args ...any) error {
 	return &claimError{kind: kind, msg: fmt.Sprintf(format, args...)}
 }
 
-// reasonFor maps an error of a pass to the claim's Ready reason and message.
-func reasonFor(err error) (reason, message string) {
-	var settings *settingsError
-	switch {
-	case errors.As(err, &settings):
-		return settings.reason, settings.msg
-	case errors.Is(err, errWarmPoolNotFound):
-		return extensionsv1beta1.ClaimReasonWarmPoolNotFound, err.Error()
-	case errors.Is(err, errTemplateNotFound):
-		return extensionsv1beta1.ClaimReasonTemplateNotFound, err.Error()
-	case errors.Is(err, errCreatePending):
-		return extensionsv1beta1.ClaimReasonSandboxCreatePending, err.Error()
-	case errors.Is(err, blueprint.ErrInvalidMetadata):
-		return extensionsv1beta1.ClaimReasonInvalidMetadata, err.Error()
-	case errors.Is(err, blueprint.ErrEnvInjectionRejected):
-		return extensionsv1beta1.ClaimReasonEnvVarsInjectionRejected, err.Error()
-	case errors.Is(err, blueprint.ErrVolumeClaimTemplates):
-		return extensionsv1beta1.ClaimReasonVolumeClaimTemplatesError, err.Error()
-	default:
-		return extensionsv1beta1.ClaimReasonReconcilerError, fmt.Sprintf("Error seen: %v", err)
-	}
+// settingsError is a pass that could not deliver a claim's settings; reason is the claim's Ready
+// and SettingsDelivered reason.
+type settingsError struct {
+	reason string
+	msg    string
 }
+
+func (e *settingsError) Error() string { return e.msg }
 
 // suppressed errors wait for the user to change something: retrying with backoff cannot help,
 // and the claim's watch brings the next pass when they do.

@@ -34,7 +34,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// pass runs on a cache that does not show them yet (docs/design/cache-lag.md).
 		For(&extensionsv1beta1.SandboxClaim{}, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: kube.BeyondStatus,
-			DeleteFunc: func(e event.DeleteEvent) bool { r.forget(e.Object.GetUID()); return true },
+			DeleteFunc: func(e event.DeleteEvent) bool { r.memory.forget(e.Object.GetUID()); return true },
 		})).
 		Owns(&agentsv1beta1.Sandbox{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: boundSandboxChanged})).
 		// A legacy per-claim policy that appears is deleted (deleteLegacyPolicy); the informer

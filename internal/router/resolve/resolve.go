@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,6 +19,7 @@ import (
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/router/headers"
+	"github.com/paddock-dev/paddock/internal/serviceports"
 )
 
 // Source says where an endpoint came from; it is logged and bounded, so usable as a label.
@@ -142,27 +142,7 @@ func fromPodIPHeader(sb *agentsv1beta1.Sandbox, t headers.Target) (Endpoint, *Er
 // DeclaresPort reports whether a container of sb's pod template, or one of its sidecars
 // (restartable init containers), declares port as a TCP containerPort.
 func DeclaresPort(sb *agentsv1beta1.Sandbox, port int) bool {
-	spec := &sb.Spec.PodTemplate.Spec
-	declares := func(c *corev1.Container) bool {
-		for _, p := range c.Ports {
-			if int(p.ContainerPort) == port && (p.Protocol == "" || p.Protocol == corev1.ProtocolTCP) {
-				return true
-			}
-		}
-		return false
-	}
-	for i := range spec.Containers {
-		if declares(&spec.Containers[i]) {
-			return true
-		}
-	}
-	for i := range spec.InitContainers {
-		c := &spec.InitContainers[i]
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways && declares(c) {
-			return true
-		}
-	}
-	return false
+	return serviceports.DeclaresTCP(&sb.Spec.PodTemplate.Spec, port)
 }
 
 // IsUnclaimedWarmPoolMember reports whether sb still belongs to a warm pool: it carries the

@@ -127,7 +127,7 @@ func writeAuthError(w http.ResponseWriter, err error) {
 // passes Authorize. The claim-settings paths check the control token themselves.
 func (d *Daemon) requireToken(h http.Handler, open ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for _, p := range append(open, claimSettingsPath) {
+		for _, p := range append(open, sandboxd.ClaimSettingsPath) {
 			if r.URL.Path == p {
 				h.ServeHTTP(w, r)
 				return

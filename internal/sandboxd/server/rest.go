@@ -29,17 +29,14 @@ func (d *Daemon) RESTHandler() http.Handler {
 	mux.HandleFunc("DELETE /v1/files/{path...}", d.deleteFile)
 	mux.HandleFunc("GET /v1/health", d.health)
 	mux.HandleFunc("GET /v1/metadata", d.getMetadata)
-	mux.HandleFunc("PUT "+claimSettingsPath, d.putClaimSettings)
-	mux.HandleFunc("GET "+claimSettingsPath, d.getClaimSettings)
+	mux.HandleFunc("PUT "+sandboxd.ClaimSettingsPath, d.putClaimSettings)
+	mux.HandleFunc("GET "+sandboxd.ClaimSettingsPath, d.getClaimSettings)
 	mux.HandleFunc("GET "+sandboxd.ActivityPath, d.getActivity)
 	mux.HandleFunc("POST "+sandboxd.KeepalivePath, d.keepalive)
 	d.registerProcessRoutes(mux)
 	// Only authorized calls count: an unauthenticated caller cannot keep a sandbox awake.
 	return d.requireToken(d.trackActivity(mux, "/v1/health", sandboxd.ActivityPath), "/v1/health")
 }
-
-// claimSettingsPath is where the controller sends claim settings, with the control token.
-const claimSettingsPath = "/v1/claim-settings"
 
 // directoryListing is the wire type DirectoryListing.
 type directoryListing struct {

@@ -16,12 +16,22 @@ import (
 //   - a terminal error (reconcile.TerminalError: a user error that waits for the object to
 //     change) is returned alone when nothing is scheduled, which logs and counts it without a
 //     retry; when res schedules a requeue (an expiry, a grace period), the requeue must still
-//     happen, so the error is logged here and res returned.
+//     happen, so the error is logged here and res returned;
+//   - creates refused because the namespace is being deleted are not retried by backoff (the
+//     refusal repeats until the namespace is gone): the pass looks again after
+//     TerminatingRecheck, or sooner when res asks.
 func Result(ctx context.Context, res ctrl.Result, err error) (ctrl.Result, error) {
 	retryable := retryableOf(err)
 	switch {
 	case err == nil:
 		return res, nil
+	case retryable != nil && onlyNamespaceTerminating(retryable):
+		after := TerminatingRecheck
+		if res.RequeueAfter > 0 && res.RequeueAfter < after {
+			after = res.RequeueAfter
+		}
+		ctrl.LoggerFrom(ctx).V(1).Info("Namespace is being deleted; creating nothing in it", "reason", err.Error(), "requeueAfter", after)
+		return ctrl.Result{RequeueAfter: after}, nil
 	case retryable != nil:
 		return ctrl.Result{}, retryable
 	case res.RequeueAfter > 0:

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ func TestResult(t *testing.T) {
 	transient := errors.New("conflict")
 	user := reconcile.TerminalError(errors.New("invalid metadata"))
 	later := ctrl.Result{RequeueAfter: time.Minute}
+	terminating := fmt.Errorf("creating pod: %w", namespaceTerminatingRefusal("ns"))
 	for _, tt := range []struct {
 		name    string
 		res     ctrl.Result
@@ -26,6 +28,10 @@ func TestResult(t *testing.T) {
 		{name: "a retryable error joined with a user error is retried", res: later, err: errors.Join(user, transient), wantErr: transient},
 		{name: "a user error alone is terminal", err: user, wantErr: user},
 		{name: "a user error keeps a scheduled requeue", res: later, err: user, want: later},
+		{name: "a terminating namespace is looked at again, not retried", err: terminating, want: ctrl.Result{RequeueAfter: TerminatingRecheck}},
+		{name: "a terminating namespace keeps a sooner requeue", res: ctrl.Result{RequeueAfter: time.Second}, err: errors.Join(user, terminating),
+			want: ctrl.Result{RequeueAfter: time.Second}},
+		{name: "a terminating namespace with another error is retried", res: later, err: errors.Join(terminating, transient), wantErr: transient},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Result(context.Background(), tt.res, tt.err)

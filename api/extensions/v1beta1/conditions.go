@@ -63,6 +63,9 @@ const (
 	PoolReasonNameTooLong          = "NameTooLong"
 	PoolReasonRuntimeClassNotFound = "RuntimeClassNotFound"
 	PoolReasonCreateFailed         = "CreateFailed"
+	// PoolReasonNamespaceTerminating: the pool's namespace is being deleted, so the API server
+	// refuses new members; the pool sends none until the namespace is gone.
+	PoolReasonNamespaceTerminating = "NamespaceTerminating"
 	PoolReasonMembersProgressing   = "MembersProgressing"
 	PoolReasonMembersNotReady      = "MembersNotReady"
 	PoolReasonMembersUnschedulable = "MembersUnschedulable"

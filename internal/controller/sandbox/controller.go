@@ -94,6 +94,8 @@ type Reconciler struct {
 	podPatches *holdClock
 	// statusHold holds back start-up-only status changes (--sandbox-status-coalesce-window).
 	statusHold *holdClock
+	// terminating holds creates of children in namespaces that are being deleted.
+	terminating *kube.TerminatingNamespaces
 }
 
 // New returns a Reconciler that reads and writes through c (normally the manager's cached
@@ -121,7 +123,8 @@ func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconci
 	}
 	r := &Reconciler{client: c, scheme: c.Scheme(), recorder: kube.Recorder(recorder), opts: opts,
 		apiReader: cmp.Or[client.Reader](opts.APIReader, c), tracer: defaultTracer(),
-		podPatches: newWriteBehind(opts.WriteBehindWindow), statusHold: newHoldClock(opts.StatusCoalesceWindow)}
+		podPatches: newWriteBehind(opts.WriteBehindWindow), statusHold: newHoldClock(opts.StatusCoalesceWindow),
+		terminating: kube.NewTerminatingNamespaces(opts.Clock)}
 	if opts.TracerProvider != nil {
 		r.tracer = opts.TracerProvider.Tracer(TracerName)
 	}

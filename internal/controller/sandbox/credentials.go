@@ -79,7 +79,7 @@ func (r *Reconciler) reconcileCredentials(ctx context.Context, sb *agentsv1beta1
 	got := &corev1.Secret{}
 	err = r.client.Get(ctx, client.ObjectKeyFromObject(want), got)
 	if apierrors.IsNotFound(err) {
-		if err = r.client.Create(ctx, want, fieldOwner); err == nil {
+		if err = r.create(ctx, want, "credentials secret "+want.Name); err == nil {
 			ctrl.LoggerFrom(ctx).V(2).Info("Created credentials secret", "secret", klog.KObj(want))
 			return nil
 		}

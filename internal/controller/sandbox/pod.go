@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/internal/credentials"
@@ -111,7 +112,9 @@ func (r *Reconciler) suspendPod(ctx context.Context, sb *agentsv1beta1.Sandbox, 
 func (r *Reconciler) runPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod, obs *observation) error {
 	if pod == nil {
 		if obs.credentialsMissing {
-			return fmt.Errorf("not creating pod of sandbox %q before its credentials secret %q exists", sb.Name, credentials.SandboxSecretName(sb.Name))
+			// A consequence, reported in Ready's message: the credentials error beside it is what
+			// decides whether and when the pass is retried.
+			return reconcile.TerminalError(fmt.Errorf("not creating pod of sandbox %q before its credentials secret %q exists", sb.Name, credentials.SandboxSecretName(sb.Name)))
 		}
 		created, existing, err := r.createPod(ctx, sb)
 		switch {
@@ -157,7 +160,7 @@ func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (
 	if r.opts.CredentialsKey != nil {
 		withCredentialEnv(&pod.Spec, credentials.SandboxSecretName(sb.Name))
 	}
-	err = r.client.Create(ctx, pod, fieldOwner)
+	err = r.create(ctx, pod, "pod "+pod.Name)
 	if apierrors.IsAlreadyExists(err) {
 		existing = &corev1.Pod{}
 		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(pod), existing); err != nil {

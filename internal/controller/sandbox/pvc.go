@@ -50,7 +50,7 @@ func (r *Reconciler) createPVC(ctx context.Context, sb *agentsv1beta1.Sandbox, t
 		return err
 	}
 	pvc := constructPVC(sb, t, owner)
-	if err := r.client.Create(ctx, pvc, fieldOwner); err != nil {
+	if err := r.create(ctx, pvc, "PVC "+pvc.Name); err != nil {
 		return fmt.Errorf("creating PVC %q for sandbox %q: %w", pvc.Name, sb.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).V(2).Info("Created PVC", "pvc", klog.KObj(pvc))

@@ -64,7 +64,7 @@ func (r *Reconciler) createService(ctx context.Context, sb *agentsv1beta1.Sandbo
 		return nil, err
 	}
 	svc := constructService(sb, owner)
-	if err := r.client.Create(ctx, svc, fieldOwner); err != nil {
+	if err := r.create(ctx, svc, "service "+svc.Name); err != nil {
 		return nil, fmt.Errorf("creating service %q: %w", svc.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).V(2).Info("Created service", "service", klog.KObj(svc))

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/kube"
 	"github.com/paddock-dev/paddock/internal/warmpool"
 )
 
@@ -29,6 +30,9 @@ type creation struct {
 // creationBlocker returns why no member of the pool can be created, before any create is sent:
 // a pool name too long for its members' names, or a RuntimeClass the cluster does not have.
 func (r *Reconciler) creationBlocker(ctx context.Context, pool *extensionsv1beta1.SandboxWarmPool, tpl *extensionsv1beta1.SandboxTemplate) (creation, error) {
+	if err := r.terminating.Check(pool.Namespace, "members"); err != nil {
+		return namespaceTerminating(), nil
+	}
 	// A member's name is also its Pod's hostname and its Service's name: a DNS-1035 label.
 	if n := len(pool.Name) + 1 + memberSuffixLen; n > validation.DNS1035LabelMaxLength {
 		return creation{extensionsv1beta1.PoolReasonNameTooLong, fmt.Sprintf(
@@ -52,6 +56,12 @@ func (r *Reconciler) creationBlocker(ctx context.Context, pool *extensionsv1beta
 	}
 }
 
+// namespaceTerminating is the outcome of creates in a namespace that is being deleted.
+func namespaceTerminating() creation {
+	return creation{extensionsv1beta1.PoolReasonNamespaceTerminating,
+		"The namespace is being deleted and the API server refuses new members; the pool creates none until it is gone"}
+}
+
 // createOutcome describes the creates a pass sent: none (empty), all succeeded, or why not.
 func createOutcome(sent int, err error) creation {
 	switch {
@@ -59,6 +69,8 @@ func createOutcome(sent int, err error) creation {
 		return creation{}
 	case err == nil:
 		return creation{extensionsv1beta1.PoolReasonMembersCreated, fmt.Sprintf("Created %d members", sent)}
+	case kube.NamespaceTerminating(err):
+		return namespaceTerminating()
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "quota"):
 		return creation{extensionsv1beta1.PoolReasonQuotaExceeded, "A ResourceQuota refuses new members; raise the quota or lower spec.replicas: " + err.Error()}
 	case apierrors.IsInvalid(err) && strings.Contains(err.Error(), "metadata.name"):

@@ -70,6 +70,8 @@ type Reconciler struct {
 	expectations *warmpool.Expectations
 	shaping      *warmpool.Shaping
 	statusPacer  *warmpool.StatusPacer
+	// terminating holds member creates in namespaces that are being deleted.
+	terminating *kube.TerminatingNamespaces
 
 	mu             sync.Mutex
 	notProgressing map[string]bool // pools currently holding unschedulable members
@@ -97,7 +99,8 @@ func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconci
 	return &Reconciler{client: c, recorder: kube.Recorder(recorder), opts: opts,
 		expectations: warmpool.NewExpectations(opts.Clock.Now), notProgressing: map[string]bool{},
 		shaping:     &warmpool.Shaping{ReplenishDelay: opts.ReplenishDelay, MaxRefillRate: opts.MaxRefillRate},
-		statusPacer: &warmpool.StatusPacer{Interval: statusCountsInterval}}, nil
+		statusPacer: &warmpool.StatusPacer{Interval: statusCountsInterval},
+		terminating: kube.NewTerminatingNamespaces(opts.Clock)}, nil
 }
 
 // checkOptions names every negative option.
@@ -167,7 +170,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	blocked, blockErr := r.creationBlocker(ctx, pool, tpl)
 	if blocked.reason != "" {
 		create = 0
-		paced = sooner(paced, r.opts.UnschedulableRecheckInterval) // the cause may be fixed without an event we watch
+		// The cause may be fixed without an event we watch; a namespace being deleted is not.
+		paced = sooner(paced, cmp.Or(r.terminating.Held(pool.Namespace), r.opts.UnschedulableRecheckInterval))
 	}
 	taken, delErr := r.deleteMembers(ctx, pool, plan.Delete)
 	if taken > 0 {
@@ -175,6 +179,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		paced = sooner(paced, takenRecheck)
 	}
 	createErr := r.createMembers(ctx, pool, tpl, create)
+	r.terminating.Observe(pool.Namespace, createErr)
 	made := createOutcome(create, createErr)
 	if blocked.reason != "" {
 		made = blocked

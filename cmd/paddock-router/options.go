@@ -63,6 +63,11 @@ type Options struct {
 	E2BDomain                                string
 	E2BAPIKeyNamespace                       string
 	E2BCreateTimeout                         time.Duration
+	AcceptPortForward                        bool
+
+	// podIP and hostIP come from the downward API (env POD_IP, HOST_IP); equal, they mean
+	// hostNetwork, where loopback is the node's.
+	podIP, hostIP string
 }
 
 // defaultOptions applies the built-in defaults, then the CLUSTER_DOMAIN and
@@ -78,6 +83,7 @@ func defaultOptions() *Options {
 		SandboxCache: true, InjectSandboxToken: true, AccessLog: true, WakeOnRequest: true, WakeTimeout: wake.DefaultTimeout,
 		CredentialsSecret: ownNamespace() + "/" + credentials.KeySecretName, SandboxTokenSource: router.TokensFromKey,
 		E2BAPIKeyNamespace: e2b.DefaultAPIKeyNamespace, E2BCreateTimeout: 60 * time.Second,
+		AcceptPortForward: true, podIP: os.Getenv("POD_IP"), hostIP: os.Getenv("HOST_IP"),
 	}
 	if v := os.Getenv("CLUSTER_DOMAIN"); v != "" {
 		o.ClusterDomain = v
@@ -134,6 +140,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.TokenReviewCacheSize, "authz-tokenreview-cache-size", o.TokenReviewCacheSize, "Entries in the review cache.")
 	fs.BoolVar(&o.TokenReviewRequireToken, "authz-tokenreview-require-token", o.TokenReviewRequireToken, "Refuse requests without a Bearer token; always true in tokenreview mode (false is refused: use --authz-mode=allow-all for development).")
 	fs.BoolVar(&o.TokenReviewCheckAccess, "authz-tokenreview-check-access", o.TokenReviewCheckAccess, "Also require create on sandboxes/proxy for the named sandbox via SubjectAccessReview; false lets any authenticated identity reach every sandbox (paddock).")
+	fs.BoolVar(&o.AcceptPortForward, "accept-port-forward", o.AcceptPortForward, "Serve proxy requests that carry no Authorization when they come through the API server's port-forward to this Pod "+
+		"(kubectl port-forward, upstream's SDK tunnels): the API server authenticated the caller and checked create on pods/portforward. Whoever may port-forward to the router reaches every sandbox it serves (paddock).")
 	fs.StringVar(&o.TokenReviewAudiences, "authz-tokenreview-audiences", o.TokenReviewAudiences, "Comma-separated audiences the token must carry.")
 	fs.StringVar(&o.ScopedTokenSecretFile, "authz-scoped-token-secret-file", o.ScopedTokenSecretFile, "Key file for scoped tokens: one key of at least 32 bytes per line, the first signs.")
 	fs.BoolVar(&o.SandboxCache, "sandbox-cache", o.SandboxCache, "Resolve sandboxes from a Sandbox informer, which limits the router to Ready, claimed Sandboxes and their declared ports (paddock); false dials <name>.<namespace>.svc.<cluster-domain> and needs --insecure-dns-routing.")
@@ -224,6 +232,9 @@ func (o *Options) Validate() error {
 	default:
 		bad("--authz-mode=%q is not one of allow-all, tokenreview, scoped-token", o.AuthzMode)
 	}
+	if o.AcceptPortForward && o.podIP != "" && o.podIP == o.hostIP {
+		bad("--accept-port-forward with hostNetwork (POD_IP %s is the node's address): loopback is the node's, not the Pod's; run the router without hostNetwork or set --accept-port-forward=false", o.podIP)
+	}
 	if !o.SandboxCache && !o.InsecureDNSRouting {
 		bad("--sandbox-cache=false routes to any <name>.<namespace>.svc name on any port; keep the cache or add --insecure-dns-routing")
 	}
@@ -299,7 +310,7 @@ func (o *Options) Config() router.Config {
 			MaxHeaderBytes: o.MaxHeaderBytes, ShutdownDelay: o.ShutdownDelay, ShutdownTimeout: o.ShutdownTimeout},
 		TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSKeyFile, TLSClientCAFile: o.TLSClientCAFile, MTLSMode: o.MTLSMode,
 		SandboxCache: o.SandboxCache, SandboxNamespaces: splitCSV(o.SandboxNamespaces), ClusterDomain: o.ClusterDomain,
-		AuthzMode: o.AuthzMode, MetricsSecure: o.MetricsSecure,
+		AuthzMode: o.AuthzMode, AcceptPortForward: o.AcceptPortForward, MetricsSecure: o.MetricsSecure,
 		InsecureDNSRouting: o.InsecureDNSRouting, InjectSandboxToken: o.InjectSandboxToken, CredentialsSecret: secret,
 		SandboxTokenSource: o.SandboxTokenSource,
 		WakeOnRequest:      o.WakeOnRequest, WakeTimeout: o.WakeTimeout,

@@ -187,3 +187,37 @@ func TestUpstreamIdleConnsPerHostReachesTheTransport(t *testing.T) {
 		}
 	}
 }
+
+// TestPortForwardIsRefusedOnHostNetwork: the port-forward is accepted by default, but not when
+// the downward API says the Pod shares the node's network (its loopback is the node's).
+func TestPortForwardIsRefusedOnHostNetwork(t *testing.T) {
+	cases := []struct {
+		name, podIP, hostIP string
+		args                []string
+		wantErr             string
+	}{
+		{name: "own network namespace", podIP: "198.18.1.5", hostIP: "198.18.0.2"},
+		{name: "outside a Pod (no downward API)"},
+		{name: "hostNetwork", podIP: "198.18.0.2", hostIP: "198.18.0.2", wantErr: "--accept-port-forward with hostNetwork"},
+		{name: "hostNetwork with the flag off", podIP: "198.18.0.2", hostIP: "198.18.0.2", args: []string{"--accept-port-forward=false"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("POD_IP", tc.podIP)
+			t.Setenv("HOST_IP", tc.hostIP)
+			o, err := parse(tc.args)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := len(tc.args) == 0; o.Config().AcceptPortForward != want {
+					t.Errorf("AcceptPortForward = %v, want %v", o.Config().AcceptPortForward, want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}

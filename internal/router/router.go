@@ -82,7 +82,11 @@ type Config struct {
 	SandboxTokenSource string
 
 	// AuthzMode is AuthzTokenReview when empty.
-	AuthzMode       string
+	AuthzMode string
+	// AcceptPortForward serves proxy requests without a credential when they come through the
+	// API server's port-forward to the router's Pod (authz.PortForward); the zero value does not.
+	// No effect with AuthzAllowAll.
+	AcceptPortForward bool
 	TokenReview     authz.TokenReviewOptions
 	ScopedTokenKeys string // path of the key file
 	ProxyTimeout    time.Duration
@@ -151,6 +155,11 @@ func New(cfg Config) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts := cfg.Server
+	if cfg.AcceptPortForward && cfg.AuthzMode != AuthzAllowAll {
+		pf := &authz.PortForward{Next: authorizer}
+		authorizer, opts.ProxyConnContext = pf, pf.Recognizer.ConnContext
+	}
 	resolver := &resolve.Resolver{ClusterDomain: cfg.ClusterDomain, Policy: cfg.Policy}
 	switch {
 	case cfg.SandboxCache:
@@ -202,7 +211,6 @@ func New(cfg Config) (*Router, error) {
 		Retry: cfg.Retry, Tracer: cfg.Tracer, Credentials: creds, Waker: r.waker, Activity: r.activity,
 		Transport: transport,
 	})
-	opts := cfg.Server
 	if e := cfg.E2B; e != nil {
 		if r.e2b, err = e2b.New(e2b.Config{Kube: cfg.Kube, Domain: e.Domain, KeysNamespace: e.KeysNamespace,
 			Tokens: r.tokens, CreateTimeout: e.CreateTimeout, Policy: cfg.Policy,

@@ -44,6 +44,9 @@ type Options struct {
 	MetricsTLS *tls.Config
 	// Ready is an extra readiness check (the Sandbox cache has synced); optional.
 	Ready func() bool
+	// ProxyConnContext is the proxy listeners' http.Server ConnContext (the port-forward
+	// recognition remembers each connection there); optional.
+	ProxyConnContext func(context.Context, net.Conn) context.Context
 	Log   logr.Logger
 }
 
@@ -109,6 +112,11 @@ func New(opts Options, proxy http.Handler) *Server {
 	for _, name := range []string{ProxyHTTPS, E2BHTTPS} {
 		if srv := s.servers[name]; srv != nil {
 			srv.TLSConfig = opts.TLS
+		}
+	}
+	for _, name := range []string{ProxyHTTP, ProxyHTTPS} {
+		if srv := s.servers[name]; srv != nil {
+			srv.ConnContext = opts.ProxyConnContext
 		}
 	}
 	if srv := s.servers[Metrics]; srv != nil {

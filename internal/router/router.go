@@ -87,10 +87,10 @@ type Config struct {
 	// API server's port-forward to the router's Pod (authz.PortForward); the zero value does not.
 	// No effect with AuthzAllowAll.
 	AcceptPortForward bool
-	TokenReview     authz.TokenReviewOptions
-	ScopedTokenKeys string // path of the key file
-	ProxyTimeout    time.Duration
-	DialTimeout     time.Duration
+	TokenReview       authz.TokenReviewOptions
+	ScopedTokenKeys   string // path of the key file
+	ProxyTimeout      time.Duration
+	DialTimeout       time.Duration
 	// UpstreamIdleConnsPerHost is the keep-alive connections kept to each sandbox; 0 means
 	// proxy.DefaultIdleConnsPerHost.
 	UpstreamIdleConnsPerHost int

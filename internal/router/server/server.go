@@ -47,7 +47,7 @@ type Options struct {
 	// ProxyConnContext is the proxy listeners' http.Server ConnContext (the port-forward
 	// recognition remembers each connection there); optional.
 	ProxyConnContext func(context.Context, net.Conn) context.Context
-	Log   logr.Logger
+	Log              logr.Logger
 }
 
 // Server is the set of listeners.

@@ -24,6 +24,15 @@ const (
 	// AllowUnauthenticatedEnv ("true") lets sandboxd serve without a sandbox token. Development
 	// only: without it, and without a token, sandboxd refuses to start.
 	AllowUnauthenticatedEnv = "SANDBOXD_ALLOW_UNAUTHENTICATED"
+	// AcceptPortForwardEnv ("true" by default) serves calls without a credential when they come
+	// through the API server's port-forward to the sandbox's Pod, as if they carried the sandbox
+	// token: never the control token's calls, never on a locked warm member.
+	AcceptPortForwardEnv = "SANDBOXD_ACCEPT_PORT_FORWARD"
+	// AllowUnauthenticatedNetworkEnv ("true") serves calls without a credential that come over the
+	// pod network, as upstream's sandboxes do; only NetworkPolicy then limits who may. The
+	// Sandbox controller sets it with --sandboxd-allow-unauthenticated-network (the
+	// upstream-unauthenticated-migration profile). Calls from inside the Pod still need a token.
+	AllowUnauthenticatedNetworkEnv = "SANDBOXD_ALLOW_UNAUTHENTICATED_NETWORK"
 	// SecretEnvPrefix starts every variable sandboxd keeps from the commands it runs: its tokens
 	// and its own configuration never reach a child's environment.
 	SecretEnvPrefix = "SANDBOXD_"

@@ -24,7 +24,21 @@ import (
 // the real daemon as another user without building it.
 const runMainEnv = "PADDOCK_SANDBOXD_TEST_RUN_MAIN"
 
+// getEnv makes the test binary GET the URL it names and print "STATUS <code>": an HTTP client
+// for commands sandboxd runs, which have no curl on every machine.
+const getEnv = "PADDOCK_SANDBOXD_TEST_GET"
+
 func TestMain(m *testing.M) {
+	// Commands inherit runMainEnv from the sandboxd that runs them: the client comes first.
+	if url := os.Getenv(getEnv); url != "" {
+		resp, err := http.Get(url)
+		if err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(1)
+		}
+		fmt.Println("STATUS", resp.StatusCode)
+		os.Exit(0)
+	}
 	if os.Getenv(runMainEnv) == "1" {
 		os.Exit(run(os.Args[1:]))
 	}
@@ -71,9 +85,9 @@ func TestCommandsCannotReadTheTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	token, control := randomToken(t, "sandbox-"), randomToken(t, "control-")
-	legacyPort := freePort(t)
+	legacyPort, restPort := freePort(t), freePort(t)
 	cmd := exec.Command(bin, "--listen-host=127.0.0.1", "--root-dir="+root,
-		"--grpc-port="+strconv.Itoa(freePort(t)), "--rest-port="+strconv.Itoa(freePort(t)), "--legacy-port="+strconv.Itoa(legacyPort),
+		"--grpc-port="+strconv.Itoa(freePort(t)), "--rest-port="+strconv.Itoa(restPort), "--legacy-port="+strconv.Itoa(legacyPort),
 		"--envd-port=0")
 	cmd.Env = append(childEnviron(os.Environ()), runMainEnv+"=1", sandboxd.TokenEnv+"="+token, sandboxd.ControlTokenEnv+"="+control)
 	cmd.Dir = root
@@ -140,6 +154,28 @@ func TestCommandsCannotReadTheTokens(t *testing.T) {
 		t.Logf("tried %-60s exit %d: held=%v %s", a.what+" ("+a.script+")", res.ExitCode, held, firstLine(res.Stderr))
 		if !held {
 			t.Errorf("%s: a command read sandboxd's credentials or process (exit %d):\n%s", a.what, res.ExitCode, out)
+		}
+	}
+
+	// The port-forward is served without a token (the default --accept-port-forward): its socket
+	// is root's on loopback, as this test's own. A command on the same loopback is not.
+	for name, port := range map[string]int{"REST": restPort, "legacy": legacyPort} {
+		url := fmt.Sprintf("http://127.0.0.1:%d/%s", port, map[string]string{"REST": "v1/files/", "legacy": "list/"}[name])
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s API without a token from root on loopback (the port-forward's shape): %d, want 200", name, resp.StatusCode)
+		}
+		res, err := execute(ctx, getEnv+"="+url+" "+bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("tried the %s API on loopback without a token from a command: %s", name, strings.TrimSpace(res.Stdout+res.Stderr))
+		if !strings.Contains(res.Stdout, "STATUS 401") {
+			t.Errorf("%s API on loopback without a token from a command (uid %d): %q, want 401", name, sandboxUID, res.Stdout+res.Stderr)
 		}
 	}
 }

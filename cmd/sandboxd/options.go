@@ -16,27 +16,30 @@ import (
 // Options are sandboxd's command-line options. Every flag can also be set through the
 // environment variable named in its help; the flag wins when both are given.
 type Options struct {
-	ListenHost            string
-	GRPCPort              int
-	RESTPort              int
-	LegacyPort            int
-	EnvdPort              int
-	EnvdAccessToken       string
-	RootDir               string
-	Token                 string
-	TokenFile             string
-	AllowUnauthenticated  bool
-	ControlTokenFile      string
-	RequireClaim          bool
-	MaxProcesses          int
-	MetadataEnvPrefix     string
-	ShutdownTimeout       time.Duration
-	HTTPIdleTimeout       time.Duration
-	StreamChunkSize       int
-	MaxUploadBytes        int64
-	MaxExecuteOutputBytes int
-	LegacyExecTimeout     time.Duration
-	Version               bool
+	ListenHost           string
+	GRPCPort             int
+	RESTPort             int
+	LegacyPort           int
+	EnvdPort             int
+	EnvdAccessToken      string
+	RootDir              string
+	Token                string
+	TokenFile            string
+	AllowUnauthenticated bool
+	AcceptPortForward    bool
+	// AllowUnauthenticatedNetwork is UNSAFE: the migration profile's.
+	AllowUnauthenticatedNetwork bool
+	ControlTokenFile            string
+	RequireClaim                bool
+	MaxProcesses                int
+	MetadataEnvPrefix           string
+	ShutdownTimeout             time.Duration
+	HTTPIdleTimeout             time.Duration
+	StreamChunkSize             int
+	MaxUploadBytes              int64
+	MaxExecuteOutputBytes       int
+	LegacyExecTimeout           time.Duration
+	Version                     bool
 
 	controlToken string // from env SANDBOXD_CONTROL_TOKEN, or read from ControlTokenFile by Validate
 }
@@ -68,8 +71,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet, lookup env) {
 		}
 		fs.Int64Var(p, name, def, fmt.Sprintf("%s (env %s)", usage, envName))
 	}
-	boolean := func(p *bool, name, envName, usage string) {
-		def := false
+	boolean := func(p *bool, name, envName, usage string, def bool) {
 		if v, ok := lookup(envName); ok {
 			def, _ = strconv.ParseBool(v)
 		}
@@ -92,12 +94,16 @@ func (o *Options) AddFlags(fs *flag.FlagSet, lookup env) {
 	str(&o.RootDir, "root-dir", "SANDBOXD_ROOT_DIR", "/workspace", "sandbox root: created if missing; every client path is confined to it and commands start in it")
 	str(&o.Token, "token", sandboxd.TokenEnv, "", "sandbox token every API call except health must carry (Authorization: Bearer <token>, gRPC metadata authorization, or X-Access-Token); prefer the environment variable: a flag is readable by every process in /proc/<pid>/cmdline")
 	str(&o.TokenFile, "token-file", "SANDBOXD_TOKEN_FILE", "", "file holding the sandbox token, used when --token is empty; the sandbox's commands must not be able to read it (they run as sandboxd's user), so prefer the environment variable")
-	boolean(&o.AllowUnauthenticated, "allow-unauthenticated", sandboxd.AllowUnauthenticatedEnv, "serve without a sandbox token: anyone who reaches sandboxd's ports can run commands (development only; without it sandboxd refuses to start with no token)")
+	boolean(&o.AllowUnauthenticated, "allow-unauthenticated", sandboxd.AllowUnauthenticatedEnv, "serve without a sandbox token: anyone who reaches sandboxd's ports can run commands (development only; without it sandboxd refuses to start with no token)", false)
+	boolean(&o.AcceptPortForward, "accept-port-forward", sandboxd.AcceptPortForwardEnv, "serve calls without a credential that come through the API server's port-forward to this Pod (kubectl port-forward, upstream's sandboxd pod tunnel), "+
+		"as if they carried the sandbox token: the API server checked create on pods/portforward; never the controller's calls, never on a locked warm member; code in the sandbox does not pass as the port-forward", true)
+	boolean(&o.AllowUnauthenticatedNetwork, "allow-unauthenticated-network", sandboxd.AllowUnauthenticatedNetworkEnv, "UNSAFE: serve calls without a credential that come over the pod network, as upstream's sandboxes do; "+
+		"only NetworkPolicy then limits who can run commands here (the upstream-unauthenticated-migration profile); calls from inside the Pod still need the token", false)
 	if v, ok := lookup(sandboxd.ControlTokenEnv); ok {
 		o.controlToken = strings.TrimSpace(v)
 	}
 	str(&o.ControlTokenFile, "control-token-file", "SANDBOXD_CONTROL_TOKEN_FILE", "", "file holding the controller's control token (which authorizes PUT /v1/claim-settings and calls to a locked sandbox), used when env "+sandboxd.ControlTokenEnv+" is empty; without either, claim settings are disabled")
-	boolean(&o.RequireClaim, "require-claim", sandboxd.RequireClaimEnv, "start locked: answer only health and control-token calls until claim settings arrive (set on warm-pool members)")
+	boolean(&o.RequireClaim, "require-claim", sandboxd.RequireClaimEnv, "start locked: answer only health and control-token calls until claim settings arrive (set on warm-pool members)", false)
 	num(&o.MaxProcesses, "max-processes", "SANDBOXD_MAX_PROCESSES", 256, "most commands running at once (429 / RESOURCE_EXHAUSTED beyond it; their descendants are bounded by the pod's PID limit); 0 means no limit")
 	str(&o.MetadataEnvPrefix, "metadata-env-prefix", "SANDBOXD_METADATA_ENV_PREFIX", "SANDBOX_", "prefix of the environment variables GET /v1/metadata shows (names that look secret are withheld)")
 	dur(&o.ShutdownTimeout, "shutdown-timeout", "SANDBOXD_SHUTDOWN_TIMEOUT", 10*time.Second, "bound on graceful shutdown after SIGTERM")
@@ -192,20 +198,22 @@ func readToken(flagName, file string) (string, error) {
 // Config is the daemon configuration the options describe.
 func (o *Options) Config(environ []string) server.Config {
 	return server.Config{
-		RootDir:               o.RootDir,
-		Token:                 o.Token,
-		EnvdAccessToken:       o.EnvdAccessToken,
-		AllowUnauthenticated:  o.AllowUnauthenticated,
-		ControlToken:          o.controlToken,
-		RequireClaim:          o.RequireClaim,
-		MaxProcesses:          o.MaxProcesses,
-		MetadataEnvPrefix:     o.MetadataEnvPrefix,
-		Environ:               environ,
-		StreamChunkSize:       o.StreamChunkSize,
-		MaxUploadBytes:        o.MaxUploadBytes,
-		MaxExecuteOutputBytes: o.MaxExecuteOutputBytes,
-		LegacyExecTimeout:     o.LegacyExecTimeout,
-		ShutdownTimeout:       o.ShutdownTimeout,
-		HTTPIdleTimeout:       o.HTTPIdleTimeout,
+		RootDir:                     o.RootDir,
+		Token:                       o.Token,
+		EnvdAccessToken:             o.EnvdAccessToken,
+		AllowUnauthenticated:        o.AllowUnauthenticated,
+		AcceptPortForward:           o.AcceptPortForward,
+		AllowUnauthenticatedNetwork: o.AllowUnauthenticatedNetwork,
+		ControlToken:                o.controlToken,
+		RequireClaim:                o.RequireClaim,
+		MaxProcesses:                o.MaxProcesses,
+		MetadataEnvPrefix:           o.MetadataEnvPrefix,
+		Environ:                     environ,
+		StreamChunkSize:             o.StreamChunkSize,
+		MaxUploadBytes:              o.MaxUploadBytes,
+		MaxExecuteOutputBytes:       o.MaxExecuteOutputBytes,
+		LegacyExecTimeout:           o.LegacyExecTimeout,
+		ShutdownTimeout:             o.ShutdownTimeout,
+		HTTPIdleTimeout:             o.HTTPIdleTimeout,
 	}
 }

@@ -43,10 +43,19 @@ func TestSafeDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []any{o.MaxUploadBytes, o.MaxExecuteOutputBytes, o.MaxProcesses, o.AllowUnauthenticated, o.RequireClaim}
-	want := []any{int64(256 << 20), 8 << 20, 256, false, false}
+	got := []any{o.MaxUploadBytes, o.MaxExecuteOutputBytes, o.MaxProcesses, o.AllowUnauthenticated, o.RequireClaim, o.AcceptPortForward, o.AllowUnauthenticatedNetwork}
+	want := []any{int64(256 << 20), 8 << 20, 256, false, false, true, false}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+	// The migration profile's controller sets the network opt-in by environment; the port-forward
+	// can be turned off the same way.
+	o, err = parse(t, map[string]string{"SANDBOXD_TOKEN": "tok", "SANDBOXD_ALLOW_UNAUTHENTICATED_NETWORK": "true", "SANDBOXD_ACCEPT_PORT_FORWARD": "false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := o.Config(nil); !cfg.AllowUnauthenticatedNetwork || cfg.AcceptPortForward {
+		t.Errorf("from the environment: AllowUnauthenticatedNetwork %v, AcceptPortForward %v; want true, false", cfg.AllowUnauthenticatedNetwork, cfg.AcceptPortForward)
 	}
 }
 

@@ -34,8 +34,11 @@ const tcpEstablished = 0x01
 
 // Peer is what a Recognizer found out about the far end of a connection.
 type Peer struct {
+	// Remote: the peer came over the network, from an address that is not this network
+	// namespace's.
+	Remote bool
 	// Local: the peer is in this network namespace (it came from loopback or from one of this
-	// namespace's own addresses). A peer that is not local came over the network.
+	// namespace's own addresses). A peer that is neither (not TCP) is unknown.
 	Local bool
 	// PortForward: a local peer whose socket is established and belongs to RuntimeUID, that is
 	// the container runtime's port-forward (or root in this Pod, which has more already).
@@ -69,7 +72,7 @@ func (r Recognizer) Check(local, remote net.Addr) Peer {
 		return Peer{Local: true, Reason: fmt.Sprintf("listing this network namespace's addresses: %v", err)}
 	}
 	if !isLocal {
-		return Peer{}
+		return Peer{Remote: true}
 	}
 	s, err := r.findSocket(p, l)
 	switch {

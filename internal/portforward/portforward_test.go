@@ -95,7 +95,7 @@ func TestCheckReadsTheKernelTables(t *testing.T) {
 			want: portforward.Peer{Local: true}, reasonSubstr: "belongs to uid 1000"},
 		{name: "a peer elsewhere is remote",
 			local: "198.18.0.9:8080", peer: "198.18.0.20:40000", locals: []string{"198.18.0.9"},
-			want: portforward.Peer{}},
+			want: portforward.Peer{Remote: true}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

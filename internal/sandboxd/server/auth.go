@@ -10,9 +10,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/paddock-dev/paddock/api/sandboxd"
+	"github.com/paddock-dev/paddock/internal/portforward"
 )
 
 // AccessTokenHeader is the header E2B clients carry the sandbox token in; sandboxd accepts it on
@@ -89,9 +91,34 @@ func (d *Daemon) AuthorizeCredentials(creds ...string) error {
 
 // Authorize decides an ordinary API call from r's Authorization: Bearer or X-Access-Token
 // header, for every listener that serves sandboxd's processes and files (see
-// AuthorizeCredentials).
+// AuthorizeCredentials); a call without one may be admitted by its peer (authorizePeer).
 func (d *Daemon) Authorize(r *http.Request) error {
-	return d.AuthorizeCredentials(credentials(r)...)
+	return d.authorizePeer(credentials(r), func() portforward.Peer { return d.peers.FromRequest(r) })
+}
+
+// authorizePeer decides a call that presents creds. A call that presents none is admitted as
+// if it carried the sandbox token when its peer is the API server's port-forward
+// (AcceptPortForward) or, with AllowUnauthenticatedNetwork, comes over the network: never past
+// the warm-member lock, and never for control calls, which AuthorizeControl decides alone. Code in
+// the sandbox is a local peer that is not root, so it gets nothing this way (see
+// docs/design/credentials.md).
+func (d *Daemon) authorizePeer(creds []string, peer func() portforward.Peer) error {
+	if len(creds) > 0 || (!d.cfg.AcceptPortForward && !d.cfg.AllowUnauthenticatedNetwork) {
+		return d.AuthorizeCredentials(creds...)
+	}
+	p := peer()
+	if (d.cfg.AcceptPortForward && p.PortForward) || (d.cfg.AllowUnauthenticatedNetwork && p.Remote) {
+		if d.locked.Load() {
+			return errNotClaimed
+		}
+		return nil
+	}
+	err := d.AuthorizeCredentials()
+	if p.Local && d.cfg.AcceptPortForward && errors.Is(err, errNoCredential) {
+		return &AuthError{Status: http.StatusUnauthorized, Message: errNoCredential.Message +
+			"; a call from inside the Pod is served without a token only when it comes from the API server's port-forward, and this one does not: " + p.Reason}
+	}
+	return err
 }
 
 // AuthorizeControl decides a call only the controller may make (claim settings): r must carry
@@ -160,7 +187,13 @@ func (d *Daemon) grpcAuth() []grpc.ServerOption {
 				creds = append(creds, tok)
 			}
 		}
-		return d.AuthorizeCredentials(creds...)
+		return d.authorizePeer(creds, func() portforward.Peer {
+			p, ok := peer.FromContext(ctx)
+			if !ok {
+				return portforward.Peer{Reason: "the call carries no peer address"}
+			}
+			return d.peers.Check(p.LocalAddr, p.Addr)
+		})
 	}
 	return []grpc.ServerOption{
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/paddock-dev/paddock/api/sandboxd"
+	"github.com/paddock-dev/paddock/internal/portforward"
 	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
 	"github.com/paddock-dev/paddock/internal/sandboxd/envd"
 	"github.com/paddock-dev/paddock/internal/sandboxd/pathsafe"
@@ -37,6 +38,14 @@ type Config struct {
 	// AllowUnauthenticated lets calls without a token through when Token is empty. Development
 	// only: New refuses an empty Token without it.
 	AllowUnauthenticated bool
+	// AcceptPortForward serves calls without a credential that come through the API server's
+	// port-forward (internal/portforward) as if they carried the sandbox token.
+	AcceptPortForward bool
+	// AllowUnauthenticatedNetwork serves calls without a credential from peers outside the Pod's
+	// network namespace as if they carried the sandbox token (the migration profile; only
+	// NetworkPolicy limits who they are). Peers inside the Pod still need a token or the
+	// port-forward's shape.
+	AllowUnauthenticatedNetwork bool
 	// ControlToken (api/sandboxd.ControlTokenEnv) is the controller's: it alone authorizes claim
 	// settings and calls to a locked daemon, and it passes wherever the sandbox token does.
 	ControlToken string
@@ -78,6 +87,8 @@ type Daemon struct {
 	// locked is true while RequireClaim holds: no claim settings have been applied yet.
 	locked   atomic.Bool
 	activity activity
+	// peers classifies the peers of tokenless calls (AcceptPortForward, AllowUnauthenticatedNetwork).
+	peers portforward.Recognizer
 }
 
 // New opens the sandbox root and prepares the daemon; it serves nothing until Serve.
@@ -164,7 +175,8 @@ func (d *Daemon) Serve(ctx context.Context, ls Listeners) error {
 	var httpServers []*http.Server
 	errs := make(chan error, 4)
 	serveHTTP := func(l net.Listener, h http.Handler, protocols *http.Protocols) {
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: d.cfg.HTTPIdleTimeout, Protocols: protocols}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: d.cfg.HTTPIdleTimeout, Protocols: protocols,
+			ConnContext: d.peers.ConnContext}
 		httpServers = append(httpServers, srv)
 		go func() { errs <- srv.Serve(l) }()
 	}
@@ -187,6 +199,9 @@ func (d *Daemon) Serve(ctx context.Context, ls Listeners) error {
 	if ls.GRPC != nil {
 		grpcServer = d.GRPCServer()
 		go func() { errs <- grpcServer.Serve(ls.GRPC) }()
+	}
+	if d.cfg.AllowUnauthenticatedNetwork && d.cfg.Token != "" {
+		klog.InfoS("WARNING: sandboxd serves calls without a token from the pod network (" + sandboxd.AllowUnauthenticatedNetworkEnv + "): only NetworkPolicy limits who can run commands in this sandbox; the upstream-unauthenticated-migration profile")
 	}
 	if d.cfg.Token == "" {
 		klog.InfoS("WARNING: sandboxd serves WITHOUT AUTHENTICATION (--allow-unauthenticated): anyone who reaches its ports can run commands in this sandbox; development only")

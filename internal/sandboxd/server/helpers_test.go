@@ -23,8 +23,10 @@ type testDaemon struct {
 	rest   string // http://127.0.0.1:port
 	legacy string
 	grpc   processv1.ProcessServiceClient
-	conn   *grpc.ClientConn
-	root   string
+	// grpcAddr is host:port of the gRPC listener.
+	grpcAddr string
+	conn     *grpc.ClientConn
+	root     string
 }
 
 // startDaemon serves a daemon on a fresh root until the test ends; mutate adjusts the config.
@@ -71,12 +73,13 @@ func startDaemon(t testing.TB, mutate ...func(*Config)) *testDaemon {
 		}
 	})
 	return &testDaemon{
-		d:      d,
-		rest:   "http://" + ls.REST.Addr().String(),
-		legacy: "http://" + ls.Legacy.Addr().String(),
-		grpc:   processv1.NewProcessServiceClient(conn),
-		conn:   conn,
-		root:   d.Root(),
+		d:        d,
+		rest:     "http://" + ls.REST.Addr().String(),
+		legacy:   "http://" + ls.Legacy.Addr().String(),
+		grpc:     processv1.NewProcessServiceClient(conn),
+		grpcAddr: ls.GRPC.Addr().String(),
+		conn:     conn,
+		root:     d.Root(),
 	}
 }
 

@@ -8,10 +8,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/controller/idle"
 	"github.com/paddock-dev/paddock/internal/controller/indexes"
 	"github.com/paddock-dev/paddock/internal/controller/sandbox"
@@ -142,6 +144,9 @@ func sandboxOptions(o *Options) sandbox.Options {
 	opts.Workers = o.SandboxWorkers
 	opts.StatusCoalesceWindow = o.SandboxStatusCoalesceWindow
 	opts.WriteBehindWindow = o.SandboxWriteBehindWindow
+	if o.SandboxdAllowUnauthenticatedNetwork {
+		opts.SandboxdEnv = []corev1.EnvVar{{Name: sandboxd.AllowUnauthenticatedNetworkEnv, Value: "true"}}
+	}
 	return opts
 }
 
@@ -155,6 +160,7 @@ func templateOptions(o *Options) sandboxtemplate.Options {
 		// The controller's own Pods: the namespace it runs in.
 		ControllerNamespace: ownNamespace(),
 		ControllerPodLabels: o.ControllerPodLabels,
+		ClientPodLabels:     o.SandboxClientPodLabels,
 		EgressDenyCIDRs:     o.SandboxEgressDenyCIDRs,
 		EgressDiscovery:     o.SandboxEgressDiscovery,
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/controller/sandbox"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
@@ -82,6 +83,13 @@ type Options struct {
 	// ControllerPodLabels select this controller's Pods in its own namespace, which a template's
 	// default NetworkPolicy admits as well (the controller calls sandboxd).
 	ControllerPodLabels map[string]string
+	// SandboxClientPodLabels select the Pods of a sandbox's own namespace that a template's
+	// default NetworkPolicy admits besides the router and the controller (the
+	// upstream-unauthenticated-migration profile: the namespace labels its clients).
+	SandboxClientPodLabels map[string]string
+	// SandboxdAllowUnauthenticatedNetwork (UNSAFE) sets SANDBOXD_ALLOW_UNAUTHENTICATED_NETWORK on
+	// every sandbox: sandboxd serves tokenless calls from the pod network, as upstream's do.
+	SandboxdAllowUnauthenticatedNetwork bool
 
 	// SandboxEgressDenyCIDRs (nil unless set) replaces discovery of the ranges the default
 	// NetworkPolicy denies besides the private and link-local defaults; SandboxEgressDiscovery
@@ -197,6 +205,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.CredentialsSecret, "credentials-secret", o.CredentialsSecret,
 		"Secret holding the credentials key, as namespace/name; created when missing. Empty means paddock-credentials-key in the controller's namespace.")
 	fs.Var(labelsValue{&o.RouterPodLabels}, "router-pod-labels", "Labels of paddock-router Pods, as k=v[,k=v]; a template's default NetworkPolicy admits traffic from them.")
+	fs.Var(labelsValue{&o.SandboxClientPodLabels}, "sandbox-client-pod-labels", "Labels, as k=v[,k=v], of the Pods of a sandbox's own namespace that a template's default NetworkPolicy admits besides the router and the controller; empty admits none (the upstream-unauthenticated-migration profile sets paddock.dev/sandbox-client=true).")
+	fs.BoolVar(&o.SandboxdAllowUnauthenticatedNetwork, "sandboxd-allow-unauthenticated-network", o.SandboxdAllowUnauthenticatedNetwork,
+		"UNSAFE: set "+sandboxd.AllowUnauthenticatedNetworkEnv+"=true on every sandbox, so sandboxd serves calls without a token from the pod network as upstream's does; only NetworkPolicy (--sandbox-client-pod-labels) then limits who can run commands in sandboxes. "+
+			"For the upstream-unauthenticated-migration profile; needs --sandbox-credentials. New Pods only.")
 	fs.Var(labelsValue{&o.ControllerPodLabels}, "controller-pod-labels", "Labels of this controller's Pods, as k=v[,k=v]; a template's default NetworkPolicy admits traffic from them in the controller's namespace (claim settings and idle activity are asked of sandboxd).")
 }
 
@@ -258,6 +270,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ClusterDomain == "" {
 		errs = append(errs, errors.New("--cluster-domain: must not be empty (the usual value is cluster.local)"))
+	}
+	if o.SandboxdAllowUnauthenticatedNetwork && !o.SandboxCredentials {
+		errs = append(errs, errors.New("--sandboxd-allow-unauthenticated-network needs --sandbox-credentials: without a token sandboxd serves nobody unless it runs --allow-unauthenticated itself; drop one of the two"))
 	}
 	if o.ClaimObservabilityAnnotations && o.DisableClaimObservabilityAnnotations {
 		errs = append(errs, errors.New("--claim-observability-annotations and --disable-claim-observability-annotations: choose one (the annotations are off by default; drop --disable-claim-observability-annotations to write them)"))

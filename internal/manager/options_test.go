@@ -88,6 +88,7 @@ func TestInvalidOptionsNameTheFlag(t *testing.T) {
 		{[]string{"--credentials-secret=a/b/c"}, "--credentials-secret"},
 
 		{[]string{"--claim-observability-annotations", "--disable-claim-observability-annotations"}, "--disable-claim-observability-annotations"},
+		{[]string{"--sandboxd-allow-unauthenticated-network", "--sandbox-credentials=false"}, "--sandboxd-allow-unauthenticated-network needs --sandbox-credentials"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -111,5 +112,28 @@ func TestRouterPodLabelsRejectsBadInput(t *testing.T) {
 		if _, err := parse(t, arg); err == nil {
 			t.Errorf("%s: parsed, want an error", arg)
 		}
+	}
+}
+
+// TestMigrationProfileFlagsReachTheControllers: the profile's labels go to the template
+// controller's policy and its network opt-in to every sandbox's environment; by default neither.
+func TestMigrationProfileFlagsReachTheControllers(t *testing.T) {
+	o, err := parse(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if templateOptions(o).ClientPodLabels != nil || sandboxOptions(o).SandboxdEnv != nil {
+		t.Errorf("defaults: client labels %v, sandboxd env %v; want none", templateOptions(o).ClientPodLabels, sandboxOptions(o).SandboxdEnv)
+	}
+	o, err = parse(t, "--sandbox-client-pod-labels=paddock.dev/sandbox-client=true", "--sandboxd-allow-unauthenticated-network")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"paddock.dev/sandbox-client": "true"}, templateOptions(o).ClientPodLabels); diff != "" {
+		t.Errorf("client labels (-want +got):\n%s", diff)
+	}
+	env := sandboxOptions(o).SandboxdEnv
+	if len(env) != 1 || env[0].Name != "SANDBOXD_ALLOW_UNAUTHENTICATED_NETWORK" || env[0].Value != "true" {
+		t.Errorf("sandboxd env %+v, want SANDBOXD_ALLOW_UNAUTHENTICATED_NETWORK=true", env)
 	}
 }

@@ -66,6 +66,9 @@ type Options struct {
 	// credentials.KeyFromSecret). Nil creates no credentials Secret and adds no token variables,
 	// which is manager --sandbox-credentials=false.
 	CredentialsKey []byte
+	// SandboxdEnv is added to every container with the tokens, replacing the template's variables
+	// of those names (manager --sandboxd-allow-unauthenticated-network). Needs CredentialsKey.
+	SandboxdEnv []corev1.EnvVar
 	// TracerProvider makes each pass a "ReconcileSandbox" span, a child of the trace recorded in
 	// the Sandbox's trace-context annotation (tracing.go). Nil, the default, traces nothing and
 	// writes no annotation.

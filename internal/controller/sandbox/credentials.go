@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,22 +42,22 @@ func constructCredentials(sb *agentsv1beta1.Sandbox, owner metav1.OwnerReference
 }
 
 // withCredentialEnv gives every container of spec the sandbox and control tokens from the
-// Secret named secret. Entries of the same names from the template are replaced: a template
-// must not be able to choose a sandbox's tokens.
-func withCredentialEnv(spec *corev1.PodSpec, secret string) {
+// Secret named secret, and extra. Entries of the same names from the template are replaced: a
+// template must not be able to choose a sandbox's tokens.
+func withCredentialEnv(spec *corev1.PodSpec, secret string, extra ...corev1.EnvVar) {
 	ref := func(name, key string) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}}}
 	}
-	ours := []corev1.EnvVar{
+	ours := append([]corev1.EnvVar{
 		ref(sandboxd.TokenEnv, credentials.TokenDataKey),
 		ref(sandboxd.ControlTokenEnv, credentials.ControlTokenDataKey),
-	}
+	}, extra...)
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
 		env := make([]corev1.EnvVar, 0, len(c.Env)+len(ours))
 		for _, e := range c.Env {
-			if e.Name != sandboxd.TokenEnv && e.Name != sandboxd.ControlTokenEnv {
+			if !slices.ContainsFunc(ours, func(o corev1.EnvVar) bool { return o.Name == e.Name }) {
 				env = append(env, e)
 			}
 		}

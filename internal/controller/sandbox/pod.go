@@ -158,7 +158,7 @@ func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (
 	}
 	pod := constructPod(sb, owner)
 	if r.opts.CredentialsKey != nil {
-		withCredentialEnv(&pod.Spec, credentials.SandboxSecretName(sb.Name))
+		withCredentialEnv(&pod.Spec, credentials.SandboxSecretName(sb.Name), r.opts.SandboxdEnv...)
 	}
 	err = r.create(ctx, pod, "pod "+pod.Name)
 	if apierrors.IsAlreadyExists(err) {

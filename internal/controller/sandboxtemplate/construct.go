@@ -31,10 +31,15 @@ func constructPolicy(tpl *extensionsv1beta1.SandboxTemplate, opts Options, deny4
 	if custom := tpl.Spec.NetworkPolicy; custom != nil {
 		spec.Ingress, spec.Egress = custom.Ingress, custom.Egress
 	} else {
-		spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{
+		from := []networkingv1.NetworkPolicyPeer{
 			podsIn(opts.RouterNamespace, opts.RouterPodLabels),
 			podsIn(opts.ControllerNamespace, opts.ControllerPodLabels),
-		}}}
+		}
+		if len(opts.ClientPodLabels) > 0 {
+			// No namespace selector: only Pods of the sandboxes' own namespace.
+			from = append(from, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: maps.Clone(opts.ClientPodLabels)}})
+		}
+		spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: from}}
 		spec.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
 			{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: deny4}},
 			{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: deny6}},

@@ -40,6 +40,9 @@ type Options struct {
 	// activity (default paddock-system, app.kubernetes.io/name=paddock-controller).
 	ControllerNamespace string
 	ControllerPodLabels map[string]string
+	// ClientPodLabels, when set, select the Pods of the template's own namespace that the default
+	// policy admits as well: the clients the namespace labels (manager --sandbox-client-pod-labels).
+	ClientPodLabels map[string]string
 	// EgressDenyCIDRs is --sandbox-egress-deny-cidrs: when not nil, the ranges the default policy
 	// denies besides egress.Defaults, in place of discovery.
 	EgressDenyCIDRs []string

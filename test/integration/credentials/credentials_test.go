@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace/noop"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -255,5 +256,38 @@ func TestRecreatedSandboxGetsNewTokens(t *testing.T) {
 	got := wantCredentials(t, fresh, key)
 	if bytes.Equal(got.Data[credentials.TokenDataKey], oldSecret.Data[credentials.TokenDataKey]) {
 		t.Fatal("a re-created Sandbox kept its predecessor's token")
+	}
+}
+
+// TestUnauthenticatedNetworkReachesEveryContainer is the migration profile's controller
+// (--sandboxd-allow-unauthenticated-network): every container gets
+// SANDBOXD_ALLOW_UNAUTHENTICATED_NETWORK=true with its tokens, in place of the template's value.
+func TestUnauthenticatedNetworkReachesEveryContainer(t *testing.T) {
+	ctx := framework.Context(t, time.Minute)
+	stop, err := framework.StartControllersWith(env, func(o *manager.Options) { o.SandboxdAllowUnauthenticatedNetwork = true }, noop.NewTracerProvider())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	ns := env.Namespace(t)
+	spec := builder.PodTemplate(builder.DefaultImage).Spec
+	spec.Containers[0].Env = []corev1.EnvVar{{Name: sandboxd.AllowUnauthenticatedNetworkEnv, Value: "false"}}
+	spec.Containers = append(spec.Containers, corev1.Container{Name: "sidecar", Image: builder.DefaultImage})
+	sb := createSandbox(ctx, t, builder.MakeSandbox("sb", ns).PodSpec(spec).Obj())
+	wantPodWithTokenRefs(t, sb)
+	pod := &corev1.Pod{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(sb), pod); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range pod.Spec.Containers {
+		var values []string
+		for _, e := range c.Env {
+			if e.Name == sandboxd.AllowUnauthenticatedNetworkEnv {
+				values = append(values, e.Value)
+			}
+		}
+		if len(values) != 1 || values[0] != "true" {
+			t.Errorf("container %q: %s = %v, want exactly true", c.Name, sandboxd.AllowUnauthenticatedNetworkEnv, values)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
@@ -64,6 +65,8 @@ type Options struct {
 	E2BAPIKeyNamespace                       string
 	E2BCreateTimeout                         time.Duration
 	AcceptPortForward                        bool
+	// UnauthenticatedClientPodLabels is UNSAFE: the migration profile's, as k=v[,k=v].
+	UnauthenticatedClientPodLabels string
 
 	// podIP and hostIP come from the downward API (env POD_IP, HOST_IP); equal, they mean
 	// hostNetwork, where loopback is the node's.
@@ -142,6 +145,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.TokenReviewCheckAccess, "authz-tokenreview-check-access", o.TokenReviewCheckAccess, "Also require create on sandboxes/proxy for the named sandbox via SubjectAccessReview; false lets any authenticated identity reach every sandbox (paddock).")
 	fs.BoolVar(&o.AcceptPortForward, "accept-port-forward", o.AcceptPortForward, "Serve proxy requests that carry no Authorization when they come through the API server's port-forward to this Pod "+
 		"(kubectl port-forward, upstream's SDK tunnels): the API server authenticated the caller and checked create on pods/portforward. Whoever may port-forward to the router reaches every sandbox it serves (paddock).")
+	fs.StringVar(&o.UnauthenticatedClientPodLabels, "unauthenticated-client-pod-labels", o.UnauthenticatedClientPodLabels, "UNSAFE: serve proxy requests that carry no Authorization from running Pods with these labels (k=v[,k=v]) "+
+		"in the namespace of the sandbox they name, recognised by their source address as NetworkPolicy does; for the upstream-unauthenticated-migration profile. Empty serves none (paddock).")
 	fs.StringVar(&o.TokenReviewAudiences, "authz-tokenreview-audiences", o.TokenReviewAudiences, "Comma-separated audiences the token must carry.")
 	fs.StringVar(&o.ScopedTokenSecretFile, "authz-scoped-token-secret-file", o.ScopedTokenSecretFile, "Key file for scoped tokens: one key of at least 32 bytes per line, the first signs.")
 	fs.BoolVar(&o.SandboxCache, "sandbox-cache", o.SandboxCache, "Resolve sandboxes from a Sandbox informer, which limits the router to Ready, claimed Sandboxes and their declared ports (paddock); false dials <name>.<namespace>.svc.<cluster-domain> and needs --insecure-dns-routing.")
@@ -235,6 +240,11 @@ func (o *Options) Validate() error {
 	if o.AcceptPortForward && o.podIP != "" && o.podIP == o.hostIP {
 		bad("--accept-port-forward with hostNetwork (POD_IP %s is the node's address): loopback is the node's, not the Pod's; run the router without hostNetwork or set --accept-port-forward=false", o.podIP)
 	}
+	if _, err := o.clientPodLabels(); err != nil {
+		errs = append(errs, err)
+	} else if o.UnauthenticatedClientPodLabels != "" && o.AuthzMode == router.AuthzAllowAll {
+		bad("--unauthenticated-client-pod-labels has no effect with --authz-mode=allow-all, which serves everybody; drop one of the two")
+	}
 	if !o.SandboxCache && !o.InsecureDNSRouting {
 		bad("--sandbox-cache=false routes to any <name>.<namespace>.svc name on any port; keep the cache or add --insecure-dns-routing")
 	}
@@ -272,6 +282,18 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
+// clientPodLabels parses --unauthenticated-client-pod-labels (nil when empty).
+func (o *Options) clientPodLabels() (map[string]string, error) {
+	if strings.TrimSpace(o.UnauthenticatedClientPodLabels) == "" {
+		return nil, nil
+	}
+	m, err := labels.ConvertSelectorToLabelsMap(o.UnauthenticatedClientPodLabels)
+	if err != nil {
+		return nil, fmt.Errorf("--unauthenticated-client-pod-labels=%q is not k=v[,k=v] (for example paddock.dev/sandbox-client=true): %w", o.UnauthenticatedClientPodLabels, err)
+	}
+	return m, nil
+}
+
 func (o *Options) credentialsSecret() (types.NamespacedName, error) {
 	ns, name, ok := strings.Cut(o.CredentialsSecret, "/")
 	if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
@@ -285,7 +307,7 @@ func (o *Options) e2bOn() bool { return o.E2BAddr != "" || o.E2BHTTPSAddr != "" 
 
 // NeedsKube reports whether the options need an API server connection.
 func (o *Options) NeedsKube() bool {
-	return o.SandboxCache || o.InjectSandboxToken || o.AuthzMode == router.AuthzTokenReview || (o.MetricsSecure && o.MetricsAddr != "") || o.e2bOn()
+	return o.SandboxCache || o.InjectSandboxToken || o.AuthzMode == router.AuthzTokenReview || (o.MetricsSecure && o.MetricsAddr != "") || o.e2bOn() || o.UnauthenticatedClientPodLabels != ""
 }
 
 // Config turns validated options into the router's configuration.
@@ -302,8 +324,10 @@ func (o *Options) Config() router.Config {
 		e2bConfig = &router.E2BConfig{Domain: o.E2BDomain, KeysNamespace: o.E2BAPIKeyNamespace, CreateTimeout: o.E2BCreateTimeout}
 	}
 	secret, _ := o.credentialsSecret()
+	clients, _ := o.clientPodLabels()
 	return router.Config{
-		E2B: e2bConfig,
+		ClientPodLabels: clients,
+		E2B:             e2bConfig,
 		Server: server.Options{HTTPAddr: o.HTTPAddr, HTTPSAddr: o.HTTPSAddr, MetricsAddr: o.MetricsAddr,
 			E2BHTTPAddr: o.E2BAddr, E2BHTTPSAddr: o.E2BHTTPSAddr,
 			HealthAddr: o.HealthAddr, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,

@@ -42,6 +42,9 @@ func TestParseValidation(t *testing.T) {
 		{name: "tokens from sandbox secrets in one namespace", args: []string{"--sandbox-token-source=sandbox-secrets", "--sandbox-namespaces=team-a", "--credentials-secret=ignored"}},
 		{name: "unknown token source", args: []string{"--sandbox-token-source=env"}, wantErr: `--sandbox-token-source="env"`},
 		{name: "allow-all is an explicit opt-in", args: []string{"--authz-mode=allow-all"}},
+		{name: "client Pod labels", args: []string{"--unauthenticated-client-pod-labels=paddock.dev/sandbox-client=true"}},
+		{name: "client Pod labels not k=v", args: []string{"--unauthenticated-client-pod-labels=a b"}, wantErr: "--unauthenticated-client-pod-labels=\"a b\" is not k=v"},
+		{name: "client Pod labels with allow-all", args: []string{"--unauthenticated-client-pod-labels=a=b", "--authz-mode=allow-all"}, wantErr: "has no effect with --authz-mode=allow-all"},
 		{name: "no idle upstream connections", args: []string{"--upstream-max-idle-conns-per-host=0"}, wantErr: "--upstream-max-idle-conns-per-host=0 must be at least 1"},
 	}
 	for _, tc := range cases {

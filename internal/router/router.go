@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 
 	"github.com/paddock-dev/paddock/internal/router/authz"
+	"github.com/paddock-dev/paddock/internal/router/clientpods"
 	"github.com/paddock-dev/paddock/internal/router/e2b"
 	"github.com/paddock-dev/paddock/internal/router/headers"
 	"github.com/paddock-dev/paddock/internal/router/metrics"
@@ -87,10 +88,14 @@ type Config struct {
 	// API server's port-forward to the router's Pod (authz.PortForward); the zero value does not.
 	// No effect with AuthzAllowAll.
 	AcceptPortForward bool
-	TokenReview       authz.TokenReviewOptions
-	ScopedTokenKeys   string // path of the key file
-	ProxyTimeout      time.Duration
-	DialTimeout       time.Duration
+	// ClientPodLabels (UNSAFE, the migration profile) serves proxy requests without a credential
+	// from running Pods with these labels in the namespace of the sandbox they name, recognised
+	// by source address (clientpods); empty serves none. No effect with AuthzAllowAll.
+	ClientPodLabels map[string]string
+	TokenReview     authz.TokenReviewOptions
+	ScopedTokenKeys string // path of the key file
+	ProxyTimeout    time.Duration
+	DialTimeout     time.Duration
 	// UpstreamIdleConnsPerHost is the keep-alive connections kept to each sandbox; 0 means
 	// proxy.DefaultIdleConnsPerHost.
 	UpstreamIdleConnsPerHost int
@@ -141,6 +146,7 @@ type Router struct {
 	reloader *tlsreload.Reloader
 	waker    *wake.Waker
 	activity *wake.Reporter
+	clients  *clientpods.Authorizer
 	// Registry holds every metric the router exports.
 	Registry *prometheus.Registry
 }
@@ -156,6 +162,13 @@ func New(cfg Config) (*Router, error) {
 		return nil, err
 	}
 	opts := cfg.Server
+	if len(cfg.ClientPodLabels) > 0 && cfg.AuthzMode != AuthzAllowAll {
+		if r.clients, err = clientpods.New(cfg.Kube, cfg.ClientPodLabels, cfg.SandboxNamespaces, authorizer); err != nil {
+			return nil, err
+		}
+		cfg.Log.Info("WARNING: --unauthenticated-client-pod-labels: Pods with these labels reach every sandbox of their namespace without a token, recognised by their address only (the upstream-unauthenticated-migration profile)", "labels", cfg.ClientPodLabels)
+		authorizer = r.clients
+	}
 	if cfg.AcceptPortForward && cfg.AuthzMode != AuthzAllowAll {
 		pf := &authz.PortForward{Next: authorizer}
 		authorizer, opts.ProxyConnContext = pf, pf.Recognizer.ConnContext
@@ -377,6 +390,10 @@ func (r *Router) Serve(ctx context.Context) error {
 	if r.secrets != nil {
 		go r.secrets.Run(bg)
 		syncs = append(syncs, r.secrets.WaitForSync)
+	}
+	if r.clients != nil {
+		go func() { _ = r.clients.Start(bg) }()
+		syncs = append(syncs, r.clients.WaitForSync)
 	}
 	if r.e2b != nil {
 		go func() { e2bErr <- r.e2b.Start(bg) }()

@@ -95,6 +95,12 @@ const (
 	WokenAtAnnotation = "paddock.dev/woken-at"
 )
 
+// SandboxClientLabel ("true") on a Pod makes it a client of its namespace's sandboxes in the
+// upstream-unauthenticated-migration profile: the managed NetworkPolicy admits it, and the
+// router serves its requests without a token (docs/compatibility.md, "Install profiles"). The
+// default install reads it nowhere.
+const SandboxClientLabel = "paddock.dev/sandbox-client"
+
 // Values of SuspendReasonAnnotation.
 const (
 	// SuspendReasonIdle marks a Sandbox the idle controller suspended and traffic may wake.

@@ -56,6 +56,8 @@ dist: chart-files $(KUSTOMIZE) ## Render the single-file install bundles under d
 	$(KUSTOMIZE) build config/crd/core > dist/agent-sandbox-system/crds-core.yaml
 	$(KUSTOMIZE) build config/crd/extensions > dist/agent-sandbox-system/crds-extensions.yaml
 	$(KUSTOMIZE) build config/profiles/agent-sandbox-system-no-crds > dist/agent-sandbox-system/install.yaml
+	@# UNSAFE migration profile: upstream's tokenless direct paths (docs/compatibility.md, "Install profiles").
+	$(KUSTOMIZE) build config/profiles/upstream-unauthenticated-migration > dist/upstream-unauthenticated-migration.yaml
 
 # The chart's CRDs and ClusterRole rules are copies of the generated ones, never edited by hand;
 # `make verify` fails when a copy is stale.

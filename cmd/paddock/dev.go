@@ -26,6 +26,7 @@ type devOptions struct {
 	InstallPackages bool
 	InstallPaddock  bool
 	RouterAuthz     string
+	Profile         string
 
 	GVisor bool
 }
@@ -37,7 +38,22 @@ func (o *devOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.InstallPackages, "install-packages", true, "install missing Debian packages with apt-get")
 	fs.BoolVar(&o.GVisor, "gvisor", true, "build gVisor (runsc), configure it in containerd and create RuntimeClass gvisor; to change it on a running cluster, run paddock dev down --keep-state first")
 	fs.BoolVar(&o.InstallPaddock, "install-paddock", true, "build Paddock's images from the source tree and install the controller (core and extensions) into the cluster")
+	fs.StringVar(&o.Profile, "profile", devcluster.ProfileDefault, "install profile: "+devcluster.ProfileDefault+" (dist/paddock.yaml and dist/paddock-router.yaml) or "+
+		devcluster.ProfileUpstreamUnauthenticatedMigration+" (UNSAFE: upstream's tokenless pod-IP and in-cluster router paths, for Pods labelled paddock.dev/sandbox-client=true; docs/compatibility.md)")
 	fs.StringVar(&o.RouterAuthz, "router-authz", devcluster.RouterAuthzTokenReview, "the router's --authz-mode: tokenreview (callers send a Kubernetes token with access to the sandbox) or allow-all (no authentication; anyone who reaches the router reaches every sandbox)")
+}
+
+// validateProfile refuses an unknown --profile and warns about the migration profile.
+func (o *devOptions) validateProfile(out io.Writer) error {
+	switch o.Profile {
+	case devcluster.ProfileDefault:
+		return nil
+	case devcluster.ProfileUpstreamUnauthenticatedMigration:
+		fmt.Fprintln(out, "WARNING: --profile="+devcluster.ProfileUpstreamUnauthenticatedMigration+": sandboxd serves commands without a token to anything on the pod network, "+
+			"and the router to Pods labelled paddock.dev/sandbox-client=true; this cluster enforces no NetworkPolicy, so every Pod can run commands in every sandbox by pod IP. For migrating from upstream only.")
+		return nil
+	}
+	return fmt.Errorf("--profile=%q is not one of %s, %s", o.Profile, devcluster.ProfileDefault, devcluster.ProfileUpstreamUnauthenticatedMigration)
 }
 
 // validateRouterAuthz refuses an unknown --router-authz and warns about allow-all.
@@ -106,11 +122,11 @@ func newDevCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := o.validateRouterAuthz(cmd.ErrOrStderr()); err != nil {
+			if err := errors.Join(o.validateRouterAuthz(cmd.ErrOrStderr()), o.validateProfile(cmd.ErrOrStderr())); err != nil {
 				return err
 			}
 			return devcluster.Up(cmd.Context(), cfg, devcluster.UpOptions{InstallPackages: o.InstallPackages, InstallPaddock: o.InstallPaddock,
-				RouterAuthz: o.RouterAuthz, Out: cmd.OutOrStdout()})
+				RouterAuthz: o.RouterAuthz, Profile: o.Profile, Out: cmd.OutOrStdout()})
 		},
 	}
 	o.AddFlags(up.Flags())

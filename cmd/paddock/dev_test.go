@@ -40,6 +40,7 @@ func TestDevFlagsValidation(t *testing.T) {
 		{[]string{"dev", "status", "--state-dir=/"}, "--state-dir must not be /"},
 		{[]string{"dev", "up", "extra"}, `unknown command "extra"`},
 		{[]string{"dev", "up", "--router-authz=open", "--source-dir=/src"}, `--router-authz="open" is not one of tokenreview, allow-all`},
+		{[]string{"dev", "up", "--profile=open", "--source-dir=/src"}, `--profile="open" is not one of default, upstream-unauthenticated-migration`},
 	}
 	for _, tc := range cases {
 		cmd := newRootCommand()
@@ -73,6 +74,20 @@ func TestDevGVisorFlag(t *testing.T) {
 		}
 		if cfg.GVisor != tc.want {
 			t.Errorf("dev up %v: Config.GVisor = %v, want %v", tc.args, cfg.GVisor, tc.want)
+		}
+	}
+}
+
+// TestDevProfileWarns: the migration profile is accepted with a warning that says what it opens.
+func TestDevProfileWarns(t *testing.T) {
+	for profile, warns := range map[string]bool{"default": false, "upstream-unauthenticated-migration": true} {
+		o := &devOptions{Profile: profile}
+		var out strings.Builder
+		if err := o.validateProfile(&out); err != nil {
+			t.Fatalf("--profile=%s: %v", profile, err)
+		}
+		if got := strings.Contains(out.String(), "WARNING") && strings.Contains(out.String(), "without a token"); got != warns {
+			t.Errorf("--profile=%s warned %q, want a warning %v", profile, out.String(), warns)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package devcluster
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,7 +58,7 @@ func (cl *cluster) installPaddock(ctx context.Context) (string, bool, error) {
 		return "", false, err
 	}
 	images := map[string]string{bundleImage: cl.cfg.ControllerImage(), routerBundleImage: cl.cfg.RouterImage()}
-	for _, file := range []string{"paddock.yaml", "paddock-router.yaml"} {
+	for _, file := range cl.bundleFiles() {
 		objs, err := cl.bundle(file, images)
 		if err != nil {
 			return "", false, err
@@ -73,7 +74,16 @@ func (cl *cluster) installPaddock(ctx context.Context) (string, bool, error) {
 			return "", false, err
 		}
 	}
-	return fmt.Sprintf("controller %s and router %s available; sandbox image %s", cl.cfg.ControllerImage(), cl.cfg.RouterImage(), cl.cfg.SandboxImage()), uploaded, nil
+	return fmt.Sprintf("controller %s and router %s available (profile %s); sandbox image %s", cl.cfg.ControllerImage(), cl.cfg.RouterImage(),
+		cmp.Or(cl.profile, ProfileDefault), cl.cfg.SandboxImage()), uploaded, nil
+}
+
+// bundleFiles are the files under dist/ the install profile applies, in order.
+func (cl *cluster) bundleFiles() []string {
+	if cl.profile == ProfileUpstreamUnauthenticatedMigration {
+		return []string{ProfileUpstreamUnauthenticatedMigration + ".yaml"}
+	}
+	return []string{"paddock.yaml", "paddock-router.yaml"}
 }
 
 // pushPaddockImages builds paddock-controller, paddock-router and sandboxd as static binaries and

@@ -2,6 +2,7 @@ package devcluster
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,5 +87,41 @@ func TestRouterAuthzReachesTheRouter(t *testing.T) {
 		RouterAuthzAllowAll: {"--authz-mode=allow-all", "--e2b-create-timeout=3m0s"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("router --authz-mode by --router-authz (-want +got):\n%s", diff)
+	}
+}
+
+// TestMigrationProfileInstallsItsBundle: --profile=upstream-unauthenticated-migration applies
+// the profile's one bundle, whose controller and router carry its flags after the dev cluster's
+// adaptations; the default applies the two default bundles.
+func TestMigrationProfileInstallsItsBundle(t *testing.T) {
+	cfg := testCfg
+	cfg.SourceDir = filepath.Join("..", "..")
+	if got := (&cluster{cfg: cfg}).bundleFiles(); !slices.Equal(got, []string{"paddock.yaml", "paddock-router.yaml"}) {
+		t.Errorf("default profile applies %v", got)
+	}
+	cl := &cluster{cfg: cfg, profile: ProfileUpstreamUnauthenticatedMigration}
+	files := cl.bundleFiles()
+	if len(files) != 1 {
+		t.Fatalf("migration profile applies %v, want its one bundle", files)
+	}
+	objs, err := cl.bundle(files[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"paddock-controller": "--sandboxd-allow-unauthenticated-network=true", "paddock-router": "--unauthenticated-client-pod-labels=paddock.dev/sandbox-client=true"}
+	for _, u := range objs {
+		if u.GetKind() != "Deployment" {
+			continue
+		}
+		d := &appsv1.Deployment{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
+			t.Fatal(err)
+		}
+		if flag, ok := want[d.Name]; ok && slices.Contains(d.Spec.Template.Spec.Containers[0].Args, flag) {
+			delete(want, d.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("deployments lacking the profile's flags: %v", want)
 	}
 }

@@ -30,7 +30,19 @@ type UpOptions struct {
 	// RouterAuthz is the router's --authz-mode: RouterAuthzTokenReview (the bundle's, when
 	// empty) or RouterAuthzAllowAll.
 	RouterAuthz string
+	// Profile is the install profile: ProfileDefault (when empty) or
+	// ProfileUpstreamUnauthenticatedMigration.
+	Profile string
 }
+
+// The install profiles `paddock dev up --profile` accepts.
+const (
+	// ProfileDefault installs dist/paddock.yaml and dist/paddock-router.yaml.
+	ProfileDefault = "default"
+	// ProfileUpstreamUnauthenticatedMigration installs dist/upstream-unauthenticated-migration.yaml:
+	// upstream's tokenless direct paths, UNSAFE (docs/compatibility.md, "Install profiles").
+	ProfileUpstreamUnauthenticatedMigration = "upstream-unauthenticated-migration"
+)
 
 // The router authorization modes `paddock dev up --router-authz` accepts.
 const (
@@ -41,6 +53,7 @@ const (
 type cluster struct {
 	cfg         Config
 	routerAuthz string
+	profile     string
 	bin         Binaries
 	tokens      tokens
 	client      kubernetes.Interface
@@ -65,7 +78,7 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 	if err := requireRoot(); err != nil {
 		return err
 	}
-	cl := &cluster{cfg: cfg, out: opts.Out, routerAuthz: opts.RouterAuthz}
+	cl := &cluster{cfg: cfg, out: opts.Out, routerAuthz: opts.RouterAuthz, profile: opts.Profile}
 	steps := []step{
 		{"debian packages", func(context.Context) (string, bool, error) {
 			missing := missingPackages(Packages)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/test/framework"
 )
@@ -223,5 +224,69 @@ func TestNamespaceRouterHasOnlyItsNamespace(t *testing.T) {
 			t.Errorf("%s may %s %s/%s in %q (name %q): %v, want %v", user, tc.attrs.Verb, tc.attrs.Group, tc.attrs.Resource,
 				tc.attrs.Namespace, tc.attrs.Name, got.Status.Allowed, tc.want)
 		}
+	}
+}
+
+const migrationProfile = "upstream-unauthenticated-migration"
+
+// TestUpstreamUnauthenticatedMigrationProfile renders the migration profile: the default install
+// with the three loud flags (sandboxd tokenless from the pod network, labelled client Pods at the
+// router and in the managed NetworkPolicy), the router's watch on Pods, the same objects as
+// dist/upstream-unauthenticated-migration.yaml, and an API server that takes all of it and lets
+// the router list Pods.
+func TestUpstreamUnauthenticatedMigrationProfile(t *testing.T) {
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	objs, err := framework.Kustomize(ctx, filepath.Join(framework.RepoRoot(), "config", "profiles", migrationProfile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientLabel := agentsv1beta1.SandboxClientLabel + "=true"
+	for deployment, flags := range map[string]map[string]string{
+		"paddock-controller": {"sandbox-client-pod-labels": clientLabel, "sandboxd-allow-unauthenticated-network": "true"},
+		"paddock-router":     {"unauthenticated-client-pod-labels": clientLabel, "authz-mode": "tokenreview"},
+	} {
+		args := containerArgs(t, objs, deployment)
+		for name, value := range flags {
+			if got, ok := lastFlag(args, name); !ok || got != value {
+				t.Errorf("%s --%s = %q (given %v), want %q", deployment, name, got, ok, value)
+			}
+		}
+		if _, ok := lastFlag(args, "accept-port-forward"); ok {
+			t.Errorf("%s sets --accept-port-forward; the profile keeps the default", deployment)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "dist", migrationProfile+".yaml"))
+	if err != nil {
+		t.Fatalf("reading the rendered profile (make dist): %v", err)
+	}
+	fromDist, err := framework.DecodeManifests(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := func(objs []*unstructured.Unstructured) []string {
+		var out []string
+		for _, u := range objs {
+			out = append(out, key(u))
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, want := keys(fromDist), keys(objs); !slices.Equal(got, want) {
+		t.Errorf("dist/%s.yaml holds %v,\nthe profile renders %v (run make dist)", migrationProfile, got, want)
+	}
+	apply(t, ctx, objs)
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: "system:serviceaccount:paddock-system:paddock-router", Groups: []string{"system:serviceaccounts", "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "watch", Resource: "pods"}}}
+	got, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Status.Allowed {
+		t.Errorf("the profile's router may not watch Pods: %+v", got.Status)
 	}
 }

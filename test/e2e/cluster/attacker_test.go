@@ -251,6 +251,9 @@ func testAttacker(t *testing.T) {
 		switch v.name {
 		case "host":
 			all = append(all, x.ownerProbes(tokenE2BMember, a.Name, tokenA)...)
+		case "code in sandbox a":
+			// Where the API server's port-forward arrives: sandbox a's own loopback, and its address.
+			all = append(all, selfProbes(ipA)...)
 		case "code in E2B sandbox e":
 			all = x.e2bProbes(keysOf(v), tokenA) // the Paddock rows are sandbox a's
 		}
@@ -268,10 +271,42 @@ func testAttacker(t *testing.T) {
 	rows = append(rows, credentialAttempts(ctx, vantages[2], tokenA, controlA)...)
 	rows = append(rows, stolenServiceAccountAttempt(ctx, vantages[2], ns, b.Name))
 	rows = append(rows, secretAttempt(ctx, outside, ns, b.Name, outsider))
+	rows = append(rows, portForwardAttempts(ctx, outsider, ns, a.Name)...)
 	rows = append(rows, adoptionAttempt(t, ctx, c, ns))
 	rows = append(rows, x.intact(t, ctx, c)...)
 
 	report(t, rows)
+}
+
+// portForwardAttempts open the API server's port-forward, the way in that needs no token at the
+// router and at sandboxd, with a ServiceAccount token that was not granted pods/portforward: to
+// the router's Pod and to sandbox's. The API server refuses both before any runtime dials.
+func portForwardAttempts(ctx context.Context, token, ns, sandbox string) []attempt {
+	cfg := rest.AnonymousClientConfig(suite.restConfig)
+	cfg.BearerToken = token
+	routerPod := ""
+	if pods, err := suite.client.CoreV1().Pods(routerNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + routerName}); err == nil && len(pods.Items) > 0 {
+		routerPod = pods.Items[0].Name
+	}
+	var rows []attempt
+	for _, target := range []struct{ what, ns, pod string }{
+		{"the router's Pod", routerNamespace, routerPod},
+		{"sandbox " + sandbox + "'s Pod", ns, sandbox},
+	} {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		fw, _, _, err := startPortForward(ctx, cfg, target.ns, target.pod, 8080)
+		cancel()
+		if fw != nil {
+			fw.stop()
+		}
+		result := "port-forward opened"
+		if err != nil {
+			result = err.Error()
+		}
+		rows = append(rows, attempt{from: "host", what: "port-forward to " + target.what + " with the outsider's ServiceAccount token",
+			result: result, held: err != nil && strings.Contains(strings.ToLower(err.Error()), "forbidden")})
+	}
+	return rows
 }
 
 // agentPod is the attacker's own pod in ns: the sandbox image as a plain Pod (no Sandbox, so no

@@ -47,6 +47,7 @@ func TestCluster(t *testing.T) {
 	t.Run("sandboxd: exec, streams, files and confinement by pod IP", testSandboxd)
 	t.Run("router: routes by header, authorizes scoped tokens, streams exec", testRouter)
 	t.Run("upstream SDK defaults: Go and Python clients port-forward to sandbox-router-svc", testUpstreamDefaults)
+	t.Run("port-forward: upstream's tokenless calls through the API server's port-forward, refused elsewhere, and the migration profile", testPortForward)
 	t.Run("e2b: the unmodified npm e2b SDK through the router's E2B front door", testE2B)
 	t.Run("attacker: from the host, another namespace and a sandbox, nothing reaches what it was not given", testAttacker)
 

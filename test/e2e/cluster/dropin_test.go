@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,34 +74,45 @@ func testUpstreamDefaults(t *testing.T) {
 		framework.EventuallyWithin(t, 2*time.Minute, func(ctx context.Context) error {
 			return expectExecute(ctx, base, ns, sandbox, token)
 		})
-		status, body := execute(t, ctx, base, ns, sandbox, "")
-		if status != http.StatusUnauthorized {
-			t.Errorf("POST /execute without a token through the per-namespace router = %d %s, want 401", status, body)
+		// Upstream's SDK sends no token: the API server authorized the port-forward, and the
+		// router serves it (--accept-port-forward).
+		if err := expectExecute(ctx, base, ns, sandbox, ""); err != nil {
+			t.Errorf("without a token through the port-forward: %v", err)
 		}
 	})
 	t.Run("Python: kubectl port-forward svc/sandbox-router-svc -n agent-sandbox-system", func(t *testing.T) {
 		dumpPodsOnFailure(t, upstreamRouterNamespace, map[string]string{"app.kubernetes.io/name": routerName})
 		installAgentSandboxSystemRouter(t, ctx, installed)
 		kubectl := kubectlBinary(t)
-		framework.EventuallyWithin(t, 2*time.Minute, func(ctx context.Context) error {
-			cmd := exec.CommandContext(ctx, "python3", filepath.Join(framework.RepoRoot(), "test/e2e/cluster/testdata/upstream-python-client/run.py"),
-				"--namespace", ns, "--sandbox", sandbox, "--command", "echo hello")
-			cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.kubeconfig, "KUBECTL="+kubectl, "SANDBOX_ROUTER_TOKEN="+token)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				return fmt.Errorf("python client: %w\n%s", err, stderr.String())
-			}
-			var res struct {
-				Stdout   string `json:"stdout"`
-				ExitCode int    `json:"exit_code"`
-			}
-			if err := json.Unmarshal(out, &res); err != nil || res.Stdout != "hello\n" || res.ExitCode != 0 {
-				return fmt.Errorf("python client printed %q (%v); want stdout \"hello\\n\", exit code 0\n%s", out, err, stderr.String())
-			}
-			return nil
-		})
+		// With a token, and as upstream's SDK sends it: without one.
+		for _, routerToken := range []string{token, ""} {
+			runPythonClient(t, kubectl, ns, sandbox, routerToken)
+		}
+	})
+}
+
+// runPythonClient runs testdata/upstream-python-client against sandbox until it prints echo's
+// answer; routerToken "" sends no Authorization, as upstream's SDK.
+func runPythonClient(t *testing.T, kubectl, ns, sandbox, routerToken string) {
+	t.Helper()
+	framework.EventuallyWithin(t, 2*time.Minute, func(ctx context.Context) error {
+		cmd := exec.CommandContext(ctx, "python3", filepath.Join(framework.RepoRoot(), "test/e2e/cluster/testdata/upstream-python-client/run.py"),
+			"--namespace", ns, "--sandbox", sandbox, "--command", "echo hello")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.kubeconfig, "KUBECTL="+kubectl, "SANDBOX_ROUTER_TOKEN="+routerToken)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("python client: %w\n%s", err, stderr.String())
+		}
+		var res struct {
+			Stdout   string `json:"stdout"`
+			ExitCode int    `json:"exit_code"`
+		}
+		if err := json.Unmarshal(out, &res); err != nil || res.Stdout != "hello\n" || res.ExitCode != 0 {
+			return fmt.Errorf("python client (token %v) printed %q (%v); want stdout \"hello\\n\", exit code 0\n%s", routerToken != "", out, err, stderr.String())
+		}
+		return nil
 	})
 }
 
@@ -177,38 +190,92 @@ func portForwardToService(t *testing.T, ctx context.Context, ns, service string,
 		}
 		return fmt.Errorf("no ready endpoint with a pod among %d EndpointSlices of %s/%s", len(slices.Items), ns, service)
 	})
-	transport, upgrader, err := spdy.RoundTripperFor(suite.restConfig)
+	ports, _ := portForwardToPod(t, ctx, suite.restConfig, ns, pod, port)
+	return fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+}
+
+// portForwardToPod opens a SPDY port-forward through the API server, as cfg's user, to ports of
+// pod, on random local ports of 127.0.0.1, until the test ends. It returns the local ports in
+// order and what the forwarder reported on its error stream so far (a failed dial inside the Pod
+// shows there). The API server must allow the forward: a refusal fails the test.
+func portForwardToPod(t *testing.T, ctx context.Context, cfg *rest.Config, ns, pod string, ports ...int) ([]int, func() string) {
+	t.Helper()
+	fw, errOut, done, err := startPortForward(ctx, cfg, ns, pod, ports...)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("port-forward to pod %s/%s: %v", ns, pod, err)
 	}
-	target := suite.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("portforward").URL()
-	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, target)
-	stop, ready := make(chan struct{}), make(chan struct{})
-	var errOut bytes.Buffer
-	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", port)}, stop, ready, io.Discard, &errOut)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- fw.ForwardPorts() }()
 	t.Cleanup(func() {
-		close(stop)
+		fw.stop()
 		if err := <-done; err != nil {
 			t.Logf("port-forward to pod %s/%s ended: %v", ns, pod, err)
 		}
 	})
+	got, err := fw.GetPorts()
+	if err != nil || len(got) != len(ports) {
+		t.Fatalf("port-forward ports %v: %v", got, err)
+	}
+	var local []int
+	for _, p := range got {
+		local = append(local, int(p.Local))
+	}
+	return local, errOut.String
+}
+
+// forwarder is a running port-forward and the way to stop it.
+type forwarder struct {
+	*portforward.PortForwarder
+	stop func()
+}
+
+// startPortForward starts a port-forward and waits until it listens or fails (an API server's
+// refusal is such a failure).
+func startPortForward(ctx context.Context, cfg *rest.Config, ns, pod string, ports ...int) (*forwarder, *syncBuffer, chan error, error) {
+	transport, upgrader, err := spdy.RoundTripperFor(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	target := suite.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("portforward").URL()
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, target)
+	stop, ready := make(chan struct{}), make(chan struct{})
+	errOut := &syncBuffer{}
+	var specs []string
+	for _, p := range ports {
+		specs = append(specs, fmt.Sprintf("0:%d", p))
+	}
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, specs, stop, ready, io.Discard, errOut)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- fw.ForwardPorts() }()
+	f := &forwarder{PortForwarder: fw, stop: sync.OnceFunc(func() { close(stop) })}
 	select {
 	case <-ready:
+		return f, errOut, done, nil
 	case err := <-done:
-		t.Fatalf("port-forward to pod %s/%s: %v %s", ns, pod, err, errOut.String())
+		return nil, nil, nil, fmt.Errorf("%w %s", err, errOut.String())
 	case <-ctx.Done():
-		t.Fatalf("port-forward to pod %s/%s not ready: %v", ns, pod, ctx.Err())
+		f.stop()
+		return nil, nil, nil, fmt.Errorf("not ready: %w", ctx.Err())
 	}
-	ports, err := fw.GetPorts()
-	if err != nil || len(ports) != 1 {
-		t.Fatalf("port-forward ports %v: %v", ports, err)
-	}
-	return fmt.Sprintf("http://127.0.0.1:%d", ports[0].Local)
+}
+
+// syncBuffer is a bytes.Buffer the forwarder writes from its goroutines while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // installedRouter is the router container `paddock dev up` installed: the image it built and

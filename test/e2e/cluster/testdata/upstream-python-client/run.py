@@ -3,9 +3,10 @@
 
 SandboxClient() with no connection settings spawns `kubectl port-forward
 svc/sandbox-router-svc <local>:8080 -n agent-sandbox-system`, polls the local port until it
-accepts, then POSTs /execute with the router headers. This client makes the same calls with the
-standard library only and prints the runtime's JSON answer. The router token comes from
-SANDBOX_ROUTER_TOKEN, kubectl from KUBECTL (default: kubectl on PATH).
+accepts, then POSTs /execute with the router headers and no credential. This client makes the
+same calls with the standard library only and prints the runtime's JSON answer. A router token,
+when SANDBOX_ROUTER_TOKEN is set and not empty, is sent as Authorization: Bearer (Paddock's own
+clients do); kubectl comes from KUBECTL (default: kubectl on PATH).
 """
 
 import argparse
@@ -57,17 +58,20 @@ def main():
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         wait_for_port(port, proc, time.monotonic() + 30)
+        headers = {
+            "Content-Type": "application/json",
+            "X-Sandbox-ID": args.sandbox,
+            "X-Sandbox-Namespace": args.namespace,
+            "X-Sandbox-Port": str(LEGACY_PORT),
+            "X-Sandbox-Timeout": "60",
+        }
+        if os.environ.get("SANDBOX_ROUTER_TOKEN"):
+            headers["Authorization"] = "Bearer " + os.environ["SANDBOX_ROUTER_TOKEN"]
         req = urllib.request.Request(
             "http://127.0.0.1:%d/execute" % port,
             data=json.dumps({"command": args.command}).encode(),
             method="POST",
-            headers={
-                "Content-Type": "application/json",
-                "X-Sandbox-ID": args.sandbox,
-                "X-Sandbox-Namespace": args.namespace,
-                "X-Sandbox-Port": str(LEGACY_PORT),
-                "Authorization": "Bearer " + os.environ["SANDBOX_ROUTER_TOKEN"],
-            })
+            headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=60) as resp:
                 sys.stdout.write(resp.read().decode())

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -161,7 +162,7 @@ func New(cfg Config) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := cfg.Server
+	var connContext func(context.Context, net.Conn) context.Context
 	if len(cfg.ClientPodLabels) > 0 && cfg.AuthzMode != AuthzAllowAll {
 		if r.clients, err = clientpods.New(cfg.Kube, cfg.ClientPodLabels, cfg.SandboxNamespaces, authorizer); err != nil {
 			return nil, err
@@ -171,7 +172,7 @@ func New(cfg Config) (*Router, error) {
 	}
 	if cfg.AcceptPortForward && cfg.AuthzMode != AuthzAllowAll {
 		pf := &authz.PortForward{Next: authorizer}
-		authorizer, opts.ProxyConnContext = pf, pf.Recognizer.ConnContext
+		authorizer, connContext = pf, pf.Recognizer.ConnContext
 	}
 	resolver := &resolve.Resolver{ClusterDomain: cfg.ClusterDomain, Policy: cfg.Policy}
 	switch {
@@ -224,6 +225,8 @@ func New(cfg Config) (*Router, error) {
 		Retry: cfg.Retry, Tracer: cfg.Tracer, Credentials: creds, Waker: r.waker, Activity: r.activity,
 		Transport: transport,
 	})
+	opts := cfg.Server
+	opts.ProxyConnContext = connContext
 	if e := cfg.E2B; e != nil {
 		if r.e2b, err = e2b.New(e2b.Config{Kube: cfg.Kube, Domain: e.Domain, KeysNamespace: e.KeysNamespace,
 			Tokens: r.tokens, CreateTimeout: e.CreateTimeout, Policy: cfg.Policy,

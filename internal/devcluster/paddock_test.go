@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -29,14 +30,7 @@ func TestBundlesRunOnTheDevCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, u := range objs {
-			if u.GetKind() != "Deployment" {
-				continue
-			}
-			d := &appsv1.Deployment{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
-				t.Fatal(err)
-			}
+		for _, d := range deployments(t, objs) {
 			c := d.Spec.Template.Spec.Containers[0]
 			env := map[string]string{}
 			for _, e := range c.Env {
@@ -109,6 +103,20 @@ func TestMigrationProfileInstallsItsBundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{"paddock-controller": "--sandboxd-allow-unauthenticated-network=true", "paddock-router": "--unauthenticated-client-pod-labels=paddock.dev/sandbox-client=true"}
+	for _, d := range deployments(t, objs) {
+		if flag, ok := want[d.Name]; ok && slices.Contains(d.Spec.Template.Spec.Containers[0].Args, flag) {
+			delete(want, d.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("deployments lacking the profile's flags: %v", want)
+	}
+}
+
+// deployments are the Deployments among a bundle's objects.
+func deployments(t *testing.T, objs []*unstructured.Unstructured) []*appsv1.Deployment {
+	t.Helper()
+	var out []*appsv1.Deployment
 	for _, u := range objs {
 		if u.GetKind() != "Deployment" {
 			continue
@@ -117,11 +125,7 @@ func TestMigrationProfileInstallsItsBundle(t *testing.T) {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
 			t.Fatal(err)
 		}
-		if flag, ok := want[d.Name]; ok && slices.Contains(d.Spec.Template.Spec.Containers[0].Args, flag) {
-			delete(want, d.Name)
-		}
+		out = append(out, d)
 	}
-	if len(want) > 0 {
-		t.Errorf("deployments lacking the profile's flags: %v", want)
-	}
+	return out
 }

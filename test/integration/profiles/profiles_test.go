@@ -35,6 +35,16 @@ func key(u *unstructured.Unstructured) string {
 	return u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName()
 }
 
+// keys are the sorted keys of objs, to compare what two renderings hold.
+func keys(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, u := range objs {
+		out = append(out, key(u))
+	}
+	slices.Sort(out)
+	return out
+}
+
 // apply server-side applies every object, as `kubectl apply --server-side` does.
 func apply(t *testing.T, ctx context.Context, objs []*unstructured.Unstructured) {
 	t.Helper()
@@ -138,14 +148,6 @@ func TestDistAgentSandboxSystemIsTheProfile(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 		fromDist = append(fromDist, got...)
-	}
-	keys := func(objs []*unstructured.Unstructured) []string {
-		var out []string
-		for _, u := range objs {
-			out = append(out, key(u))
-		}
-		slices.Sort(out)
-		return out
 	}
 	if got, want := keys(fromDist), keys(objs); !slices.Equal(got, want) {
 		t.Errorf("dist/%s holds %v,\nthe profile renders %v (run make dist)", upstreamNamespace, got, want)
@@ -262,14 +264,6 @@ func TestUpstreamUnauthenticatedMigrationProfile(t *testing.T) {
 	fromDist, err := framework.DecodeManifests(data)
 	if err != nil {
 		t.Fatal(err)
-	}
-	keys := func(objs []*unstructured.Unstructured) []string {
-		var out []string
-		for _, u := range objs {
-			out = append(out, key(u))
-		}
-		slices.Sort(out)
-		return out
 	}
 	if got, want := keys(fromDist), keys(objs); !slices.Equal(got, want) {
 		t.Errorf("dist/%s.yaml holds %v,\nthe profile renders %v (run make dist)", migrationProfile, got, want)

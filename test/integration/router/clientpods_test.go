@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,14 +24,7 @@ func (r *runningRouter) callFrom(t *testing.T, ip, ns, name string, port int) (i
 	t.Helper()
 	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
 	client := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true}}
-	req, err := http.NewRequest(http.MethodPost, r.proxyURL+"/execute", strings.NewReader(`{"command":"true"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-Sandbox-ID", name)
-	req.Header.Set("X-Sandbox-Namespace", ns)
-	req.Header.Set("X-Sandbox-Port", strconv.Itoa(port))
-	resp, err := client.Do(req)
+	resp, err := client.Do(upstreamRequest(t, http.MethodPost, r.proxyURL+"/execute", `{"command":"true"}`, ns, name, port))
 	if err != nil {
 		t.Fatalf("request from %s: %v", ip, err)
 	}

@@ -39,14 +39,7 @@ func (r *runningRouter) callAs(t *testing.T, uid int, path, ns, name string, por
 	}
 	conn := framework.DialAsUID(t, uid, u.Host)
 	client := &http.Client{Transport: &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return conn, nil }}}
-	req, err := http.NewRequest(http.MethodGet, r.proxyURL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-Sandbox-ID", name)
-	req.Header.Set("X-Sandbox-Namespace", ns)
-	req.Header.Set("X-Sandbox-Port", strconv.Itoa(port))
-	req.Header.Set("X-Request-ID", "0123456789abcdef")
+	req := upstreamRequest(t, http.MethodGet, r.proxyURL+path, "", ns, name, port)
 	for k, v := range extra {
 		req.Header.Set(k, v)
 	}
@@ -57,6 +50,21 @@ func (r *runningRouter) callAs(t *testing.T, uid int, path, ns, name string, por
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// upstreamRequest is a request as upstream's SDKs send it to the router: the X-Sandbox-* headers
+// and a request ID, no credential.
+func upstreamRequest(t *testing.T, method, url, body, ns, name string, port int) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Sandbox-ID", name)
+	req.Header.Set("X-Sandbox-Namespace", ns)
+	req.Header.Set("X-Sandbox-Port", strconv.Itoa(port))
+	req.Header.Set("X-Request-ID", "0123456789abcdef")
+	return req
 }
 
 // TestPortForwardedRequestsNeedNoToken runs the default router (TokenReview with the access

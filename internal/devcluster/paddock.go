@@ -199,6 +199,14 @@ func (cl *cluster) adaptDeployment(u *unstructured.Unstructured) error {
 	return nil
 }
 
+// rolledOut reports whether d runs its current template only, all of it available: an up that
+// changed the install (another profile, a new image) must not go on while old Pods still serve.
+func rolledOut(d *appsv1.Deployment) bool {
+	want := ptr.Deref(d.Spec.Replicas, 1)
+	st := d.Status
+	return st.ObservedGeneration >= d.Generation && st.UpdatedReplicas == want && st.Replicas == want && st.AvailableReplicas >= want
+}
+
 // DevE2BCreateTimeout is the dev router's --e2b-create-timeout.
 const DevE2BCreateTimeout = 3 * time.Minute
 
@@ -234,7 +242,7 @@ func waitAvailable(ctx context.Context, c client.Client, ns, name string) error 
 	d := &appsv1.Deployment{}
 	for {
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d)
-		if err == nil && d.Status.AvailableReplicas > 0 && d.Status.ObservedGeneration >= d.Generation {
+		if err == nil && rolledOut(d) {
 			return nil
 		}
 		select {

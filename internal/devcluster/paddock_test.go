@@ -8,8 +8,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 )
 
 // TestBundlesRunOnTheDevCluster checks what the dev install changes in the committed bundles:
@@ -128,4 +130,26 @@ func deployments(t *testing.T, objs []*unstructured.Unstructured) []*appsv1.Depl
 		out = append(out, d)
 	}
 	return out
+}
+
+// TestRolledOutWaitsForTheNewPods: a Deployment whose new template has not replaced every old Pod
+// is not ready for the next step, though it is available.
+func TestRolledOutWaitsForTheNewPods(t *testing.T) {
+	d := func(gen, observed int64, replicas, updated, available int32) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: gen}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)},
+			Status: appsv1.DeploymentStatus{ObservedGeneration: observed, Replicas: replicas, UpdatedReplicas: updated, AvailableReplicas: available}}
+	}
+	for name, tc := range map[string]struct {
+		d    *appsv1.Deployment
+		want bool
+	}{
+		"rolled out":                            {d(2, 2, 1, 1, 1), true},
+		"new spec not observed":                 {d(3, 2, 1, 1, 1), false},
+		"old Pod still available, new starting": {d(2, 2, 2, 1, 1), false},
+		"new Pod not available yet":             {d(2, 2, 1, 1, 0), false},
+	} {
+		if got := rolledOut(tc.d); got != tc.want {
+			t.Errorf("%s: rolledOut = %v, want %v", name, got, tc.want)
+		}
+	}
 }

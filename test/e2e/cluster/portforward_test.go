@@ -220,7 +220,7 @@ func testPortForward(t *testing.T) {
 	})
 
 	t.Run("migration profile: labelled client Pods without a token", func(t *testing.T) {
-		testMigrationProfile(t, ctx, c, ns, clients, routerIP)
+		testMigrationProfile(t, ctx, c, ns, clients)
 	})
 }
 
@@ -304,21 +304,29 @@ func selfProbes(ownIP string) []probe {
 	return out
 }
 
-// readyPod is readyPodIP with the pod's name.
+// readyPod waits until the Pods with the labels in ns are one Ready Pod, none terminating (an
+// install that just changed drains its old Pods), and returns its name and IP.
 func readyPod(t *testing.T, ns string, labels map[string]string) (name, ip string) {
 	t.Helper()
-	ip = readyPodIP(t, ns, labels)
-	pods, err := suite.client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: labels})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		if p.Status.PodIP == ip {
-			return p.Name, ip
+	framework.EventuallyWithin(t, 3*time.Minute, func(ctx context.Context) error {
+		pods, err := suite.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: labels})})
+		if err != nil {
+			return err
 		}
-	}
-	t.Fatalf("no pod with IP %s in %s", ip, ns)
-	return "", ""
+		if len(pods.Items) != 1 {
+			return fmt.Errorf("%d Pods with %v in %s, want one (old ones still draining?)", len(pods.Items), labels, ns)
+		}
+		p := pods.Items[0]
+		ready := slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+			return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+		})
+		if !ready || p.DeletionTimestamp != nil || p.Status.PodIP == "" {
+			return fmt.Errorf("Pod %s/%s is not Ready, or terminating, or has no IP", ns, p.Name)
+		}
+		name, ip = p.Name, p.Status.PodIP
+		return nil
+	})
+	return name, ip
 }
 
 // devUp runs `paddock dev up` on the suite's cluster with extra flags.
@@ -337,7 +345,7 @@ func devUp(t *testing.T, ctx context.Context, args ...string) {
 // testMigrationProfile installs the migration profile over the default install and puts the
 // default back afterwards. The dev cluster enforces no NetworkPolicy, so what keeps unlabelled
 // Pods from a sandbox's pod IP is shown as the policy object, not as a refusal.
-func testMigrationProfile(t *testing.T, ctx context.Context, c client.Client, ns string, clients map[bool]processv1.ProcessServiceClient, routerIP string) {
+func testMigrationProfile(t *testing.T, ctx context.Context, c client.Client, ns string, clients map[bool]processv1.ProcessServiceClient) {
 	if !suite.owned {
 		t.Skip("installs a profile with paddock dev up; only on the cluster the tests brought up")
 	}
@@ -350,7 +358,9 @@ func testMigrationProfile(t *testing.T, ctx context.Context, c client.Client, ns
 		}
 	})
 	devUp(t, ctx, "--profile="+devcluster.ProfileUpstreamUnauthenticatedMigration)
-	_, routerIP = readyPod(t, routerNamespace, map[string]string{"app.kubernetes.io/name": routerName})
+	// The controller that makes the next Sandbox must be the profile's.
+	readyPod(t, routerNamespace, map[string]string{"app.kubernetes.io/name": "paddock-controller"})
+	_, routerIP := readyPod(t, routerNamespace, map[string]string{"app.kubernetes.io/name": routerName})
 
 	// A Sandbox made under the profile: sandboxd serves the pod network without a token.
 	migrated := runcSandboxd(t, "migrated", ns)

@@ -356,6 +356,9 @@ func testMigrationProfile(t *testing.T, ctx context.Context, c client.Client, ns
 			_ = suite.client.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
 			_ = suite.client.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
 		}
+		// The next tests look the router up by its Pod: leave only the default's.
+		readyPod(t, routerNamespace, map[string]string{"app.kubernetes.io/name": "paddock-controller"})
+		readyPod(t, routerNamespace, map[string]string{"app.kubernetes.io/name": routerName})
 	})
 	devUp(t, ctx, "--profile="+devcluster.ProfileUpstreamUnauthenticatedMigration)
 	// The controller that makes the next Sandbox must be the profile's.

@@ -17,8 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
-	"github.com/paddock-dev/paddock/internal/router/e2b"
+	"github.com/paddock-dev/paddock/internal/e2baccess"
 )
 
 // The E2B defaults of the dev cluster: a pool named after the SDK's default template, in the
@@ -104,7 +105,7 @@ func (cl *cluster) installE2B(ctx context.Context) (string, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for url == "" {
-		if url, err = e2b.RouterURL(ctx, c, "paddock-system", e2b.DefaultPort); err == nil {
+		if url, err = e2baccess.RouterURL(ctx, c, "paddock-system", e2b.DefaultPort); err == nil {
 			break
 		}
 		select {
@@ -113,7 +114,7 @@ func (cl *cluster) installE2B(ctx context.Context) (string, bool, error) {
 		case <-time.After(time.Second):
 		}
 	}
-	cl.e2bExports = e2b.Exports(url, key)
+	cl.e2bExports = e2baccess.Exports(url, key)
 	return fmt.Sprintf("pool %s/%s (gVisor %v), API key Secret %s/%s", e2bNamespace, e2b.DefaultTemplate, gvisor, e2bKeysNamespace, e2bKeySecretName), changed, nil
 }
 
@@ -127,7 +128,7 @@ func (cl *cluster) e2bKey(ctx context.Context, c client.Client) (string, error) 
 	if !apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("reading the dev API key Secret: %w", err)
 	}
-	key, _, err := e2b.CreateNamedAPIKey(ctx, c, e2bKeysNamespace, e2bKeySecretName, e2bNamespace)
+	key, _, err := e2baccess.CreateNamedAPIKey(ctx, c, e2bKeysNamespace, e2bKeySecretName, e2bNamespace)
 	return key, err
 }
 

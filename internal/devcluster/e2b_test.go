@@ -3,8 +3,8 @@ package devcluster
 import (
 	"testing"
 
+	"github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
-	"github.com/paddock-dev/paddock/internal/router/e2b"
 )
 
 // The dev `base` template runs sandboxd as its runtime, so a create's envVars are served warm

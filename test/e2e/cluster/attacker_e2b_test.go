@@ -20,9 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/blueprint"
-	"github.com/paddock-dev/paddock/internal/router/e2b"
+	"github.com/paddock-dev/paddock/internal/e2baccess"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
@@ -56,11 +57,11 @@ func setUpE2BTarget(t *testing.T, ctx context.Context, c client.Client, ns, outs
 	t.Helper()
 	copyE2BTemplate(t, ctx, c, ns, e2b.DefaultTemplate, true)
 	framework.MustCreate(t, ctx, c, poolOf(ns, e2b.DefaultTemplate, 3))
-	key, _, err := e2b.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, ns)
+	key, _, err := e2baccess.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherKey, _, err := e2b.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, outside)
+	otherKey, _, err := e2baccess.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, outside)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
-	"github.com/paddock-dev/paddock/internal/router/e2b"
+	"github.com/paddock-dev/paddock/internal/e2baccess"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
@@ -47,15 +48,15 @@ func testE2B(t *testing.T) {
 	for _, obj := range []client.Object{poolOf(ns, e2b.DefaultTemplate, 2), poolOf(ns, "burst", e2bBurstPool)} {
 		framework.MustCreate(t, ctx, c, obj)
 	}
-	key, _, err := e2b.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, ns)
+	key, _, err := e2baccess.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherKey, _, err := e2b.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, otherNS)
+	otherKey, _, err := e2baccess.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, otherNS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	url, err := e2b.RouterURL(ctx, c, routerNamespace, e2b.DefaultPort)
+	url, err := e2baccess.RouterURL(ctx, c, routerNamespace, e2b.DefaultPort)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package envd
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +8,9 @@ import (
 	"syscall"
 
 	"connectrpc.com/connect"
+
+	"github.com/paddock-dev/paddock/api/e2b"
+	"github.com/paddock-dev/paddock/internal/httpjson"
 )
 
 // fsError maps a filesystem failure to the Connect code the SDK understands (NotFound makes
@@ -30,20 +32,9 @@ func fsError(field, userPath string, err error) *connect.Error {
 	return connect.NewError(code, fmt.Errorf("%s %q: %w", field, userPath, err))
 }
 
-// restError is envd's REST error body.
-type restError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
+// writeError answers envd's REST error body, E2B's Error schema.
 func writeError(w http.ResponseWriter, status int, message string) {
-	writeJSON(w, status, restError{Code: status, Message: message})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	httpjson.Write(w, status, e2b.Error{Code: status, Message: message})
 }
 
 // httpStatus is the /files status for a Connect code.

@@ -150,3 +150,37 @@ type Error struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
 }
+
+// Template is one entry of GET /templates: a template a key's namespace can create sandboxes
+// from. Paddock serves each SandboxWarmPool as one (shared/reference/e2b-next.md §6 names the
+// build API; the list's fields are E2B's Template schema).
+type Template struct {
+	TemplateID    string    `json:"templateID"`
+	BuildID       string    `json:"buildID"`
+	CPUCount      int64     `json:"cpuCount"`
+	MemoryMB      int64     `json:"memoryMB"`
+	DiskSizeMB    int64     `json:"diskSizeMB"`
+	Public        bool      `json:"public"`
+	Aliases       []string  `json:"aliases"`
+	Names         []string  `json:"names"`
+	CreatedAt     string    `json:"createdAt"`
+	UpdatedAt     string    `json:"updatedAt"`
+	CreatedBy     *struct{} `json:"createdBy"`
+	LastSpawnedAt *string   `json:"lastSpawnedAt"`
+	SpawnCount    int64     `json:"spawnCount"`
+	BuildCount    int64     `json:"buildCount"`
+	EnvdVersion   string    `json:"envdVersion"`
+	BuildStatus   string    `json:"buildStatus"`
+}
+
+// TemplateAlias is the answer of GET /templates/aliases/{alias} (the SDK's Template.exists).
+type TemplateAlias struct {
+	TemplateID string `json:"templateID"`
+	Public     bool   `json:"public"`
+}
+
+// Build states of a template.
+const (
+	BuildStatusReady = "ready"
+	BuildStatusError = "error"
+)

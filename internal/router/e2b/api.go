@@ -19,7 +19,7 @@ import (
 )
 
 // routes is the control plane's table of contents: one file per resource, each holding its
-// handlers (sandboxes.go, create.go, lifecycle.go, metrics.go).
+// handlers (sandboxes.go, create.go, lifecycle.go, metrics.go, templates.go).
 func (f *FrontDoor) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	handle := func(pattern string, h handlerFunc) { mux.Handle(pattern, f.authenticated(h)) }
@@ -35,9 +35,11 @@ func (f *FrontDoor) routes() *http.ServeMux {
 	handle("POST /v2/sandboxes/{id}/connect", f.connect)
 	handle("POST /sandboxes/{id}/resume", f.connect)
 	handle("GET /sandboxes/{id}/metrics", f.metrics)
+	handle("GET /templates", f.listTemplates)
+	handle("GET /templates/aliases/{alias}", f.templateAlias)
 	handle("/", func(w http.ResponseWriter, r *http.Request, _ string) {
 		writeError(w, http.StatusNotImplemented, fmt.Sprintf("%s %s is not served by Paddock's E2B front door yet "+
-			"(snapshots, fork, volumes, network updates, templates and builds are not implemented); see docs/design/e2b-front-door.md", r.Method, r.URL.Path))
+			"(snapshots, fork, volumes, network updates and template builds are not implemented); see docs/design/e2b-front-door.md", r.Method, r.URL.Path))
 	})
 	return mux
 }

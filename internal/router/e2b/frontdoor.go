@@ -112,8 +112,9 @@ func New(cfg Config) (*FrontDoor, error) {
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{
 				cfg.KeysNamespace: {LabelSelector: labels.NewSelector().Add(*hasKeyLabel)}}},
-			&extensionsv1beta1.SandboxClaim{}: {Label: labels.SelectorFromSet(labels.Set{e2bapi.SandboxLabel: "true"}), Transform: dropManagedFields},
-			&agentsv1beta1.Sandbox{}:          {Transform: dropManagedFields},
+			&extensionsv1beta1.SandboxClaim{}:    {Label: labels.SelectorFromSet(labels.Set{e2bapi.SandboxLabel: "true"}), Transform: dropManagedFields},
+			&agentsv1beta1.Sandbox{}:             {Transform: dropManagedFields},
+			&extensionsv1beta1.SandboxTemplate{}: {Transform: dropManagedFields},
 		},
 	})
 	if err != nil {
@@ -147,7 +148,7 @@ func (f *FrontDoor) registerInformers(ctx context.Context) error {
 	if err := f.cache.IndexField(ctx, &agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxClaimUIDIndex, indexes.SandboxByClaimUID); err != nil {
 		return fmt.Errorf("indexing Sandboxes by claim UID: %w", err)
 	}
-	for _, obj := range []client.Object{&extensionsv1beta1.SandboxClaim{}, &agentsv1beta1.Sandbox{}, &corev1.Secret{}, &extensionsv1beta1.SandboxWarmPool{}} {
+	for _, obj := range []client.Object{&extensionsv1beta1.SandboxClaim{}, &agentsv1beta1.Sandbox{}, &corev1.Secret{}, &extensionsv1beta1.SandboxWarmPool{}, &extensionsv1beta1.SandboxTemplate{}} {
 		inf, err := f.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 		if err != nil {
 			return fmt.Errorf("creating the %T informer: %w", obj, err)

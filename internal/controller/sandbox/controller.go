@@ -28,6 +28,7 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/internal/kube"
+	"github.com/paddock-dev/paddock/internal/tracing"
 )
 
 // ControllerName names the controller, its event recorder and its field manager.
@@ -120,7 +121,7 @@ func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconci
 		apiReader: cmp.Or[client.Reader](opts.APIReader, c), tracer: defaultTracer(),
 		writes: newWriteMemory(opts.WriteBehindWindow, opts.StatusCoalesceWindow), terminating: kube.NewTerminatingNamespaces(opts.Clock)}
 	if opts.TracerProvider != nil {
-		r.tracer = opts.TracerProvider.Tracer(TracerName)
+		r.tracer = opts.TracerProvider.Tracer(tracing.ControllerTracerName)
 	}
 	return r, nil
 }

@@ -2,17 +2,14 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/test/builder"
-	"github.com/paddock-dev/paddock/test/framework"
 )
 
 // A finalizer added by someone else starts a pass: the Sandbox watch filters with
@@ -32,12 +29,5 @@ func TestFinalizerChangeStartsAPass(t *testing.T) {
 		t.Fatalf("adding a finalizer to sandbox %s: %v", key(sb), err)
 	}
 	t.Cleanup(func() { forceDelete(t, context.Background(), finalized) })
-	framework.Eventually(t, func(context.Context) error {
-		for _, read := range ops.ReadVersions(sb) {
-			if c, err := resourceversion.CompareResourceVersion(read, finalized.ResourceVersion); err == nil && c >= 0 {
-				return nil
-			}
-		}
-		return fmt.Errorf("no pass of %s has read version %s, the one with the finalizer, yet", key(sb), finalized.ResourceVersion)
-	})
+	waitPassReading(t, sb, 0, finalized.ResourceVersion) // the one with the finalizer
 }

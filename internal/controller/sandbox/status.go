@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -190,16 +189,6 @@ func setChildFields(sb *agentsv1beta1.Sandbox, obs *observation, clusterDomain s
 		sb.Status.Service = obs.service.Name
 		sb.Status.ServiceFQDN = fmt.Sprintf("%s.%s.svc.%s", obs.service.Name, obs.service.Namespace, clusterDomain)
 	}
-}
-
-// onlyNodeNameChanged reports whether status differs from before in nodeName and nothing else.
-func onlyNodeNameChanged(status, before *agentsv1beta1.SandboxStatus) bool {
-	if status.NodeName == before.NodeName {
-		return false
-	}
-	s := status.DeepCopy()
-	s.NodeName = before.NodeName
-	return equality.Semantic.DeepEqual(s, before)
 }
 
 func (o *observation) ownedPod() *corev1.Pod {

@@ -7,13 +7,10 @@ package poolsafety
 import (
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
@@ -27,12 +24,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	// PADDOCK_TEST_LOG=1 shows the controllers' logs; otherwise they are discarded.
-	if os.Getenv("PADDOCK_TEST_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	framework.SetTestLogger()
 	framework.RunMain(m, &env, startControllers)
 }
 

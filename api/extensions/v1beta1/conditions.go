@@ -52,6 +52,10 @@ const (
 	// readiness grace period (MembersNotReady) or held because no node fits them
 	// (MembersUnschedulable).
 	PoolConditionProgressing = "Progressing"
+	// PoolConditionAutosizing exists on pools with paddock.dev/autosize "true": True while the
+	// controller sizes spec.replicas from demand, False naming the annotation or the write that
+	// stops it (spec.replicas then stays as it is).
+	PoolConditionAutosizing = "Autosizing"
 )
 
 // Reasons of the pool conditions. TemplateNotFound is shared with the claim's Ready condition.
@@ -69,4 +73,10 @@ const (
 	PoolReasonMembersProgressing   = "MembersProgressing"
 	PoolReasonMembersNotReady      = "MembersNotReady"
 	PoolReasonMembersUnschedulable = "MembersUnschedulable"
+	PoolReasonAutosizeActive       = "AutosizeActive"
+	// PoolReasonAutosizeInvalid: an autosize annotation has a value the controller cannot use;
+	// the message names it and the fix.
+	PoolReasonAutosizeInvalid = "InvalidAutosizeAnnotation"
+	// PoolReasonScaleWriteFailed: writing spec.replicas through the scale subresource failed.
+	PoolReasonScaleWriteFailed = "ScaleWriteFailed"
 )

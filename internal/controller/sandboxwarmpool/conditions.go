@@ -136,7 +136,8 @@ func stuckReplacements(plan warmpool.Plan) int {
 // conditionEvents emits a Warning event for each owned condition that turned False (or changed
 // its reason while False) in this pass. Unschedulable members have their own event.
 func (r *Reconciler) conditionEvents(pool *extensionsv1beta1.SandboxWarmPool, before []metav1.Condition) {
-	for _, t := range []string{extensionsv1beta1.PoolConditionTemplateReady, extensionsv1beta1.PoolConditionMembersCreated, extensionsv1beta1.PoolConditionProgressing} {
+	for _, t := range []string{extensionsv1beta1.PoolConditionTemplateReady, extensionsv1beta1.PoolConditionMembersCreated,
+		extensionsv1beta1.PoolConditionProgressing, extensionsv1beta1.PoolConditionAutosizing} {
 		now := meta.FindStatusCondition(pool.Status.Conditions, t)
 		if now == nil || now.Status != metav1.ConditionFalse || now.Reason == extensionsv1beta1.PoolReasonMembersUnschedulable {
 			continue

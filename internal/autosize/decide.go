@@ -171,7 +171,11 @@ func (d Decision) Direction(current int32) string {
 // Why says, for an event, why the pool goes from current to d.Replicas.
 func (d Decision) Why(p Policy, current int32, window time.Duration) string {
 	change := fmt.Sprintf("spec.replicas %d -> %d: ", current, d.Replicas)
-	demand := fmt.Sprintf("%d claims (%.2f/s) x %s to Ready + headroom %d", d.Claims, d.Rate, d.ReadyTime.Round(10*time.Millisecond), p.Headroom)
+	claims := "claims"
+	if d.Claims == 1 {
+		claims = "claim"
+	}
+	demand := fmt.Sprintf("%d %s (%.2f/s) x %s to Ready + headroom %d", d.Claims, claims, d.Rate, d.ReadyTime.Round(10*time.Millisecond), p.Headroom)
 	switch {
 	case current > p.Max:
 		return change + fmt.Sprintf("above %s %d", extensionsv1beta1.AutosizeMaxAnnotation, p.Max)

@@ -31,6 +31,13 @@ const (
 	e2bKeysNamespace = e2b.DefaultAPIKeyNamespace
 )
 
+// The `base` pool sizes itself between these (docs/design/autosize.md): two ready members when
+// quiet, and no more than a 2-core node starts and holds comfortably under gVisor.
+const (
+	e2bPoolMin = "2"
+	e2bPoolMax = "8"
+)
+
 // E2BTemplate is the `base` template: sandboxd (with bash, which the SDK's commands.run needs)
 // as the only container, E2B's user home on a volume so files survive pause, and gVisor when the
 // cluster has its RuntimeClass.
@@ -69,10 +76,15 @@ func E2BTemplate(image string, gvisor bool) *extensionsv1beta1.SandboxTemplate {
 	return t
 }
 
-// E2BPool is the warm pool of E2BTemplate, under the SDK's default template name.
+// E2BPool is the warm pool of E2BTemplate, under the SDK's default template name, sized from
+// demand by the pool controller.
 func E2BPool() *extensionsv1beta1.SandboxWarmPool {
 	return &extensionsv1beta1.SandboxWarmPool{
-		ObjectMeta: metav1.ObjectMeta{Name: e2b.DefaultTemplate, Namespace: e2bNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: e2b.DefaultTemplate, Namespace: e2bNamespace, Annotations: map[string]string{
+			extensionsv1beta1.AutosizeAnnotation:    "true",
+			extensionsv1beta1.AutosizeMinAnnotation: e2bPoolMin,
+			extensionsv1beta1.AutosizeMaxAnnotation: e2bPoolMax,
+		}},
 		Spec: extensionsv1beta1.SandboxWarmPoolSpec{Replicas: ptr.To[int32](e2bPoolReplicas),
 			TemplateRef: extensionsv1beta1.SandboxTemplateRef{Name: e2b.DefaultTemplate}},
 	}

@@ -1,6 +1,7 @@
 package builder
 
 import (
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -112,6 +113,23 @@ func (w *WarmPoolWrapper) Obj() *extensionsv1beta1.SandboxWarmPool { return w.p.
 func (w *WarmPoolWrapper) Replicas(n int32) *WarmPoolWrapper {
 	w.p.Spec.Replicas = ptr.To(n)
 	return w
+}
+
+// Annotation sets an annotation on the pool.
+func (w *WarmPoolWrapper) Annotation(k, v string) *WarmPoolWrapper {
+	if w.p.Annotations == nil {
+		w.p.Annotations = map[string]string{}
+	}
+	w.p.Annotations[k] = v
+	return w
+}
+
+// Autosize turns autosize on between least and most members, with the given headroom.
+func (w *WarmPoolWrapper) Autosize(least, most, headroom int) *WarmPoolWrapper {
+	return w.Annotation(extensionsv1beta1.AutosizeAnnotation, "true").
+		Annotation(extensionsv1beta1.AutosizeMinAnnotation, strconv.Itoa(least)).
+		Annotation(extensionsv1beta1.AutosizeMaxAnnotation, strconv.Itoa(most)).
+		Annotation(extensionsv1beta1.AutosizeHeadroomAnnotation, strconv.Itoa(headroom))
 }
 
 // UpdateStrategy sets spec.updateStrategy.type.

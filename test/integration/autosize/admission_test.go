@@ -3,15 +3,10 @@ package autosize
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
@@ -21,41 +16,15 @@ import (
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
-// installAdmissionPolicy applies config/admission/autosize-policy.yaml, the file the bundles and
-// the chart ship, with its binding limited to namespace ns: the other tests of this tier make
-// pools with bad annotations on purpose, to see the controller name them.
-func installAdmissionPolicy(t *testing.T, ctx context.Context, ns string) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "config", "admission", "autosize-policy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		if u.GetKind() == "ValidatingAdmissionPolicyBinding" {
-			u.SetName(u.GetName() + "-" + ns)
-			if err := unstructured.SetNestedStringMap(u.Object, map[string]string{"kubernetes.io/metadata.name": ns},
-				"spec", "matchResources", "namespaceSelector", "matchLabels"); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = env.Client.Delete(context.Background(), u) })
-		}
-		if err := env.Client.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-	}
-}
-
 // TestAdmissionNamesTheBadAnnotation: the admission policy refuses every annotation value the
 // controller would refuse, naming it, and admits the ones it accepts, the dev cluster's `base`
 // pool among them.
 func TestAdmissionNamesTheBadAnnotation(t *testing.T) {
 	ctx := framework.Context(t, 2*time.Minute)
 	ns := env.Namespace(t)
-	installAdmissionPolicy(t, ctx, ns)
+	// Bound to this namespace only: the other tests of the tier make pools with bad annotations on
+	// purpose, to see the controller name them.
+	framework.InstallAdmissionPolicy(t, ctx, env.Client, "autosize-policy.yaml", ns)
 	on := func(kv ...string) map[string]string {
 		a := map[string]string{extensionsv1beta1.AutosizeAnnotation: "true"}
 		for i := 0; i+1 < len(kv); i += 2 {

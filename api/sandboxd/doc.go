@@ -29,6 +29,20 @@ const (
 	SecretEnvPrefix = "SANDBOXD_"
 )
 
+// Bring your own image (docs/byo-image.md): the Sandbox controller copies sandboxd out of its
+// --sandboxd-image into the Pod and starts the chosen container through it with --preflight.
+const (
+	// BinaryPath is where every Paddock sandbox image holds sandboxd, and so where the controller's
+	// --sandboxd-image must hold it.
+	BinaryPath = "/usr/local/bin/sandboxd"
+	// PreflightExitCode is sandboxd's exit code when --preflight finds the container cannot host
+	// it (sysexits' EX_CONFIG).
+	PreflightExitCode = 78
+	// PreflightMessagePrefix starts the termination message a failed preflight writes; the
+	// Sandbox controller turns such a message into Ready=False, reason ImageIncompatible.
+	PreflightMessagePrefix = "sandboxd preflight: "
+)
+
 // RESTPort is sandboxd's REST API port (claim settings, /v1/...).
 const RESTPort = 8080
 

@@ -31,7 +31,7 @@ func TestServeUntilCancelled(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serve(ctx, *o) }()
+	go func() { done <- serve(ctx, *o, nil) }()
 	for _, url := range []string{fmt.Sprintf("http://127.0.0.1:%d/v1/health", o.RESTPort), fmt.Sprintf("http://127.0.0.1:%d/", o.LegacyPort)} {
 		framework.Eventually(t, func(context.Context) error {
 			resp, err := http.Get(url)
@@ -62,7 +62,7 @@ func TestServeFailsOnAPortInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := serve(context.Background(), *o); err == nil {
+	if err := serve(context.Background(), *o, nil); err == nil {
 		t.Fatal("serve succeeded with its REST port taken, want a bind error")
 	}
 }

@@ -24,6 +24,13 @@ const (
 	// AllowUnauthenticatedEnv ("true") lets sandboxd serve without a sandbox token. Development
 	// only: without it, and without a token, sandboxd refuses to start.
 	AllowUnauthenticatedEnv = "SANDBOXD_ALLOW_UNAUTHENTICATED"
+	// RootDirEnv sets the sandbox root (default DefaultRootDir).
+	RootDirEnv = "SANDBOXD_ROOT_DIR"
+	// RESTPortEnv, GRPCPortEnv and LegacyPortEnv move sandboxd's listeners (0 turns the legacy
+	// one off).
+	RESTPortEnv   = "SANDBOXD_REST_PORT"
+	GRPCPortEnv   = "SANDBOXD_GRPC_PORT"
+	LegacyPortEnv = "SANDBOXD_LEGACY_PORT"
 	// SecretEnvPrefix starts every variable sandboxd keeps from the commands it runs: its tokens
 	// and its own configuration never reach a child's environment.
 	SecretEnvPrefix = "SANDBOXD_"
@@ -49,6 +56,15 @@ const RESTPort = 8080
 // ClaimSettingsPath is where the claim controller binds sandboxd to a claim (PUT) and asks what
 // it is bound to (GET), with the control token (docs/design/sandboxd-claim-settings.md).
 const ClaimSettingsPath = "/v1/claim-settings"
+
+// GRPCPort is sandboxd's default gRPC port (process.v1.ProcessService).
+const GRPCPort = 9090
+
+// LegacyPort is sandboxd's default port of the legacy Python-runtime API.
+const LegacyPort = 8888
+
+// DefaultRootDir is sandboxd's default sandbox root.
+const DefaultRootDir = "/workspace"
 
 // EnvdPort is the port E2B's SDKs call a sandbox's daemon on (envd's fixed port).
 const EnvdPort = 49983

@@ -142,6 +142,7 @@ func sandboxOptions(o *Options) sandbox.Options {
 	opts.Workers = o.SandboxWorkers
 	opts.StatusCoalesceWindow = o.SandboxStatusCoalesceWindow
 	opts.WriteBehindWindow = o.SandboxWriteBehindWindow
+	opts.SandboxdImage = o.SandboxdImage
 	return opts
 }
 

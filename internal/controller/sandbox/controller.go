@@ -65,6 +65,10 @@ type Options struct {
 	// credentials.KeyFromSecret). Nil creates no credentials Secret and adds no token variables,
 	// which is manager --sandbox-credentials=false.
 	CredentialsKey []byte
+	// SandboxdImage is the image the init container copies sandboxd from into Pods whose pod
+	// template asks for injection (agentsv1beta1.InjectSandboxdAnnotation, docs/byo-image.md);
+	// empty refuses such Sandboxes (InjectionInvalid). It is manager --sandboxd-image.
+	SandboxdImage string
 	// TracerProvider makes each pass a "ReconcileSandbox" span, a child of the trace recorded in
 	// the Sandbox's trace-context annotation (tracing.go). Nil, the default, traces nothing and
 	// writes no annotation.

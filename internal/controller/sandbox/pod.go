@@ -156,9 +156,9 @@ func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (
 	if err != nil {
 		return nil, nil, err
 	}
-	pod := constructPod(sb, owner)
-	if r.opts.CredentialsKey != nil {
-		withCredentialEnv(&pod.Spec, credentials.SandboxSecretName(sb.Name))
+	pod, err := podToCreate(sb, owner, r.opts.SandboxdImage, r.opts.CredentialsKey != nil)
+	if err != nil {
+		return nil, nil, err
 	}
 	err = r.create(ctx, pod, "pod "+pod.Name)
 	if apierrors.IsAlreadyExists(err) {

@@ -110,6 +110,9 @@ func setConditions(pool *extensionsv1beta1.SandboxWarmPool, tplKnown bool, tplEr
 	prev := meta.FindStatusCondition(pool.Status.Conditions, extensionsv1beta1.PoolConditionProgressing)
 	stuck := stuckReplacements(plan)
 	switch {
+	case plan.Incompatible > 0:
+		set(extensionsv1beta1.PoolConditionProgressing, metav1.ConditionFalse, extensionsv1beta1.PoolReasonMembersIncompatible,
+			fmt.Sprintf("%d members cannot start and are held until the template changes; %s", plan.Incompatible, plan.IncompatibleMessage))
 	case plan.Unschedulable > 0:
 		set(extensionsv1beta1.PoolConditionProgressing, metav1.ConditionFalse, extensionsv1beta1.PoolReasonMembersUnschedulable,
 			fmt.Sprintf("%d members are unschedulable past the readiness grace period and are held", plan.Unschedulable))

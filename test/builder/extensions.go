@@ -48,6 +48,20 @@ func (w *TemplateWrapper) Sandboxd() *TemplateWrapper {
 	return w.Annotation(extensionsv1beta1.RuntimeAnnotation, extensionsv1beta1.RuntimeSandboxd)
 }
 
+// InjectSandboxd asks for sandboxd to be injected into the first container
+// (agentsv1beta1.InjectSandboxdAnnotation on the pod template): bring your own image.
+func (w *TemplateWrapper) InjectSandboxd() *TemplateWrapper {
+	w.t.Spec.PodTemplate.ObjectMeta.Annotations = setKey(w.t.Spec.PodTemplate.ObjectMeta.Annotations, agentsv1beta1.InjectSandboxdAnnotation, "true")
+	return w
+}
+
+// Command sets the first container's command and args.
+func (w *TemplateWrapper) Command(command []string, args ...string) *TemplateWrapper {
+	c := &w.t.Spec.PodTemplate.Spec.Containers[0]
+	c.Command, c.Args = command, args
+	return w
+}
+
 // Port declares a containerPort on the first container: the router dials only declared ports.
 func (w *TemplateWrapper) Port(name string, port int32) *TemplateWrapper {
 	c := &w.t.Spec.PodTemplate.Spec.Containers[0]

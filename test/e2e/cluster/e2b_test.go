@@ -194,15 +194,22 @@ func waitPoolReady(t *testing.T, c client.Client, ns, name string, replicas int3
 func e2bClientDir(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	dir := filepath.Join(framework.RepoRoot(), "test", "integration", "e2bfrontdoor", "client")
+	npmCI(t, ctx, dir)
+	return dir
+}
+
+// npmCI installs the packages of the Node project in dir as its package-lock.json pins them,
+// unless an earlier run did.
+func npmCI(t *testing.T, ctx context.Context, dir string) {
+	t.Helper()
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json")); err == nil {
-		return dir
+		return
 	}
 	npm := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
 	npm.Dir = dir
 	if out, err := npm.CombinedOutput(); err != nil {
 		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
 	}
-	return dir
 }
 
 // node runs a script of the client and logs its output line by line.

@@ -4,16 +4,7 @@
 // SERVICE_BODY) answers from inside. Prints one line per check, then the sandbox id as JSON
 // ({"id": ...}) as the last line; exits 1 on the first failure.
 const { Sandbox } = await import(process.env.E2B_PKG)
-
-let n = 0
-function check(name, ok, detail = '') {
-  n++
-  if (!ok) {
-    console.log(`FAIL ${name} ${detail}`)
-    process.exit(1)
-  }
-  console.log(`ok   ${name}`)
-}
+const { check, passed } = await import('./check.mjs')
 
 const sbx = await Sandbox.create(process.env.E2B_TEMPLATE, { timeoutMs: 600_000, requestTimeoutMs: 240_000 })
 check('create returns an id', /^[a-z0-9]+$/.test(sbx.sandboxId), sbx.sandboxId)
@@ -31,5 +22,5 @@ check('a failing command reports its exit code', failed === 3, String(failed))
 const get = `exec 3<>/dev/tcp/127.0.0.1/${process.env.SERVICE_PORT}; printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3`
 const served = await sbx.commands.run(get)
 check('the image\'s service answers inside the sandbox', served.stdout.includes(process.env.SERVICE_BODY), JSON.stringify(served))
-console.log(`all checks passed (${n})`)
+console.log(`all checks passed (${passed()})`)
 console.log(JSON.stringify({ id: sbx.sandboxId }))

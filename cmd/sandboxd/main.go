@@ -150,6 +150,9 @@ func serve(ctx context.Context, opts Options, forward <-chan os.Signal) error {
 		closeAll()
 		return err
 	}
+	// The service also stops when the daemon ends on its own (a listener failed).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -169,6 +172,7 @@ func serve(ctx context.Context, opts Options, forward <-chan os.Signal) error {
 		}
 	}()
 	err = d.Serve(ctx, ls)
+	cancel()
 	<-stopped
 	return err
 }

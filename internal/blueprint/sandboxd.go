@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/api/sandboxd"
 )
 
@@ -95,7 +96,7 @@ func InjectSandboxd(spec *corev1.PodSpec, image string) error {
 	}
 	c.Command, c.Args = []string{InjectedSandboxd}, args
 
-	declarePorts(spec, c)
+	DeclareSandboxdPorts(spec)
 	if c.ReadinessProbe == nil {
 		if rest := envPort(c, sandboxd.RESTPortEnv, sandboxd.RESTPort); rest != 0 {
 			c.ReadinessProbe = &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{
@@ -153,10 +154,15 @@ func injectionConflicts(spec *corev1.PodSpec, c *corev1.Container, needWorkspace
 	return nil
 }
 
-// declarePorts declares the ports sandboxd listens on that the container does not declare yet,
-// so the router, which dials declared ports only, reaches them. A name another container of the
-// Pod uses is left off.
-func declarePorts(spec *corev1.PodSpec, c *corev1.Container) {
+// DeclareSandboxdPorts declares on the first container the ports an injected sandboxd listens on
+// that it does not declare yet. The router, the E2B front door and the idle controller dial only
+// ports a Sandbox's spec declares, so the Sandboxes made from an injected template declare them
+// (withSandboxdPorts), and so does the Pod. A name another container of the Pod uses is left off.
+func DeclareSandboxdPorts(spec *corev1.PodSpec) {
+	if len(spec.Containers) == 0 {
+		return
+	}
+	c := &spec.Containers[0]
 	taken := map[string]bool{}
 	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
 		for _, other := range cs {
@@ -175,6 +181,14 @@ func declarePorts(spec *corev1.PodSpec, c *corev1.Container) {
 			p.Name = sp.name
 		}
 		c.Ports = append(c.Ports, p)
+	}
+}
+
+// withSandboxdPorts declares sandboxd's ports in a pod spec made from tpl when tpl asks for
+// injection.
+func withSandboxdPorts(tpl *extensionsv1beta1.SandboxTemplate, spec *corev1.PodSpec) {
+	if InjectsSandboxd(tpl.Spec.PodTemplate.ObjectMeta) {
+		DeclareSandboxdPorts(spec)
 	}
 }
 

@@ -187,18 +187,36 @@ func TestInjectSandboxd(t *testing.T) {
 	}
 }
 
-// A template whose pod template asks for injection runs sandboxd: its members start locked.
-func TestPoolMemberOfAnInjectedTemplateIsLocked(t *testing.T) {
+// A template whose pod template asks for injection runs sandboxd: its members start locked, and
+// its members and cold Sandboxes declare sandboxd's ports, which the router and the E2B front door
+// read from the Sandbox; such a member of an unchanged template is not stale.
+func TestSandboxesOfAnInjectedTemplate(t *testing.T) {
 	pool := &extensionsv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "pool-uid"}}
 	tpl := template()
 	tpl.Spec.PodTemplate.ObjectMeta.Annotations = map[string]string{agentsv1beta1.InjectSandboxdAnnotation: "false"}
-	if RunsSandboxd(tpl) || LockedUntilClaimed(&PoolMember(pool, tpl, PoolOptions{}).Spec.PodTemplate.Spec) {
-		t.Fatal(`a template with inject-sandboxd "false" runs sandboxd`)
+	if plain := PoolMember(pool, tpl, PoolOptions{}); RunsSandboxd(tpl) || LockedUntilClaimed(&plain.Spec.PodTemplate.Spec) || len(plain.Spec.PodTemplate.Spec.Containers[0].Ports) != 0 {
+		t.Fatalf(`a template with inject-sandboxd "false" runs sandboxd: %+v`, plain.Spec.PodTemplate.Spec.Containers[0])
 	}
 	tpl.Spec.PodTemplate.ObjectMeta.Annotations[agentsv1beta1.InjectSandboxdAnnotation] = "true"
-	sb := PoolMember(pool, tpl, PoolOptions{})
-	if !RunsSandboxd(tpl) || !LockedUntilClaimed(&sb.Spec.PodTemplate.Spec) || !InjectsSandboxd(sb.Spec.PodTemplate.ObjectMeta) {
-		t.Errorf("member of an injected template: locked %v, injects %v; want both",
-			LockedUntilClaimed(&sb.Spec.PodTemplate.Spec), InjectsSandboxd(sb.Spec.PodTemplate.ObjectMeta))
+	member := PoolMember(pool, tpl, PoolOptions{})
+	if !RunsSandboxd(tpl) || !LockedUntilClaimed(&member.Spec.PodTemplate.Spec) || !InjectsSandboxd(member.Spec.PodTemplate.ObjectMeta) {
+		t.Errorf("member of an injected template: locked %v, injects sandboxd %v; want both",
+			LockedUntilClaimed(&member.Spec.PodTemplate.Spec), InjectsSandboxd(member.Spec.PodTemplate.ObjectMeta))
+	}
+	cold, err := ColdSandbox(claim(), tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, sb := range map[string]*agentsv1beta1.Sandbox{"member": member, "cold Sandbox": cold} {
+		if diff := cmp.Diff(injectedPorts(), sb.Spec.PodTemplate.Spec.Containers[0].Ports); diff != "" {
+			t.Errorf("%s ports (-want +got):\n%s", name, diff)
+		}
+	}
+	if len(tpl.Spec.PodTemplate.Spec.Containers[0].Ports) != 0 {
+		t.Error("the template itself was changed")
+	}
+	member.Labels[agentsv1beta1.SandboxTemplateHashLabel] = "old" // force the slow path
+	if Stale(tpl, member) {
+		t.Error("a member of an unchanged injected template is stale")
 	}
 }

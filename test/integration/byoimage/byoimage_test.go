@@ -1,9 +1,10 @@
 // Package byoimage proves bring-your-own-image against a real kube-apiserver with every
 // controller running as main runs them (docs/byo-image.md): a template that asks for sandboxd
-// injection yields Pods with the installer, the volumes and the wrapped command, its warm members
-// start locked, an injected sandboxd's failed preflight becomes the Sandbox's ImageIncompatible
-// condition and the pool's MembersIncompatible, and a template the injection cannot honour is
-// InjectionInvalid with no Pod. The tests play the kubelet by writing Pod status.
+// injection yields Pods with the installer, the volumes and the wrapped command; its warm members
+// start locked and declare sandboxd's ports; an injected sandboxd's failed preflight becomes the
+// Sandbox's ImageIncompatible condition and the pool's MembersIncompatible; and a template the
+// injection cannot honour is InjectionInvalid with no Pod. The tests play the kubelet by writing
+// Pod status.
 package byoimage
 
 import (
@@ -78,6 +79,10 @@ func TestInjectedWarmMemberAndItsIncompatibleImage(t *testing.T) {
 	if !blueprint.LockedUntilClaimed(&member.Spec.PodTemplate.Spec) || !blueprint.InjectsSandboxd(member.Spec.PodTemplate.ObjectMeta) {
 		t.Errorf("member %s: locked %v, injects sandboxd %v; want both", member.Name,
 			blueprint.LockedUntilClaimed(&member.Spec.PodTemplate.Spec), blueprint.InjectsSandboxd(member.Spec.PodTemplate.ObjectMeta))
+	}
+	// The router and the E2B front door dial only ports the Sandbox declares: it declares sandboxd's.
+	if !slices.ContainsFunc(member.Spec.PodTemplate.Spec.Containers[0].Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == sandboxd.EnvdPort }) {
+		t.Errorf("member %s declares ports %v, want E2B's envd port %d among them", member.Name, member.Spec.PodTemplate.Spec.Containers[0].Ports, sandboxd.EnvdPort)
 	}
 
 	// Its Pod: the installer from --sandboxd-image with no token, sandboxd's volume mounted

@@ -15,9 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/e2baccess"
 	"github.com/paddock-dev/paddock/internal/image"
-	"github.com/paddock-dev/paddock/internal/router/e2b"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
 )
@@ -51,11 +52,11 @@ func testBYOImage(t *testing.T) {
 	waitPoolReady(t, c, ns, "byo-web", 2)
 
 	t.Run("the unmodified E2B SDK runs commands and files; the image's service answers", func(t *testing.T) {
-		key, _, err := e2b.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, ns)
+		key, _, err := e2baccess.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, ns)
 		if err != nil {
 			t.Fatal(err)
 		}
-		url, err := e2b.RouterURL(ctx, c, routerNamespace, e2b.DefaultPort)
+		url, err := e2baccess.RouterURL(ctx, c, routerNamespace, e2b.DefaultPort)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -113,7 +113,7 @@ func Build(ctx context.Context, r Recipe, opts BuildOptions) (fs *RootFS, built 
 	if err := os.MkdirAll(envDir, 0o755); err != nil {
 		return nil, false, err
 	}
-	dir := filepath.Join(envDir, r.dirName())
+	dir := CacheDirOf(r, opts.CacheDir)
 	if fs, err := Load(r, dir); err == nil {
 		return fs, false, nil
 	}
@@ -128,6 +128,11 @@ func Build(ctx context.Context, r Recipe, opts BuildOptions) (fs *RootFS, built 
 	}
 	fs, err = build(ctx, r, opts, envDir, dir)
 	return fs, err == nil, err
+}
+
+// CacheDirOf is where the root filesystem of r is, or will be, in cacheDir.
+func CacheDirOf(r Recipe, cacheDir string) string {
+	return filepath.Join(cacheDir, "env", r.dirName())
 }
 
 func lockFile(p string) (func(), error) {
@@ -192,6 +197,14 @@ func build(ctx context.Context, r Recipe, opts BuildOptions, envDir, dir string)
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return nil, err
+	}
+	// The hook runs from a file: inline, mmdebstrap would print all of it as one progress line.
+	hook := filepath.Join(tmp, "customize.sh")
+	if err := os.WriteFile(hook, []byte(customizeHook), 0o644); err != nil {
+		return nil, err
+	}
 	mirrors := opts.Mirrors
 	if len(mirrors) == 0 {
 		mirrors = DefaultMirrors
@@ -203,8 +216,12 @@ func build(ctx context.Context, r Recipe, opts BuildOptions, envDir, dir string)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, slices.Concat(r.options(), []string{r.Suite, "-"}, mirrors)...)
+	cmd := exec.CommandContext(ctx, bin, slices.Concat(r.options(`sh '`+hook+`' "$1"`), []string{r.Suite, "-"}, mirrors)...)
 	cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+sourceDateEpoch)
+	// Stopped, mmdebstrap unmounts what it mounted in its chroot and removes it; killed, it
+	// would leave them behind.
+	cmd.Cancel = func() error { return cmd.Process.Signal(unix.SIGTERM) }
+	cmd.WaitDelay = time.Minute
 	cmd.Stderr = progress
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

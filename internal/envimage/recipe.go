@@ -79,7 +79,7 @@ func (r Recipe) Key() string {
 		Architecture string
 		Packages     []string
 		Args         []string
-	}{recipeFormat, r.Suite, r.Architecture, r.sortedPackages(), r.options()})
+	}{recipeFormat, r.Suite, r.Architecture, r.sortedPackages(), r.options(customizeHook)})
 	return fmt.Sprintf("%x", sha256.Sum256(in))[:16]
 }
 
@@ -112,9 +112,9 @@ func (r Recipe) Validate() error {
 	return nil
 }
 
-// options are mmdebstrap's arguments before the suite: what to install and the hook that makes
-// the root filesystem Paddock's.
-func (r Recipe) options() []string {
+// options are mmdebstrap's arguments before the suite: what to install and hook, the command
+// that makes the root filesystem Paddock's (customizeHook, or a command running it).
+func (r Recipe) options(hook string) []string {
 	return []string{
 		// Essential packages and apt; the recipe names everything else.
 		"--variant=apt",
@@ -128,11 +128,11 @@ func (r Recipe) options() []string {
 		"--dpkgopt=path-include=/usr/share/doc/*/copyright",
 		"--dpkgopt=path-exclude=/usr/share/locale/*",
 		"--include=" + strings.Join(r.sortedPackages(), ","),
-		"--customize-hook=" + customizeHook,
+		"--customize-hook=" + hook,
 	}
 }
 
-// customizeHook runs in the finished root filesystem ($1): the account, the user's Python and
+// customizeHook runs on the finished root filesystem ($1): the account, the user's Python and
 // npm prefixes, their configuration, and the package list. Every path it writes is fixed, and
 // Python compiles with SOURCE_DATE_EPOCH set, so the result stays reproducible.
 const customizeHook = `set -eu
@@ -162,5 +162,4 @@ fund=false
 EOF
 mkdir -p "$root/etc/paddock"
 chroot "$root" dpkg-query -W -f '${Package}\t${Version}\t${Architecture}\n' | LC_ALL=C sort > "$root/etc/paddock/packages.txt"
-rm -rf "$root/var/lib/apt/lists/"* "$root/var/cache/apt/"*.bin "$root/var/log/"*
 `

@@ -38,9 +38,10 @@ const (
 	e2bPoolMax = "8"
 )
 
-// E2BTemplate is the `base` template: sandboxd (with bash, which the SDK's commands.run needs)
-// as the only container, E2B's user home on a volume so files survive pause, and gVisor when the
-// cluster has its RuntimeClass.
+// E2BTemplate is the `base` template: env-base (sandboxd with bash, Python, Node.js, git, curl and
+// a C toolchain) as the only container, E2B's user home on a volume so files survive pause, and
+// gVisor when the cluster has its RuntimeClass. The container may not gain privileges: the
+// setuid binaries Debian's packages install (docs/environments.md) stay inert.
 func E2BTemplate(image string, gvisor bool) *extensionsv1beta1.SandboxTemplate {
 	t := &extensionsv1beta1.SandboxTemplate{
 		// sandboxd runtime: members start locked and are bound with the claim's settings, so a
@@ -58,6 +59,8 @@ func E2BTemplate(image string, gvisor bool) *extensionsv1beta1.SandboxTemplate {
 						Args:         []string{"--root-dir=/home/user", "--listen-host=0.0.0.0"},
 						Ports:        []corev1.ContainerPort{{Name: "envd", ContainerPort: e2b.EnvdPort}, {Name: "rest", ContainerPort: 8080}},
 						VolumeMounts: []corev1.VolumeMount{{Name: "home", MountPath: "/home/user"}},
+						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 					}},
 				}},
 				VolumeClaimTemplates: []agentsv1beta1.PersistentVolumeClaimTemplate{{
@@ -101,7 +104,7 @@ func (cl *cluster) installE2B(ctx context.Context) (string, bool, error) {
 	err = c.Get(ctx, client.ObjectKey{Name: GVisorRuntimeClass}, &nodev1.RuntimeClass{})
 	gvisor := err == nil
 	changed := false
-	for _, obj := range []client.Object{E2BTemplate(cl.cfg.SandboxImage(), gvisor), E2BPool()} {
+	for _, obj := range []client.Object{E2BTemplate(cl.cfg.EnvBaseImage(), gvisor), E2BPool()} {
 		switch err := c.Create(ctx, obj); {
 		case err == nil:
 			changed = true

@@ -26,6 +26,11 @@ func TestE2BTemplateIsWarmSandboxdWithTheEnvdPort(t *testing.T) {
 		if rc := tpl.Spec.PodTemplate.Spec.RuntimeClassName; (rc != nil) != gvisor {
 			t.Errorf("gvisor=%v: RuntimeClassName %v", gvisor, rc)
 		}
+		// env-base holds setuid binaries from its packages; no_new_privs keeps them inert.
+		sc := tpl.Spec.PodTemplate.Spec.Containers[0].SecurityContext
+		if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
+			t.Errorf("gvisor=%v: container securityContext %+v; want allowPrivilegeEscalation false and every capability dropped", gvisor, sc)
+		}
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 )
 
 // Packages are the Debian packages the real node needs.
-// busybox-static and bash-static go into the sandbox image.
-var Packages = []string{"containerd", "runc", "containernetworking-plugins", "busybox-static", "bash-static", "iproute2", "iptables"}
+// busybox-static and bash-static go into the sandbox image; mmdebstrap builds env-base.
+var Packages = []string{"containerd", "runc", "containernetworking-plugins", "busybox-static", "bash-static", "mmdebstrap", "iproute2", "iptables"}
 
 func requireRoot() error {
 	if os.Geteuid() != 0 {

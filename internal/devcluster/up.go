@@ -47,6 +47,8 @@ type cluster struct {
 	out         io.Writer
 	// e2bExports are the E2B variables installE2B prints at the end.
 	e2bExports string
+	// env is the env-base root filesystem build, started early when Paddock is installed.
+	env *envBuild
 }
 
 // step runs fn and prints one line with its outcome and duration. changed tells whether fn
@@ -66,6 +68,7 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 		return err
 	}
 	cl := &cluster{cfg: cfg, out: opts.Out, routerAuthz: opts.RouterAuthz}
+	defer cl.stopEnvBuild()
 	steps := []step{
 		{"debian packages", func(context.Context) (string, bool, error) {
 			missing := missingPackages(Packages)
@@ -74,6 +77,12 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 			}
 			return "installed " + strings.Join(missing, " "), true, ensurePackages(opts.InstallPackages)
 		}},
+	}
+	if opts.InstallPaddock {
+		// The Debian root filesystem builds while the binaries build and the cluster starts.
+		steps = append(steps, step{"env-base root filesystem", cl.startEnvBuild})
+	}
+	steps = append(steps, []step{
 		{"binaries", cl.buildBinaries},
 		{"configuration", cl.writeConfiguration},
 		{"node network", func(context.Context) (string, bool, error) {
@@ -82,7 +91,7 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 			}
 			return nodeInterface + " " + cfg.NodeIP.String(), false, ensureNodeInterface(cfg.NodeIP)
 		}},
-	}
+	}...)
 	for _, name := range componentOrder {
 		steps = append(steps, cl.componentStep(name))
 		switch name {
@@ -98,7 +107,7 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 	}
 	steps = append(steps, step{"default service account", cl.waitDefaultServiceAccount})
 	if opts.InstallPaddock {
-		steps = append(steps, step{"paddock", cl.installPaddock}, step{"e2b front door", cl.installE2B})
+		steps = append(steps, step{"paddock", cl.installPaddock}, step{"env-base image", cl.pushEnvImages}, step{"e2b front door", cl.installE2B})
 	}
 
 	start := time.Now()

@@ -349,7 +349,7 @@ func TestDevClusterBasePoolIsAdmitted(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := framework.Context(t, framework.DefaultTimeout)
 	for _, gvisor := range []bool{false, true} {
-		tpl, pool := devcluster.E2BTemplate("127.0.0.1:5001/paddock/sandbox:dev", gvisor), devcluster.E2BPool()
+		tpl, pool := devcluster.E2BTemplate(devcluster.Defaults("/var/lib/paddock-dev").EnvBaseImage(), gvisor), devcluster.E2BPool()
 		tpl.Namespace, pool.Namespace = ns, ns
 		if gvisor {
 			tpl.Name += "-gvisor"

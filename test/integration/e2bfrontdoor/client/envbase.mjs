@@ -34,6 +34,9 @@ await run('python3 -c', 'python3 -c "import sys; print(sys.version_info[0], 6 * 
 // The user's environment comes first and still sees Debian's Python packages.
 await run('python3 is the user environment, which sees Debian packages',
   'python3 -c "import sys, wheel; print(sys.prefix); print(wheel.__file__)"', /^\/opt\/venv\n\/usr\/lib\/python3\/dist-packages\/wheel\//)
+// The README's Python quick start, but for its pip install from PyPI.
+await sbx.files.write('/home/user/stats.py', 'import statistics, sys\nprint(statistics.mean(map(float, sys.argv[1:])))\n')
+await run("the README's stats.py", 'python3 stats.py 1 2 3 4', '2.5\n')
 await run('node -e', 'node -e "console.log(6 * 7, typeof require(\'fs\').readFileSync)"', '42 function\n')
 await run('git init and commit',
   'rm -rf repo && git init -q repo && cd repo && echo hello > f && git add f && ' +

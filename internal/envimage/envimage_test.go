@@ -2,6 +2,7 @@ package envimage
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -15,7 +16,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -133,7 +133,8 @@ func TestBuildRecordsTheLayerPackagesAndSetuidFiles(t *testing.T) {
 	tarball := makeTar(t, rootEntries(testPackages))
 	fake := newFakeBuilder(t, tarball, false)
 	cache := t.TempDir()
-	var out syncBuffer
+	// Build stops its heartbeat before it returns: the buffer is read only afterwards.
+	var out bytes.Buffer
 	fs, built, err := Build(context.Background(), testRecipe, BuildOptions{CacheDir: cache, Command: fake.path, Progress: &out})
 	if err != nil || !built {
 		t.Fatalf("Build = %v, %v; want a build", built, err)
@@ -271,23 +272,27 @@ func TestBuildWithoutMmdebstrapSaysHowToInstallIt(t *testing.T) {
 
 func TestBuildSaysItIsStillRunning(t *testing.T) {
 	fake := newFakeBuilder(t, makeTar(t, rootEntries(testPackages)), true)
-	var out syncBuffer
+	r, w := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := Build(context.Background(), testRecipe, BuildOptions{CacheDir: t.TempDir(), Command: fake.path, Progress: &out, Heartbeat: 10 * time.Millisecond})
+		_, _, err := Build(context.Background(), testRecipe, BuildOptions{CacheDir: t.TempDir(), Command: fake.path, Progress: w, Heartbeat: 10 * time.Millisecond})
+		w.Close()
 		done <- err
 	}()
-	// The builder waits at its gate until the heartbeat has named the step it is in.
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), "still running after") || !strings.Contains(out.String(), "(downloading packages with apt...)") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no heartbeat naming the last step in %q", out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	// The builder waits at its gate until the heartbeat has named the step it is in (or a minute
+	// has passed, so that a missing heartbeat fails rather than hangs).
+	open := func() { _ = os.WriteFile(fake.gate, nil, 0o644) }
+	defer time.AfterFunc(time.Minute, open).Stop()
+	lines := bufio.NewScanner(r)
+	var seen []string
+	for lines.Scan() && !strings.Contains(lines.Text(), "still running after") {
+		seen = append(seen, lines.Text())
 	}
-	if err := os.WriteFile(fake.gate, nil, 0o644); err != nil {
-		t.Fatal(err)
+	if !strings.HasSuffix(lines.Text(), "(downloading packages with apt...)") {
+		t.Fatalf("no heartbeat naming the last step: got %q after %q", lines.Text(), seen)
 	}
+	open()
+	go func() { _, _ = io.Copy(io.Discard, r) }()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -402,22 +407,4 @@ func listing(t *testing.T, l v1.Layer) []string {
 		data, _ := io.ReadAll(r)
 		got = append(got, strings.TrimSpace(h.Name+" "+string(data)))
 	}
-}
-
-// syncBuffer is a bytes.Buffer the build's heartbeat and the test may use at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -48,18 +48,7 @@ func testE2B(t *testing.T) {
 	for _, obj := range []client.Object{poolOf(ns, e2b.DefaultTemplate, 2), poolOf(ns, "burst", e2bBurstPool)} {
 		framework.MustCreate(t, ctx, c, obj)
 	}
-	key, _, err := e2baccess.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherKey, _, err := e2baccess.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, otherNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url, err := e2baccess.RouterURL(ctx, c, routerNamespace, e2b.DefaultPort)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, otherKey, url := e2bAPIKey(t, ctx, c, ns), e2bAPIKey(t, ctx, c, otherNS), e2bURL(t, ctx, c)
 	dir := e2bClientDir(t, ctx)
 	env := append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key)
 	waitPoolReady(t, c, ns, e2b.DefaultTemplate, 2)
@@ -188,6 +177,26 @@ func waitPoolReady(t *testing.T, c client.Client, ns, name string, replicas int3
 		}
 		return nil
 	})
+}
+
+// e2bAPIKey creates an E2B API key for namespace ns.
+func e2bAPIKey(t *testing.T, ctx context.Context, c client.Client, ns string) string {
+	t.Helper()
+	key, _, err := e2baccess.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// e2bURL is the installed router's E2B front door, by the router pod's IP.
+func e2bURL(t *testing.T, ctx context.Context, c client.Client) string {
+	t.Helper()
+	url, err := e2baccess.RouterURL(ctx, c, routerNamespace, e2b.DefaultPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url
 }
 
 // e2bClientDir is the front door's Node client with its pinned SDKs installed (npm ci).

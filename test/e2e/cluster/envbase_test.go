@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/devcluster"
-	"github.com/paddock-dev/paddock/internal/router/e2b"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
@@ -54,14 +54,7 @@ func testEnvBase(t *testing.T) {
 		framework.MustCreate(t, ctx, c, poolOf(ns, name, 1))
 	}
 
-	key, _, err := e2b.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url, err := e2b.RouterURL(ctx, c, routerNamespace, e2b.DefaultPort)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, url := e2bAPIKey(t, ctx, c, ns), e2bURL(t, ctx, c)
 	probe := "paddock-" + rand.String(12)
 	server := serveEnvFiles(t, nodeInternalIP(t, ctx), probe)
 	dir := e2bClientDir(t, ctx)

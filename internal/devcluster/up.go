@@ -257,12 +257,16 @@ func (cl *cluster) writeConfiguration(context.Context) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
+	snapshotter, err := containerdSnapshotter(c.path("containerd"))
+	if err != nil {
+		return "", false, err
+	}
 	files := map[string]string{
 		c.KubeconfigPath():                            kubeconfig(c.APIServerURL(), ca, t.Admin),
 		c.path("kubelet", "kubeconfig"):               kubeconfig(c.APIServerURL(), ca, t.Kubelet),
 		c.path("kubelet", "config.yaml"):              kubeletConfig(c),
 		c.path("kubelet", "resolv.conf"):              kubeletResolvConf(c),
-		c.path("containerd", "config.toml"):           containerdConfig(c, cl.bin.GVisorDir),
+		c.path("containerd", "config.toml"):           containerdConfig(c, cl.bin.GVisorDir, snapshotter),
 		c.path("cni", "net.d", "10-paddock.conflist"): cniConfig(c),
 		c.path("coredns", "Corefile"):                 corefile(c),
 		c.path("kwok", "kwok.yaml"):                   kwokConfig(),
@@ -285,7 +289,7 @@ func (cl *cluster) writeConfiguration(context.Context) (string, bool, error) {
 			return "", false, err
 		}
 	}
-	return "in " + c.StateDir, false, nil
+	return "in " + c.StateDir + ", containerd snapshotter " + snapshotter, false, nil
 }
 
 func (cl *cluster) connect(context.Context) (string, bool, error) {

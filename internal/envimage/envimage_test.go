@@ -285,11 +285,14 @@ func TestBuildSaysItIsStillRunning(t *testing.T) {
 	defer time.AfterFunc(time.Minute, open).Stop()
 	lines := bufio.NewScanner(r)
 	var seen []string
-	for lines.Scan() && !strings.Contains(lines.Text(), "still running after") {
+	heartbeat := func(line string) bool {
+		return strings.Contains(line, "still running after") && strings.HasSuffix(line, "(downloading packages with apt...)")
+	}
+	for lines.Scan() && !heartbeat(lines.Text()) {
 		seen = append(seen, lines.Text())
 	}
-	if !strings.HasSuffix(lines.Text(), "(downloading packages with apt...)") {
-		t.Fatalf("no heartbeat naming the last step: got %q after %q", lines.Text(), seen)
+	if !heartbeat(lines.Text()) {
+		t.Fatalf("no heartbeat naming the builder's last step in %q", seen)
 	}
 	open()
 	go func() { _, _ = io.Copy(io.Discard, r) }()

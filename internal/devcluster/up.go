@@ -129,6 +129,10 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 	}
 	cl.printf("\nUse it with:\n  export KUBECONFIG=%s\n  kubectl get nodes\n  kubectl run demo --image %s -- sleep 3600\nImages: push to %s (plain HTTP on loopback). Stop it with: paddock dev down --state-dir %s\n",
 		cfg.KubeconfigPath(), cfg.BusyboxImage(), cfg.RegistryHost(), cfg.StateDir)
+	if cl.env != nil {
+		cl.printf("Sandboxes run %s (Debian with Python, Node.js, git, curl and a C toolchain; docs/environments.md) or the minimal %s.\n",
+			cfg.EnvBaseImage(), cfg.SandboxImage())
+	}
 	if cl.e2bExports != "" {
 		cl.printf("\nE2B SDK programs (npm e2b, Python e2b) run against the cluster with:\n%s", cl.e2bExports)
 	}

@@ -43,8 +43,10 @@ await run('git init and commit',
   'git -c user.name=e2e -c user.email=e2e@paddock.invalid commit -qm first && git log --format=%s', 'first\n')
 await run('curl to the test server', `curl -sS --max-time 30 ${server}/hello`, `${probe}\n`)
 await run('wget to the test server', `wget -q -T 30 -O - ${server}/hello`, `${probe}\n`)
+// pip ignores a plain-HTTP link page unless its host is named trusted.
 await run('pip install of the served wheel, no index',
-  `pip install -q --no-index --find-links ${server}/wheels/ paddock-probe && python3 -c "import paddock_probe; print(paddock_probe.VALUE)"`, `${probe}\n`)
+  `pip install -q --no-index --trusted-host ${new URL(server).hostname} --find-links ${server}/wheels/ paddock-probe && ` +
+  'python3 -c "import paddock_probe; print(paddock_probe.VALUE)"', `${probe}\n`)
 
 // A C extension from a local directory: gcc and Python's headers build it on install.
 await sbx.commands.run('mkdir -p cext lib app')

@@ -19,11 +19,12 @@ CHART := charts/paddock
 # Kubernetes and etcd binaries, built from their official Go modules into a per-machine cache.
 K8S_BIN = $(shell hack/build-k8s.sh kube-apiserver etcd)
 GO_TEST_FLAGS ?=
-# Debian packages of the local dev cluster's real node (containerd, runc, CNI plugins) and of its
-# busybox and sandbox images; `make e2e-deps` installs the missing ones through hack/install-deps.sh,
-# and Node.js with npm when they are not on PATH (a NodeSource node bundles npm; Debian's does not).
+# Debian packages of the local dev cluster's real node (containerd, runc, CNI plugins), of its
+# busybox and sandbox images, and mmdebstrap, which builds env-base from the Debian archive;
+# `make e2e-deps` installs the missing ones through hack/install-deps.sh, and Node.js with npm
+# when they are not on PATH (a NodeSource node bundles npm; Debian's does not).
 IMAGE_DEBIAN_PACKAGES := busybox-static bash-static
-DEV_DEBIAN_PACKAGES := containerd runc containernetworking-plugins $(IMAGE_DEBIAN_PACKAGES) iproute2 iptables
+DEV_DEBIAN_PACKAGES := containerd runc containernetworking-plugins $(IMAGE_DEBIAN_PACKAGES) mmdebstrap iproute2 iptables
 
 ##@ General
 
@@ -67,7 +68,7 @@ chart-files: ## Copy the generated CRDs, RBAC rules and admission policies into 
 	cp config/crd/core/*_*.yaml config/crd/extensions/*_*.yaml $(CHART)/crds/
 	cp config/rbac/core/role.yaml $(CHART)/files/rbac/core-role.yaml
 	cp config/rbac/extensions/role.yaml $(CHART)/files/rbac/extensions-role.yaml
-	cp config/admission/idle-policy.yaml $(CHART)/files/admission/idle-policy.yaml
+	cp config/admission/idle-policy.yaml config/admission/autosize-policy.yaml $(CHART)/files/admission/
 
 .PHONY: verify
 verify: generate ## Regenerate, then fail on any difference or new untracked file.

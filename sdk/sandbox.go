@@ -57,19 +57,11 @@ func (s *Sandbox) Runtime() (*Runtime, error) {
 	if s.runtime != nil {
 		return s.runtime, nil
 	}
-	e := Endpoint{Token: s.c.opts.Token, HTTPClient: s.c.opts.HTTPClient}
-	if s.c.opts.RouterURL != "" {
-		e.URL, e.Sandbox, e.Namespace, e.Port = s.c.opts.RouterURL, s.sandbox, s.namespace, s.c.opts.RuntimePort
-	} else {
-		if len(s.podIPs) == 0 {
-			return nil, fmt.Errorf("sandbox %s/%s has no pod IP yet; set Options.RouterURL to go through the router", s.namespace, s.sandbox)
-		}
-		tok, err := s.directToken()
-		if err != nil {
-			return nil, err
-		}
-		e.Token = tok
-		e.URL = "http://" + net.JoinHostPort(s.podIPs[0], strconv.Itoa(s.c.opts.RuntimePort))
+	e, err := s.endpoint(s.c.opts.RuntimePort)
+	if err != nil {
+		return nil, err
+	}
+	if s.c.opts.RouterURL == "" {
 		e.GRPCAddr = net.JoinHostPort(s.podIPs[0], strconv.Itoa(s.c.opts.GRPCPort))
 	}
 	rt, err := NewRuntime(e)
@@ -85,21 +77,31 @@ func (s *Sandbox) Runtime() (*Runtime, error) {
 func (s *Sandbox) Files() (*Files, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := Endpoint{Token: s.c.opts.Token, HTTPClient: s.c.opts.HTTPClient}
-	if s.c.opts.RouterURL != "" {
-		e.URL, e.Sandbox, e.Namespace, e.Port = s.c.opts.RouterURL, s.sandbox, s.namespace, s.c.opts.RESTPort
-	} else {
-		if len(s.podIPs) == 0 {
-			return nil, fmt.Errorf("sandbox %s/%s has no pod IP yet; set Options.RouterURL to go through the router", s.namespace, s.sandbox)
-		}
-		tok, err := s.directToken()
-		if err != nil {
-			return nil, err
-		}
-		e.Token = tok
-		e.URL = "http://" + net.JoinHostPort(s.podIPs[0], strconv.Itoa(s.c.opts.RESTPort))
+	e, err := s.endpoint(s.c.opts.RESTPort)
+	if err != nil {
+		return nil, err
 	}
 	return NewFiles(e)
+}
+
+// endpoint is how to reach the sandbox's port: through the router when Options.RouterURL is set,
+// else at the first pod IP with the sandbox's token (directToken). Call it with s.mu held.
+func (s *Sandbox) endpoint(port int) (Endpoint, error) {
+	e := Endpoint{Token: s.c.opts.Token, HTTPClient: s.c.opts.HTTPClient}
+	if s.c.opts.RouterURL != "" {
+		e.URL, e.Sandbox, e.Namespace, e.Port = s.c.opts.RouterURL, s.sandbox, s.namespace, port
+		return e, nil
+	}
+	if len(s.podIPs) == 0 {
+		return Endpoint{}, fmt.Errorf("sandbox %s/%s has no pod IP yet; set Options.RouterURL to go through the router", s.namespace, s.sandbox)
+	}
+	tok, err := s.directToken()
+	if err != nil {
+		return Endpoint{}, err
+	}
+	e.Token = tok
+	e.URL = "http://" + net.JoinHostPort(s.podIPs[0], strconv.Itoa(port))
+	return e, nil
 }
 
 // Release deletes the claim, which deletes the sandbox. Deleting a claim already gone succeeds.

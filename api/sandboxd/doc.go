@@ -33,9 +33,31 @@ const (
 	// Sandbox controller sets it with --sandboxd-allow-unauthenticated-network (the
 	// upstream-unauthenticated-migration profile). Calls from inside the Pod still need a token.
 	AllowUnauthenticatedNetworkEnv = "SANDBOXD_ALLOW_UNAUTHENTICATED_NETWORK"
+
+	// RootDirEnv sets the sandbox root (default DefaultRootDir).
+	RootDirEnv = "SANDBOXD_ROOT_DIR"
+	// RESTPortEnv, GRPCPortEnv and LegacyPortEnv move sandboxd's listeners (0 turns the legacy
+	// one off).
+	RESTPortEnv   = "SANDBOXD_REST_PORT"
+	GRPCPortEnv   = "SANDBOXD_GRPC_PORT"
+	LegacyPortEnv = "SANDBOXD_LEGACY_PORT"
 	// SecretEnvPrefix starts every variable sandboxd keeps from the commands it runs: its tokens
 	// and its own configuration never reach a child's environment.
 	SecretEnvPrefix = "SANDBOXD_"
+)
+
+// Bring your own image (docs/byo-image.md): the Sandbox controller copies sandboxd out of its
+// --sandboxd-image into the Pod and starts the chosen container through it with --preflight.
+const (
+	// BinaryPath is where every Paddock sandbox image holds sandboxd, and so where the controller's
+	// --sandboxd-image must hold it.
+	BinaryPath = "/usr/local/bin/sandboxd"
+	// PreflightExitCode is sandboxd's exit code when --preflight finds the container cannot host
+	// it (sysexits' EX_CONFIG).
+	PreflightExitCode = 78
+	// PreflightMessagePrefix starts the termination message a failed preflight writes; the
+	// Sandbox controller turns such a message into Ready=False, reason ImageIncompatible.
+	PreflightMessagePrefix = "sandboxd preflight: "
 )
 
 // RESTPort is sandboxd's REST API port (claim settings, /v1/...).
@@ -44,6 +66,15 @@ const RESTPort = 8080
 // ClaimSettingsPath is where the claim controller binds sandboxd to a claim (PUT) and asks what
 // it is bound to (GET), with the control token (docs/design/sandboxd-claim-settings.md).
 const ClaimSettingsPath = "/v1/claim-settings"
+
+// GRPCPort is sandboxd's default gRPC port (process.v1.ProcessService).
+const GRPCPort = 9090
+
+// LegacyPort is sandboxd's default port of the legacy Python-runtime API.
+const LegacyPort = 8888
+
+// DefaultRootDir is sandboxd's default sandbox root.
+const DefaultRootDir = "/workspace"
 
 // EnvdPort is the port E2B's SDKs call a sandbox's daemon on (envd's fixed port).
 const EnvdPort = 49983

@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/paddock-dev/paddock/api/e2b"
 	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/router"
 	"github.com/paddock-dev/paddock/internal/router/authz"
-	"github.com/paddock-dev/paddock/internal/router/e2b"
 	"github.com/paddock-dev/paddock/internal/router/proxy"
 	"github.com/paddock-dev/paddock/internal/router/server"
 	"github.com/paddock-dev/paddock/internal/router/wake"

@@ -62,48 +62,10 @@ func randomToken(t *testing.T, prefix string) string {
 // credentials: sandboxd runs as an unprivileged user with both tokens in its environment, as in
 // a Pod, and the commands it runs for a client (same user) try every way to read them.
 func TestCommandsCannotReadTheTokens(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skipf("needs root to start sandboxd and its commands as uid %d; run as root (CI does)", sandboxUID)
-	}
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(dir, "sandboxd")
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	copyFile(t, self, bin)
-	root := filepath.Join(dir, "workspace")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(root, sandboxUID, sandboxUID); err != nil {
-		t.Fatal(err)
-	}
-	token, control := randomToken(t, "sandbox-"), randomToken(t, "control-")
 	legacyPort, restPort := freePort(t), freePort(t)
-	cmd := exec.Command(bin, "--listen-host=127.0.0.1", "--root-dir="+root,
-		"--grpc-port="+strconv.Itoa(freePort(t)), "--rest-port="+strconv.Itoa(restPort), "--legacy-port="+strconv.Itoa(legacyPort),
-		"--envd-port=0")
-	cmd.Env = append(childEnviron(os.Environ()), runMainEnv+"=1", sandboxd.TokenEnv+"="+token, sandboxd.ControlTokenEnv+"="+control)
-	cmd.Dir = root
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: sandboxUID, Gid: sandboxUID}, Setpgid: true}
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("sandboxd log:\n%s", logs.String())
-		}
-	})
+	d := startAsSandboxUser(t, "--legacy-port="+strconv.Itoa(legacyPort), "--rest-port="+strconv.Itoa(restPort))
+	cmd, token, control := d.cmd, d.token, d.control
+	bin := cmd.Path
 	execute := func(ctx context.Context, script string) (legacyResult, error) {
 		body, _ := json.Marshal(map[string]string{"command": "sh -c " + strconv.Quote(script)})
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/execute", legacyPort), strings.NewReader(string(body)))
@@ -130,18 +92,7 @@ func TestCommandsCannotReadTheTokens(t *testing.T) {
 	if res, _ := execute(ctx, "id -u"); strings.TrimSpace(res.Stdout) != strconv.Itoa(sandboxUID) {
 		t.Fatalf("commands run as uid %q, want %d", res.Stdout, sandboxUID)
 	}
-	attempts := []struct{ what, script string }{
-		{"its own environment", "env"},
-		{"sandboxd's environment", "cat /proc/" + pid + "/environ"},
-		{"sandboxd's environment through its thread", "cat /proc/" + pid + "/task/" + pid + "/environ"},
-		{"its parent's environment", "cat /proc/$PPID/environ"},
-		{"pid 1's environment (sandboxd in a Pod)", "cat /proc/1/environ"},
-		{"sandboxd's command line", "cat /proc/" + pid + "/cmdline"},
-		{"sandboxd's memory (opening it is what ptrace access allows)", "exec 3</proc/" + pid + "/mem && echo MEM-OPENED"},
-		{"sandboxd's open files", "ls -l /proc/" + pid + "/fd/ && echo FD-LISTED"},
-		{"sandboxd's memory map", "cat /proc/" + pid + "/maps && echo MAPS-READ"},
-		{"a search of the sandbox root and /tmp", "grep -rs -e sandbox- -e control- . /tmp 2>/dev/null | head -c 300; true"},
-	}
+	attempts := tokenAttempts(pid)
 	for _, a := range attempts {
 		res, err := execute(ctx, a.script)
 		if err != nil {
@@ -177,6 +128,98 @@ func TestCommandsCannotReadTheTokens(t *testing.T) {
 		if !strings.Contains(res.Stdout, "STATUS 401") {
 			t.Errorf("%s API on loopback without a token from a command (uid %d): %q, want 401", name, sandboxUID, res.Stdout+res.Stderr)
 		}
+	}
+}
+
+// sandboxdUnderTest is the real daemon started as the sandbox's user with both tokens in its
+// environment, as in a Pod.
+type sandboxdUnderTest struct {
+	cmd            *exec.Cmd
+	token, control string
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skipf("needs root to start sandboxd and its commands as uid %d; run as root (CI does)", sandboxUID)
+	}
+}
+
+// sandboxUserDir is a new directory that uid sandboxUID owns, under parents it may traverse.
+func sandboxUserDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(dir, sandboxUID, sandboxUID); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// startAsSandboxUser starts the test binary as sandboxd (runMainEnv) as uid sandboxUID, on
+// loopback ports, with extra flags and arguments after the defaults; it is killed at cleanup,
+// when its log is shown if the test failed.
+func startAsSandboxUser(t *testing.T, extra ...string) *sandboxdUnderTest {
+	t.Helper()
+	requireRoot(t)
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(dir, "sandboxd")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, self, bin)
+	root := sandboxUserDir(t)
+	d := &sandboxdUnderTest{token: randomToken(t, "sandbox-"), control: randomToken(t, "control-")}
+	args := append([]string{"--listen-host=127.0.0.1", "--root-dir=" + root,
+		"--grpc-port=" + strconv.Itoa(freePort(t)), "--rest-port=" + strconv.Itoa(freePort(t)), "--envd-port=0"}, extra...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(childEnviron(os.Environ()), runMainEnv+"=1", sandboxd.TokenEnv+"="+d.token, sandboxd.ControlTokenEnv+"="+d.control)
+	cmd.Dir = root
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: sandboxUID, Gid: sandboxUID}, Setpgid: true}
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd = cmd
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("sandboxd log:\n%s", logs.String())
+		}
+	})
+	return d
+}
+
+// attempt is one way code inside the sandbox tries to read sandboxd's tokens.
+type attempt struct{ what, script string }
+
+// tokenAttempts are the ways a process of the sandbox's user tries to read the tokens of the
+// sandboxd whose pid is pid. A script that gets into sandboxd's memory, files or map prints a
+// marker ending in -OPENED, -LISTED or MAPS-READ.
+func tokenAttempts(pid string) []attempt {
+	return []attempt{
+		{"its own environment", "env"},
+		{"sandboxd's environment", "cat /proc/" + pid + "/environ"},
+		{"sandboxd's environment through its thread", "cat /proc/" + pid + "/task/" + pid + "/environ"},
+		{"its parent's environment", "cat /proc/$PPID/environ"},
+		{"pid 1's environment (sandboxd in a Pod)", "cat /proc/1/environ"},
+		{"sandboxd's command line", "cat /proc/" + pid + "/cmdline"},
+		{"sandboxd's memory (opening it is what ptrace access allows)", "exec 3</proc/" + pid + "/mem && echo MEM-OPENED"},
+		{"sandboxd's open files", "ls -l /proc/" + pid + "/fd/ && echo FD-LISTED"},
+		{"sandboxd's memory map", "cat /proc/" + pid + "/maps && echo MAPS-READ"},
+		{"a search of the sandbox root and /tmp", "grep -rs -e sandbox- -e control- . /tmp 2>/dev/null | head -c 300; true"},
 	}
 }
 

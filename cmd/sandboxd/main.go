@@ -2,6 +2,7 @@
 // output (gRPC process.v1.ProcessService, and its HTTP/1.1 form POST /v1/processes for clients
 // behind the router), moves files (REST /v1/files), reports health and
 // metadata, serves the legacy Python-runtime API on port 8888, and applies per-claim settings.
+// Injected into an image that lacks it, it also supervises the container's own command.
 package main
 
 import (
@@ -9,9 +10,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,7 +23,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/paddock-dev/paddock/api/sandboxd"
+	"github.com/paddock-dev/paddock/internal/sandboxd/preflight"
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
+	"github.com/paddock-dev/paddock/internal/sandboxd/supervise"
 )
 
 // version is set with -ldflags "-X main.version=...".
@@ -33,10 +38,7 @@ func main() {
 // run returns the exit code: 2 for bad options, 1 for a runtime failure.
 func run(args []string) int {
 	fs := flag.NewFlagSet("sandboxd", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: sandboxd [flags]\n\nsandboxd is the runtime daemon inside a Paddock sandbox.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	klog.InitFlags(fs)
 	var opts Options
 	opts.AddFlags(fs, os.LookupEnv)
@@ -46,8 +48,16 @@ func run(args []string) int {
 		}
 		return 2
 	}
+	opts.Service = fs.Args()
 	if opts.Version {
 		fmt.Println("sandboxd", version)
+		return 0
+	}
+	if opts.InstallTo != "" {
+		if err := install(opts.InstallTo); err != nil {
+			klog.ErrorS(err, "cannot install sandboxd", "to", opts.InstallTo)
+			return 1
+		}
 		return 0
 	}
 	if err := opts.Validate(); err != nil {
@@ -58,6 +68,11 @@ func run(args []string) int {
 		klog.ErrorS(err, "cannot keep the tokens from the commands sandboxd runs")
 		return 1
 	}
+	if opts.Preflight {
+		if code := runPreflight(opts); code != 0 {
+			return code
+		}
+	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "token" {
 			klog.InfoS("WARNING: --token on the command line is readable by every process of the sandbox in /proc/<pid>/cmdline; pass the token in env " + sandboxd.TokenEnv)
@@ -67,30 +82,156 @@ func run(args []string) int {
 	if opts.Token != "" && opts.AllowUnauthenticated {
 		klog.InfoS("--allow-unauthenticated is ignored: a sandbox token is configured, so every call must carry it")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, forward, stop := notify(len(opts.Service) > 0)
 	defer stop()
-	if err := serve(ctx, opts); err != nil {
+	if err := serve(ctx, opts, forward); err != nil {
 		klog.ErrorS(err, "sandboxd failed")
 		return 1
 	}
 	return 0
 }
 
-func serve(ctx context.Context, opts Options) error {
+const usage = `Usage: sandboxd [flags] [-- COMMAND [ARG...]]
+
+sandboxd is the runtime daemon inside a Paddock sandbox.
+
+With a COMMAND, sandboxd also runs it as a supervised service: the container's own program when
+the controller injects sandboxd into an image that lacks it (docs/byo-image.md). The service
+starts after sandboxd has bound its ports and put its tokens out of reach, with sandboxd's
+environment minus every SANDBOXD_* variable, its working directory and stdio. It is restarted
+when it exits (--service-restart, with a doubling backoff), gets SIGHUP, SIGUSR1, SIGUSR2,
+SIGQUIT and SIGWINCH as sandboxd receives them, and SIGTERM when sandboxd stops (SIGKILL to its
+process group after --shutdown-timeout); it dies with sandboxd.
+
+Flags:
+`
+
+// forwarded are the signals a supervised service receives as sandboxd does; SIGTERM and SIGINT
+// stop sandboxd and, through it, the service.
+var forwarded = []os.Signal{syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGQUIT, syscall.SIGWINCH}
+
+// notify returns a context that ends at SIGTERM or SIGINT and, with a service, the channel of
+// the signals to forward to it.
+func notify(service bool) (context.Context, <-chan os.Signal, func()) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	if !service {
+		return ctx, nil, stop
+	}
+	forward := make(chan os.Signal, 8)
+	signal.Notify(forward, forwarded...)
+	return ctx, forward, func() { signal.Stop(forward); stop() }
+}
+
+// serve serves until ctx ends. With a service (opts.Service) it starts the service once the
+// ports are bound, forwards the signals from forward to it, and stops it with the daemon.
+func serve(ctx context.Context, opts Options, forward <-chan os.Signal) error {
 	ls, err := listen(opts)
 	if err != nil {
 		return err
 	}
-	d, err := server.New(opts.Config(childEnviron(os.Environ())))
-	if err != nil {
+	closeAll := func() {
 		for _, l := range []net.Listener{ls.GRPC, ls.REST, ls.Legacy, ls.Envd} {
 			if l != nil {
 				l.Close()
 			}
 		}
+	}
+	environ := childEnviron(os.Environ())
+	d, err := server.New(opts.Config(environ))
+	if err != nil {
+		closeAll()
 		return err
 	}
-	return d.Serve(ctx, ls)
+	if len(opts.Service) == 0 {
+		return d.Serve(ctx, ls)
+	}
+	svc, err := supervise.Start(opts.ServiceConfig(environ))
+	if err != nil {
+		closeAll()
+		return err
+	}
+	// The service also stops when the daemon ends on its own (a listener failed).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case sig := <-forward:
+				if err := svc.Signal(sig); err != nil {
+					klog.ErrorS(err, "Forwarding a signal to the service", "signal", sig)
+				}
+			case <-ctx.Done():
+				// The service stops alongside the daemon, within the same timeout.
+				sctx, cancel := context.WithTimeout(context.Background(), opts.ShutdownTimeout)
+				defer cancel()
+				svc.Stop(sctx, syscall.SIGTERM)
+				return
+			}
+		}
+	}()
+	err = d.Serve(ctx, ls)
+	cancel()
+	<-stopped
+	return err
+}
+
+// runPreflight checks that the container can host sandboxd; on failure it writes the causes and
+// fixes to the termination message, where the Sandbox controller reads them, and returns the
+// exit code.
+func runPreflight(opts Options) int {
+	cfg, err := opts.PreflightConfig().Current()
+	if err != nil {
+		klog.ErrorS(err, "preflight")
+		return 1
+	}
+	problems := preflight.Check(context.Background(), cfg)
+	if len(problems) == 0 {
+		klog.V(2).InfoS("Preflight passed")
+		return 0
+	}
+	msg := preflight.Message(sandboxd.PreflightMessagePrefix, problems)
+	klog.ErrorS(nil, "This container cannot host sandboxd", "problems", msg)
+	if err := os.WriteFile(opts.TerminationMessagePath, []byte(msg), 0o644); err != nil {
+		klog.ErrorS(err, "Writing the termination message", "path", opts.TerminationMessagePath)
+	}
+	return sandboxd.PreflightExitCode
+}
+
+// install copies the running executable to dst, read-only, through a temporary file renamed
+// into place so a reader never sees half a binary.
+func install(dst string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding sandboxd's own executable: %w", err)
+	}
+	src, err := os.Open(self)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".sandboxd-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, src); err != nil {
+		tmp.Close()
+		return fmt.Errorf("copying %s to %s: %w", self, tmp.Name(), err)
+	}
+	if err := tmp.Chmod(0o555); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return err
+	}
+	klog.InfoS("Installed sandboxd", "to", dst)
+	return nil
 }
 
 // listen binds every port before anything is served, so a bind failure stops startup at once.

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api/sandboxd"
+	"github.com/paddock-dev/paddock/internal/sandboxd/preflight"
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
+	"github.com/paddock-dev/paddock/internal/sandboxd/supervise"
 )
 
 // Options are sandboxd's command-line options. Every flag can also be set through the
@@ -40,6 +42,16 @@ type Options struct {
 	MaxExecuteOutputBytes       int
 	LegacyExecTimeout           time.Duration
 	Version                     bool
+
+	// Bring your own image (docs/byo-image.md).
+	InstallTo              string
+	Preflight              bool
+	TerminationMessagePath string
+	ServiceRestart         string
+	ServiceRestartBackoff  time.Duration
+	// Service is the command after the flags ("sandboxd [flags] -- COMMAND [ARG...]"), run as a
+	// supervised service; empty when there is none.
+	Service []string
 
 	controlToken string // from env SANDBOXD_CONTROL_TOKEN, or read from ControlTokenFile by Validate
 }
@@ -86,12 +98,12 @@ func (o *Options) AddFlags(fs *flag.FlagSet, lookup env) {
 		fs.DurationVar(p, name, def, fmt.Sprintf("%s (env %s)", usage, envName))
 	}
 	str(&o.ListenHost, "listen-host", "SANDBOXD_LISTEN_HOST", "0.0.0.0", "address every listener binds; 127.0.0.1 restricts sandboxd to the pod's loopback")
-	num(&o.GRPCPort, "grpc-port", "SANDBOXD_GRPC_PORT", 9090, "port of the gRPC process.v1.ProcessService (1-65535)")
-	num(&o.RESTPort, "rest-port", "SANDBOXD_REST_PORT", 8080, "port of the REST filesystem and runtime API /v1/... (1-65535)")
-	num(&o.LegacyPort, "legacy-port", "SANDBOXD_LEGACY_PORT", 8888, "port of the legacy Python-runtime API (/execute, /upload, ...); 0 turns it off")
+	num(&o.GRPCPort, "grpc-port", sandboxd.GRPCPortEnv, sandboxd.GRPCPort, "port of the gRPC process.v1.ProcessService (1-65535)")
+	num(&o.RESTPort, "rest-port", sandboxd.RESTPortEnv, sandboxd.RESTPort, "port of the REST filesystem and runtime API /v1/... (1-65535)")
+	num(&o.LegacyPort, "legacy-port", sandboxd.LegacyPortEnv, sandboxd.LegacyPort, "port of the legacy Python-runtime API (/execute, /upload, ...); 0 turns it off")
 	num(&o.EnvdPort, "envd-port", sandboxd.EnvdPortEnv, sandboxd.EnvdPort, "port of E2B's in-sandbox protocol (envd: Connect process/filesystem services, /files, /health) for the unmodified E2B SDKs; 0 turns it off")
 	str(&o.EnvdAccessToken, "envd-access-token", sandboxd.EnvdAccessTokenEnv, "", "extra token E2B clients may send as X-Access-Token to the envd port, besides the sandbox token; signed /files URLs are then made with it")
-	str(&o.RootDir, "root-dir", "SANDBOXD_ROOT_DIR", "/workspace", "sandbox root: created if missing; every client path is confined to it and commands start in it")
+	str(&o.RootDir, "root-dir", sandboxd.RootDirEnv, sandboxd.DefaultRootDir, "sandbox root: created if missing; every client path is confined to it and commands start in it")
 	str(&o.Token, "token", sandboxd.TokenEnv, "", "sandbox token every API call except health must carry (Authorization: Bearer <token>, gRPC metadata authorization, or X-Access-Token); prefer the environment variable: a flag is readable by every process in /proc/<pid>/cmdline")
 	str(&o.TokenFile, "token-file", "SANDBOXD_TOKEN_FILE", "", "file holding the sandbox token, used when --token is empty; the sandbox's commands must not be able to read it (they run as sandboxd's user), so prefer the environment variable")
 	boolean(&o.AllowUnauthenticated, "allow-unauthenticated", sandboxd.AllowUnauthenticatedEnv, "serve without a sandbox token: anyone who reaches sandboxd's ports can run commands (development only; without it sandboxd refuses to start with no token)", false)
@@ -119,6 +131,12 @@ func (o *Options) AddFlags(fs *flag.FlagSet, lookup env) {
 	}
 	fs.DurationVar(&o.LegacyExecTimeout, "legacy-exec-timeout", legacy, "timeout of legacy POST /execute, after which the process group is killed (env SANDBOX_EXEC_TIMEOUT_SECONDS, in seconds)")
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
+	str(&o.InstallTo, "install-to", "SANDBOXD_INSTALL_TO", "", "copy this sandboxd binary to the given path (mode 0555) and exit: how the controller's init container delivers sandboxd into an image that lacks it")
+	boolean(&o.Preflight, "preflight", "SANDBOXD_PREFLIGHT", "before serving, check that the container can host sandboxd (not root, no CAP_SYS_PTRACE, /bin/sh and, with the E2B port on, /bin/bash run, a writable sandbox root, the service command exists); "+
+		"on failure write the causes and fixes to --termination-message-path and exit "+strconv.Itoa(sandboxd.PreflightExitCode)+" (set by the controller when it injects sandboxd)", false)
+	str(&o.TerminationMessagePath, "termination-message-path", "SANDBOXD_TERMINATION_MESSAGE_PATH", "/dev/termination-log", "file a failed --preflight writes its message to (the container's terminationMessagePath)")
+	str(&o.ServiceRestart, "service-restart", "SANDBOXD_SERVICE_RESTART", string(supervise.Always), "when to restart the service COMMAND after it exits: always, on-failure or never (sandboxd keeps serving either way)")
+	dur(&o.ServiceRestartBackoff, "service-restart-backoff", "SANDBOXD_SERVICE_RESTART_BACKOFF", time.Second, "first delay before restarting the service; it doubles after each quick exit, up to a minute")
 }
 
 // Validate checks the options and reads the token files.
@@ -144,6 +162,12 @@ func (o *Options) Validate() error {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("--%s=%d must not be negative", name, v))
 		}
+	}
+	if _, err := supervise.ParsePolicy(o.ServiceRestart); err != nil {
+		errs = append(errs, fmt.Errorf("--service-restart: %w", err))
+	}
+	if o.ServiceRestartBackoff <= 0 {
+		errs = append(errs, fmt.Errorf("--service-restart-backoff=%v must be positive", o.ServiceRestartBackoff))
 	}
 	if o.LegacyExecTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--legacy-exec-timeout=%v must be positive", o.LegacyExecTimeout))
@@ -216,4 +240,31 @@ func (o *Options) Config(environ []string) server.Config {
 		ShutdownTimeout:             o.ShutdownTimeout,
 		HTTPIdleTimeout:             o.HTTPIdleTimeout,
 	}
+}
+
+// ServiceConfig is the supervised service's configuration: the command after the flags, with
+// the environment sandboxd's commands get (no token, no SANDBOXD_* variable) and sandboxd's stdio
+// and working directory, as the container would have run it.
+func (o *Options) ServiceConfig(environ []string) supervise.Config {
+	policy, _ := supervise.ParsePolicy(o.ServiceRestart)
+	return supervise.Config{
+		Argv: o.Service, Env: environ, Restart: policy, Backoff: o.ServiceRestartBackoff,
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+	}
+}
+
+// PreflightConfig is what --preflight checks: the shells the sandbox APIs run commands with
+// (/bin/bash only while E2B's port is served), the sandbox root and the service command.
+func (o *Options) PreflightConfig() preflight.Config {
+	shells := []preflight.Shell{{Path: "/bin/sh", NeededBy: "the MCP server's commands and most tools run (/bin/sh -c)",
+		Fix: "use an image with a POSIX shell at /bin/sh (Debian, Ubuntu, Alpine and busybox images have one; distroless and scratch images do not)"}}
+	if o.EnvdPort != 0 {
+		shells = append(shells, preflight.Shell{Path: "/bin/bash", NeededBy: "E2B's SDKs run every command with (/bin/bash -l -c)",
+			Fix: "use an image with bash, or set env " + sandboxd.EnvdPortEnv + "=0 on the container to serve without E2B's port"})
+	}
+	c := preflight.Config{Shells: shells, RootDir: o.RootDir}
+	if len(o.Service) > 0 {
+		c.Command = o.Service[0]
+	}
+	return c
 }

@@ -112,6 +112,8 @@ func TestValidate(t *testing.T) {
 		{nil, "no sandbox token: set env SANDBOXD_TOKEN"},
 		{nil, "or pass --allow-unauthenticated (env SANDBOXD_ALLOW_UNAUTHENTICATED=true)"},
 		{[]string{"--token=t", "--require-claim"}, "--require-claim (env SANDBOXD_REQUIRE_CLAIM) needs the control token"},
+		{[]string{"--service-restart=sometimes"}, `--service-restart: restart policy "sometimes" is not one of always, on-failure, never`},
+		{[]string{"--service-restart-backoff=0s"}, "--service-restart-backoff=0s must be positive"},
 	}
 	for _, tc := range cases {
 		if _, err := parse(t, nil, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -123,6 +125,31 @@ func TestValidate(t *testing.T) {
 	}
 	if _, err := parse(t, map[string]string{"SANDBOXD_ALLOW_UNAUTHENTICATED": "true"}); err != nil {
 		t.Errorf("the opt-in through the environment refused: %v", err)
+	}
+}
+
+// The service after the flags and what --preflight checks follow the options: bash only while
+// E2B's port is served, and the service's program.
+func TestServiceAndPreflightOptions(t *testing.T) {
+	o, err := parse(t, map[string]string{"SANDBOXD_TOKEN": "t", "SANDBOXD_SERVICE_RESTART": "on-failure"}, "--preflight", "--root-dir=/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Service = []string{"python3", "-m", "http.server"}
+	svc := o.ServiceConfig([]string{"A=1"})
+	pf := o.PreflightConfig()
+	var shells []string
+	for _, sh := range pf.Shells {
+		shells = append(shells, sh.Path)
+	}
+	got := []any{svc.Argv, svc.Env, string(svc.Restart), svc.Backoff, o.TerminationMessagePath, shells, pf.RootDir, pf.Command}
+	want := []any{o.Service, []string{"A=1"}, "on-failure", time.Second, "/dev/termination-log", []string{"/bin/sh", "/bin/bash"}, "/w", "python3"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("service and preflight (-want +got):\n%s", diff)
+	}
+	o.EnvdPort, o.Service = 0, nil
+	if pf := o.PreflightConfig(); len(pf.Shells) != 1 || pf.Command != "" {
+		t.Errorf("without E2B's port and a service: shells %v, command %q; want /bin/sh alone and none", pf.Shells, pf.Command)
 	}
 }
 

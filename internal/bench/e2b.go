@@ -18,8 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
-	"github.com/paddock-dev/paddock/internal/router/e2b"
+	"github.com/paddock-dev/paddock/internal/e2baccess"
 )
 
 // The targets for the e2b scenario at 20 creates per second, on 2 cores.
@@ -120,7 +121,7 @@ func (r *Runner) e2bScenario(ctx context.Context, ns string, s Scenario) (Result
 	url := t.APIURL
 	if url == "" {
 		var err error
-		if url, err = e2b.RouterURL(ctx, r.c, t.RouterNamespace, e2b.DefaultPort); err != nil {
+		if url, err = e2baccess.RouterURL(ctx, r.c, t.RouterNamespace, e2b.DefaultPort); err != nil {
 			return Result{}, fmt.Errorf("finding the E2B front door: %w", err)
 		}
 	}
@@ -128,7 +129,7 @@ func (r *Runner) e2bScenario(ctx context.Context, ns string, s Scenario) (Result
 	if key == "" {
 		var secret *corev1.Secret
 		var err error
-		if key, secret, err = e2b.CreateAPIKey(ctx, r.c, t.KeysNamespace, ns); err != nil {
+		if key, secret, err = e2baccess.CreateAPIKey(ctx, r.c, t.KeysNamespace, ns); err != nil {
 			return Result{}, err
 		}
 		defer func() {

@@ -17,9 +17,9 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/paddock-dev/paddock/api/e2b"
 	pb "github.com/paddock-dev/paddock/api/proto/envd/process"
 	"github.com/paddock-dev/paddock/api/proto/envd/process/processpbconnect"
-	"github.com/paddock-dev/paddock/internal/router/e2b"
 )
 
 // What the e2b SDK 2.51.0 sends (shared/reference/e2b.md §1.2-1.5) that the front door's wire

@@ -47,6 +47,7 @@ func Stale(tpl *extensionsv1beta1.SandboxTemplate, sb *agentsv1beta1.Sandbox) bo
 	}
 	want := tpl.Spec.SandboxBlueprint.DeepCopy()
 	ApplySecureDefaults(&tpl.Spec, &want.PodTemplate.Spec)
+	withSandboxdPorts(tpl, &want.PodTemplate.Spec)
 	if RunsSandboxd(tpl) {
 		LockUntilClaimed(&want.PodTemplate.Spec)
 	}

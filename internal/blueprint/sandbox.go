@@ -54,6 +54,7 @@ func PoolMember(pool *extensionsv1beta1.SandboxWarmPool, tpl *extensionsv1beta1.
 		bp.PodTemplate.ObjectMeta.Annotations = withKey(bp.PodTemplate.ObjectMeta.Annotations, agentsv1beta1.SafeToEvictAnnotation, "true")
 	}
 	ApplySecureDefaults(&tpl.Spec, &bp.PodTemplate.Spec)
+	withSandboxdPorts(tpl, &bp.PodTemplate.Spec)
 	if RunsSandboxd(tpl) {
 		LockUntilClaimed(&bp.PodTemplate.Spec)
 	}
@@ -95,6 +96,7 @@ func ColdSandbox(claim *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.S
 		return nil, err
 	}
 	ApplySecureDefaults(&tpl.Spec, &bp.PodTemplate.Spec)
+	withSandboxdPorts(tpl, &bp.PodTemplate.Spec)
 	sb := &agentsv1beta1.Sandbox{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      claim.Name,

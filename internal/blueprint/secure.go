@@ -22,9 +22,12 @@ func SecureByDefault(spec *extensionsv1beta1.SandboxTemplateSpec) bool {
 	return managed && spec.NetworkPolicy == nil
 }
 
-// RunsSandboxd reports whether the template's runtime is sandboxd (RuntimeAnnotation).
+// RunsSandboxd reports whether the template's runtime is sandboxd: RuntimeAnnotation says so, or
+// its pod template has sandboxd injected (InjectSandboxdAnnotation), whose members must start
+// locked just the same.
 func RunsSandboxd(tpl *extensionsv1beta1.SandboxTemplate) bool {
-	return tpl.Annotations[extensionsv1beta1.RuntimeAnnotation] == extensionsv1beta1.RuntimeSandboxd
+	return tpl.Annotations[extensionsv1beta1.RuntimeAnnotation] == extensionsv1beta1.RuntimeSandboxd ||
+		InjectsSandboxd(tpl.Spec.PodTemplate.ObjectMeta)
 }
 
 // LockUntilClaimed starts every container of a sandboxd pool member locked

@@ -170,60 +170,57 @@ func (g *Globals) claimSession(ctx context.Context, claim string, timeout time.D
 }
 
 func newSuspendCommand(g *Globals) *cobra.Command {
-	timeout := defaultTimeout
-	cmd := &cobra.Command{
-		Use:               "suspend CLAIM",
-		ValidArgsFunction: completeClaims(g),
-		Short:             "Suspend a claim's sandbox: its Pod is deleted, storage and Service are kept",
-		Example:           `  paddock suspend my-agent`,
-		Args:              cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel, s, err := g.claimSession(cmd.Context(), args[0], timeout)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			// Lookup, not Attach: a claim need not be Ready to be suspended.
-			sb, err := s.sdk.Lookup(ctx, s.namespace, args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "waiting for sandbox %s to be Suspended...\n", sb.SandboxName())
-			if err := sb.Suspend(ctx); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "claim %s suspended (sandbox %s)\n", args[0], sb.SandboxName())
-			return nil
-		},
-	}
-	cmd.Flags().DurationVar(&timeout, "timeout", defaultTimeout, "how long to wait for the sandbox to be Suspended")
-	return cmd
+	return claimWaitCommand(g, &cobra.Command{
+		Use:     "suspend CLAIM",
+		Short:   "Suspend a claim's sandbox: its Pod is deleted, storage and Service are kept",
+		Example: `  paddock suspend my-agent`,
+	}, "the sandbox to be Suspended", func(ctx context.Context, cmd *cobra.Command, s *session, claim string) error {
+		// Lookup, not Attach: a claim need not be Ready to be suspended.
+		sb, err := s.sdk.Lookup(ctx, s.namespace, claim)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "waiting for sandbox %s to be Suspended...\n", sb.SandboxName())
+		if err := sb.Suspend(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "claim %s suspended (sandbox %s)\n", claim, sb.SandboxName())
+		return nil
+	})
 }
 
 func newResumeCommand(g *Globals) *cobra.Command {
+	return claimWaitCommand(g, &cobra.Command{
+		Use:     "resume CLAIM",
+		Short:   "Resume a suspended claim's sandbox and wait until it is Ready",
+		Example: `  paddock resume my-agent`,
+	}, "the claim to be Ready again", func(ctx context.Context, cmd *cobra.Command, s *session, claim string) error {
+		fmt.Fprintf(cmd.ErrOrStderr(), "waiting for claim %s to be Ready...\n", claim)
+		sb, err := s.sdk.Resume(ctx, s.namespace, claim)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "claim %s resumed (sandbox %s, pod IP %v)\n", claim, sb.SandboxName(), sb.PodIPs())
+		return nil
+	})
+}
+
+// claimWaitCommand completes cmd into a verb on one existing claim that waits, under --timeout,
+// for what waitsFor says: run gets the bounded context and the claim's session (claimSession).
+func claimWaitCommand(g *Globals, cmd *cobra.Command, waitsFor string,
+	run func(ctx context.Context, cmd *cobra.Command, s *session, claim string) error) *cobra.Command {
 	timeout := defaultTimeout
-	cmd := &cobra.Command{
-		Use:               "resume CLAIM",
-		ValidArgsFunction: completeClaims(g),
-		Short:             "Resume a suspended claim's sandbox and wait until it is Ready",
-		Example:           `  paddock resume my-agent`,
-		Args:              cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel, s, err := g.claimSession(cmd.Context(), args[0], timeout)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			fmt.Fprintf(cmd.ErrOrStderr(), "waiting for claim %s to be Ready...\n", args[0])
-			sb, err := s.sdk.Resume(ctx, s.namespace, args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "claim %s resumed (sandbox %s, pod IP %v)\n", args[0], sb.SandboxName(), sb.PodIPs())
-			return nil
-		},
+	cmd.ValidArgsFunction = completeClaims(g)
+	cmd.Args = cobra.ExactArgs(1)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx, cancel, s, err := g.claimSession(cmd.Context(), args[0], timeout)
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		return run(ctx, cmd, s, args[0])
 	}
-	cmd.Flags().DurationVar(&timeout, "timeout", defaultTimeout, "how long to wait for the claim to be Ready again")
+	cmd.Flags().DurationVar(&timeout, "timeout", defaultTimeout, "how long to wait for "+waitsFor)
 	return cmd
 }
 

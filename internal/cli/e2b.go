@@ -5,7 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/paddock-dev/paddock/internal/router/e2b"
+	"github.com/paddock-dev/paddock/api/e2b"
+	"github.com/paddock-dev/paddock/internal/e2baccess"
 )
 
 func newE2BCommand(g *Globals) *cobra.Command {
@@ -36,16 +37,16 @@ paddock-router watches, so it works at once; delete the Secret to revoke it.`,
 			}
 			url := apiURL
 			if url == "" {
-				if url, err = e2b.RouterURL(cmd.Context(), s.kube, routerNamespace, port); err != nil {
+				if url, err = e2baccess.RouterURL(cmd.Context(), s.kube, routerNamespace, port); err != nil {
 					return err
 				}
 			}
-			key, secret, err := e2b.CreateAPIKey(cmd.Context(), s.kube, keysNamespace, s.namespace)
+			key, secret, err := e2baccess.CreateAPIKey(cmd.Context(), s.kube, keysNamespace, s.namespace)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "# API key for namespace %s stored in Secret %s/%s\n", s.namespace, secret.Namespace, secret.Name)
-			fmt.Fprint(cmd.OutOrStdout(), e2b.Exports(url, key))
+			fmt.Fprint(cmd.OutOrStdout(), e2baccess.Exports(url, key))
 			return nil
 		},
 	}

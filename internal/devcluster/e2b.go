@@ -17,8 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
-	"github.com/paddock-dev/paddock/internal/router/e2b"
+	"github.com/paddock-dev/paddock/internal/e2baccess"
 )
 
 // The E2B defaults of the dev cluster: a pool named after the SDK's default template, in the
@@ -30,9 +31,17 @@ const (
 	e2bKeysNamespace = e2b.DefaultAPIKeyNamespace
 )
 
-// E2BTemplate is the `base` template: sandboxd (with bash, which the SDK's commands.run needs)
-// as the only container, E2B's user home on a volume so files survive pause, and gVisor when the
-// cluster has its RuntimeClass.
+// The `base` pool sizes itself between these (docs/design/autosize.md): two ready members when
+// quiet, and no more than a 2-core node starts and holds comfortably under gVisor.
+const (
+	e2bPoolMin = "2"
+	e2bPoolMax = "8"
+)
+
+// E2BTemplate is the `base` template: env-base (sandboxd with bash, Python, Node.js, git, curl and
+// a C toolchain) as the only container, E2B's user home on a volume so files survive pause, and
+// gVisor when the cluster has its RuntimeClass. The container may not gain privileges: the
+// setuid binaries Debian's packages install (docs/environments.md) stay inert.
 func E2BTemplate(image string, gvisor bool) *extensionsv1beta1.SandboxTemplate {
 	t := &extensionsv1beta1.SandboxTemplate{
 		// sandboxd runtime: members start locked and are bound with the claim's settings, so a
@@ -50,6 +59,8 @@ func E2BTemplate(image string, gvisor bool) *extensionsv1beta1.SandboxTemplate {
 						Args:         []string{"--root-dir=/home/user", "--listen-host=0.0.0.0"},
 						Ports:        []corev1.ContainerPort{{Name: "envd", ContainerPort: e2b.EnvdPort}, {Name: "rest", ContainerPort: 8080}},
 						VolumeMounts: []corev1.VolumeMount{{Name: "home", MountPath: "/home/user"}},
+						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 					}},
 				}},
 				VolumeClaimTemplates: []agentsv1beta1.PersistentVolumeClaimTemplate{{
@@ -68,10 +79,15 @@ func E2BTemplate(image string, gvisor bool) *extensionsv1beta1.SandboxTemplate {
 	return t
 }
 
-// E2BPool is the warm pool of E2BTemplate, under the SDK's default template name.
+// E2BPool is the warm pool of E2BTemplate, under the SDK's default template name, sized from
+// demand by the pool controller.
 func E2BPool() *extensionsv1beta1.SandboxWarmPool {
 	return &extensionsv1beta1.SandboxWarmPool{
-		ObjectMeta: metav1.ObjectMeta{Name: e2b.DefaultTemplate, Namespace: e2bNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: e2b.DefaultTemplate, Namespace: e2bNamespace, Annotations: map[string]string{
+			extensionsv1beta1.AutosizeAnnotation:    "true",
+			extensionsv1beta1.AutosizeMinAnnotation: e2bPoolMin,
+			extensionsv1beta1.AutosizeMaxAnnotation: e2bPoolMax,
+		}},
 		Spec: extensionsv1beta1.SandboxWarmPoolSpec{Replicas: ptr.To[int32](e2bPoolReplicas),
 			TemplateRef: extensionsv1beta1.SandboxTemplateRef{Name: e2b.DefaultTemplate}},
 	}
@@ -88,7 +104,7 @@ func (cl *cluster) installE2B(ctx context.Context) (string, bool, error) {
 	err = c.Get(ctx, client.ObjectKey{Name: GVisorRuntimeClass}, &nodev1.RuntimeClass{})
 	gvisor := err == nil
 	changed := false
-	for _, obj := range []client.Object{E2BTemplate(cl.cfg.SandboxImage(), gvisor), E2BPool()} {
+	for _, obj := range []client.Object{E2BTemplate(cl.cfg.EnvBaseImage(), gvisor), E2BPool()} {
 		switch err := c.Create(ctx, obj); {
 		case err == nil:
 			changed = true
@@ -104,7 +120,7 @@ func (cl *cluster) installE2B(ctx context.Context) (string, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for url == "" {
-		if url, err = e2b.RouterURL(ctx, c, "paddock-system", e2b.DefaultPort); err == nil {
+		if url, err = e2baccess.RouterURL(ctx, c, "paddock-system", e2b.DefaultPort); err == nil {
 			break
 		}
 		select {
@@ -113,7 +129,7 @@ func (cl *cluster) installE2B(ctx context.Context) (string, bool, error) {
 		case <-time.After(time.Second):
 		}
 	}
-	cl.e2bExports = e2b.Exports(url, key)
+	cl.e2bExports = e2baccess.Exports(url, key)
 	return fmt.Sprintf("pool %s/%s (gVisor %v), API key Secret %s/%s", e2bNamespace, e2b.DefaultTemplate, gvisor, e2bKeysNamespace, e2bKeySecretName), changed, nil
 }
 
@@ -127,7 +143,7 @@ func (cl *cluster) e2bKey(ctx context.Context, c client.Client) (string, error) 
 	if !apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("reading the dev API key Secret: %w", err)
 	}
-	key, _, err := e2b.CreateNamedAPIKey(ctx, c, e2bKeysNamespace, e2bKeySecretName, e2bNamespace)
+	key, _, err := e2baccess.CreateNamedAPIKey(ctx, c, e2bKeysNamespace, e2bKeySecretName, e2bNamespace)
 	return key, err
 }
 

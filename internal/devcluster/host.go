@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -15,8 +16,8 @@ import (
 )
 
 // Packages are the Debian packages the real node needs.
-// busybox-static and bash-static go into the sandbox image.
-var Packages = []string{"containerd", "runc", "containernetworking-plugins", "busybox-static", "bash-static", "iproute2", "iptables"}
+// busybox-static and bash-static go into the sandbox image; mmdebstrap builds env-base.
+var Packages = []string{"containerd", "runc", "containernetworking-plugins", "busybox-static", "bash-static", "mmdebstrap", "iproute2", "iptables"}
 
 func requireRoot() error {
 	if os.Geteuid() != 0 {
@@ -180,4 +181,33 @@ func unmountUnder(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// containerdSnapshotter picks the snapshotter for containerd's root dir: overlayfs, whose
+// containers share their image's unpacked layers, where dir's filesystem can hold an overlay's
+// upper directory; native, which copies the whole image for every container, elsewhere. env-base
+// unpacks to 700 MB: a pool of twenty copies would fill a disk.
+func containerdSnapshotter(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	probe, err := os.MkdirTemp(dir, ".overlay-probe-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(probe)
+	p := func(name string) string { return filepath.Join(probe, name) }
+	for _, d := range []string{"lower", "upper", "work", "merged"} {
+		if err := os.Mkdir(p(d), 0o755); err != nil {
+			return "", err
+		}
+	}
+	opts := "lowerdir=" + p("lower") + ",upperdir=" + p("upper") + ",workdir=" + p("work")
+	if err := unix.Mount("overlay", p("merged"), "overlay", 0, opts); err != nil {
+		return "native", nil
+	}
+	if err := unix.Unmount(p("merged"), 0); err != nil {
+		return "", fmt.Errorf("unmount the overlay probe %s: %w", p("merged"), err)
+	}
+	return "overlayfs", nil
 }

@@ -39,7 +39,15 @@ func (c Config) SandboxImage() string { return c.RegistryHost() + "/paddock/sand
 const (
 	bundleImage       = "ghcr.io/paddock-dev/paddock-controller:dev"
 	routerBundleImage = "ghcr.io/paddock-dev/paddock-router:dev"
+	// sandboxBundleImage is the controller's --sandboxd-image: injected sandboxd comes from the
+	// dev sandbox image.
+	sandboxBundleImage = "ghcr.io/paddock-dev/paddock-sandbox:dev"
 )
+
+// bundleImages maps the images the bundles name to the local registry's.
+func (c Config) bundleImages() map[string]string {
+	return map[string]string{bundleImage: c.ControllerImage(), routerBundleImage: c.RouterImage(), sandboxBundleImage: c.SandboxImage()}
+}
 
 // fieldManager owns what the dev install applies.
 const fieldManager = "paddock-dev"
@@ -57,9 +65,8 @@ func (cl *cluster) installPaddock(ctx context.Context) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	images := map[string]string{bundleImage: cl.cfg.ControllerImage(), routerBundleImage: cl.cfg.RouterImage()}
 	for _, file := range cl.bundleFiles() {
-		objs, err := cl.bundle(file, images)
+		objs, err := cl.bundle(file, cl.cfg.bundleImages())
 		if err != nil {
 			return "", false, err
 		}

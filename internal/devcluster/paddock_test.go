@@ -16,15 +16,15 @@ import (
 
 // TestBundlesRunOnTheDevCluster checks what the dev install changes in the committed bundles:
 // both Deployments run the local registry's image, always pulled, one replica, and reach the
-// API server by the node address.
+// API server by the node address; injected sandboxd comes from the local sandbox image.
 func TestBundlesRunOnTheDevCluster(t *testing.T) {
 	cfg := testCfg
 	cfg.SourceDir = filepath.Join("..", "..")
 	cl := &cluster{cfg: cfg}
-	images := map[string]string{bundleImage: cfg.ControllerImage(), routerBundleImage: cfg.RouterImage()}
+	images := cfg.bundleImages()
 	type deployment struct {
-		Image, Pull, Host, Port string
-		Replicas                int32
+		Image, Pull, Host, Port, SandboxdImage string
+		Replicas                               int32
 	}
 	got := map[string]deployment{}
 	for _, file := range []string{"paddock.yaml", "paddock-router.yaml"} {
@@ -38,13 +38,19 @@ func TestBundlesRunOnTheDevCluster(t *testing.T) {
 			for _, e := range c.Env {
 				env[e.Name] = e.Value
 			}
-			got[d.Name] = deployment{Image: c.Image, Pull: string(c.ImagePullPolicy), Host: env["KUBERNETES_SERVICE_HOST"],
+			dep := deployment{Image: c.Image, Pull: string(c.ImagePullPolicy), Host: env["KUBERNETES_SERVICE_HOST"],
 				Port: env["KUBERNETES_SERVICE_PORT"], Replicas: *d.Spec.Replicas}
+			for _, arg := range c.Args {
+				if v, ok := strings.CutPrefix(arg, "--sandboxd-image="); ok {
+					dep.SandboxdImage = v
+				}
+			}
+			got[d.Name] = dep
 		}
 	}
 	apiPort := itoa(cfg.Ports.APIServer)
 	want := map[string]deployment{
-		"paddock-controller": {Image: cfg.ControllerImage(), Pull: "Always", Host: "198.18.255.1", Port: apiPort, Replicas: 1},
+		"paddock-controller": {Image: cfg.ControllerImage(), Pull: "Always", Host: "198.18.255.1", Port: apiPort, Replicas: 1, SandboxdImage: cfg.SandboxImage()},
 		"paddock-router":     {Image: cfg.RouterImage(), Pull: "Always", Host: "198.18.255.1", Port: apiPort, Replicas: 1},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -128,10 +128,10 @@ func kwokArgs(c Config, stageFiles []string) []string {
 	return args
 }
 
-// containerdConfig renders containerd's configuration (format version 2, containerd 1.6). With
-// gvisorDir it adds the runsc runtime (gVisor's own shim: runc's shim cannot drive runsc), which
-// RuntimeClass gvisor names as its handler.
-func containerdConfig(c Config, gvisorDir string) string {
+// containerdConfig renders containerd's configuration (format version 2, containerd 1.6) with
+// snapshotter for the CRI's images. With gvisorDir it adds the runsc runtime (gVisor's own shim:
+// runc's shim cannot drive runsc), which RuntimeClass gvisor names as its handler.
+func containerdConfig(c Config, gvisorDir, snapshotter string) string {
 	d := c.path("containerd")
 	reg := c.RegistryHost()
 	runsc := ""
@@ -160,7 +160,7 @@ state = %[2]q
   # without this every sandbox fails in runc's nsexec.
   restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "native"
+    snapshotter = %[10]q
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
@@ -170,7 +170,7 @@ state = %[2]q
   [plugins."io.containerd.grpc.v1.cri".registry.mirrors.%[7]q]
     endpoint = [%[8]q]
 `, d+"/root", d+"/state", d+"/containerd.sock", d+"/containerd.sock.ttrpc",
-		c.PauseImage(), c.path("cni", "net.d"), reg, "http://"+reg, runsc)
+		c.PauseImage(), c.path("cni", "net.d"), reg, "http://"+reg, runsc, snapshotter)
 }
 
 // ContainerdSocket is the CRI endpoint of the node's containerd.

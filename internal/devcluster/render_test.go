@@ -67,11 +67,11 @@ func TestKubeletConfig(t *testing.T) {
 }
 
 func TestContainerdConfigGVisor(t *testing.T) {
-	without := containerdConfig(testCfg, "")
+	without := containerdConfig(testCfg, "", "overlayfs")
 	if strings.Contains(without, "runsc") {
 		t.Errorf("containerd config without gVisor names runsc:\n%s", without)
 	}
-	got := containerdConfig(testCfg, "/cache/gvisor")
+	got := containerdConfig(testCfg, "/cache/gvisor", "overlayfs")
 	for _, want := range []string{
 		`[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]`,
 		`runtime_type = "io.containerd.runsc.v1"`,
@@ -94,12 +94,12 @@ func TestContainerdConfigGVisor(t *testing.T) {
 }
 
 func TestContainerdConfig(t *testing.T) {
-	got := containerdConfig(testCfg, "")
+	got := containerdConfig(testCfg, "", "overlayfs")
 	for _, want := range []string{
 		`address = "/state/containerd/containerd.sock"`,
 		`sandbox_image = "127.0.0.1:5001/pause:dev"`,
 		`restrict_oom_score_adj = true`,
-		`snapshotter = "native"`,
+		`snapshotter = "overlayfs"`,
 		`conf_dir = "/state/cni/net.d"`,
 		`[plugins."io.containerd.grpc.v1.cri".registry.mirrors."127.0.0.1:5001"]`,
 		`endpoint = ["http://127.0.0.1:5001"]`,

@@ -60,6 +60,8 @@ type cluster struct {
 	out         io.Writer
 	// e2bExports are the E2B variables installE2B prints at the end.
 	e2bExports string
+	// env is the env-base root filesystem build, started early when Paddock is installed.
+	env *envBuild
 }
 
 // step runs fn and prints one line with its outcome and duration. changed tells whether fn
@@ -79,6 +81,7 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 		return err
 	}
 	cl := &cluster{cfg: cfg, out: opts.Out, routerAuthz: opts.RouterAuthz, profile: opts.Profile}
+	defer cl.stopEnvBuild()
 	steps := []step{
 		{"debian packages", func(context.Context) (string, bool, error) {
 			missing := missingPackages(Packages)
@@ -87,6 +90,12 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 			}
 			return "installed " + strings.Join(missing, " "), true, ensurePackages(opts.InstallPackages)
 		}},
+	}
+	if opts.InstallPaddock {
+		// The Debian root filesystem builds while the binaries build and the cluster starts.
+		steps = append(steps, step{"env-base root filesystem", cl.startEnvBuild})
+	}
+	steps = append(steps, []step{
 		{"binaries", cl.buildBinaries},
 		{"configuration", cl.writeConfiguration},
 		{"node network", func(context.Context) (string, bool, error) {
@@ -95,7 +104,7 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 			}
 			return nodeInterface + " " + cfg.NodeIP.String(), false, ensureNodeInterface(cfg.NodeIP)
 		}},
-	}
+	}...)
 	for _, name := range componentOrder {
 		steps = append(steps, cl.componentStep(name))
 		switch name {
@@ -111,7 +120,7 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 	}
 	steps = append(steps, step{"default service account", cl.waitDefaultServiceAccount})
 	if opts.InstallPaddock {
-		steps = append(steps, step{"paddock", cl.installPaddock}, step{"e2b front door", cl.installE2B})
+		steps = append(steps, step{"paddock", cl.installPaddock}, step{"env-base image", cl.pushEnvImages}, step{"e2b front door", cl.installE2B})
 	}
 
 	start := time.Now()
@@ -133,6 +142,10 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 	}
 	cl.printf("\nUse it with:\n  export KUBECONFIG=%s\n  kubectl get nodes\n  kubectl run demo --image %s -- sleep 3600\nImages: push to %s (plain HTTP on loopback). Stop it with: paddock dev down --state-dir %s\n",
 		cfg.KubeconfigPath(), cfg.BusyboxImage(), cfg.RegistryHost(), cfg.StateDir)
+	if cl.env != nil {
+		cl.printf("Sandboxes run %s (Debian with Python, Node.js, git, curl and a C toolchain; docs/environments.md) or the minimal %s.\n",
+			cfg.EnvBaseImage(), cfg.SandboxImage())
+	}
 	if cl.e2bExports != "" {
 		cl.printf("\nE2B SDK programs (npm e2b, Python e2b) run against the cluster with:\n%s", cl.e2bExports)
 	}
@@ -261,12 +274,16 @@ func (cl *cluster) writeConfiguration(context.Context) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
+	snapshotter, err := containerdSnapshotter(c.path("containerd"))
+	if err != nil {
+		return "", false, err
+	}
 	files := map[string]string{
 		c.KubeconfigPath():                            kubeconfig(c.APIServerURL(), ca, t.Admin),
 		c.path("kubelet", "kubeconfig"):               kubeconfig(c.APIServerURL(), ca, t.Kubelet),
 		c.path("kubelet", "config.yaml"):              kubeletConfig(c),
 		c.path("kubelet", "resolv.conf"):              kubeletResolvConf(c),
-		c.path("containerd", "config.toml"):           containerdConfig(c, cl.bin.GVisorDir),
+		c.path("containerd", "config.toml"):           containerdConfig(c, cl.bin.GVisorDir, snapshotter),
 		c.path("cni", "net.d", "10-paddock.conflist"): cniConfig(c),
 		c.path("coredns", "Corefile"):                 corefile(c),
 		c.path("kwok", "kwok.yaml"):                   kwokConfig(),
@@ -289,7 +306,7 @@ func (cl *cluster) writeConfiguration(context.Context) (string, bool, error) {
 			return "", false, err
 		}
 	}
-	return "in " + c.StateDir, false, nil
+	return "in " + c.StateDir + ", containerd snapshotter " + snapshotter, false, nil
 }
 
 func (cl *cluster) connect(context.Context) (string, bool, error) {

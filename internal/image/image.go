@@ -1,8 +1,10 @@
 // Package image builds OCI images without a container engine and pushes them to a registry.
 //
-// Images are single-layer, scratch-based and linux/amd64: a static Go binary (FromBinary) or a
-// file tree (FromTree). That is the ko-style way Paddock builds its pause, shell, controller,
-// router and sandbox images for the local cluster.
+// Images are scratch-based and linux/amd64: a static Go binary (FromBinary) or a file tree
+// (FromTree) as the only layer, the ko-style way Paddock builds its pause, shell, controller,
+// router and sandbox images for the local cluster; or any layers stacked (FromLayers), such as a
+// root filesystem compressed once into a cache (CompressTar, CompressedFileLayer) under a small
+// layer that changes often.
 package image
 
 import (
@@ -89,6 +91,10 @@ type Config struct {
 	Env []string
 	// User is the user the container runs as, for example "65532:65532"; empty means root.
 	User string
+	// WorkingDir is the command's directory; empty means /.
+	WorkingDir string
+	// Labels describe the image (what it holds, where it came from).
+	Labels map[string]string
 }
 
 // FromBinary builds an image whose only file is the static binary at binaryPath, installed at
@@ -99,7 +105,16 @@ func FromBinary(binaryPath, entrypoint string) (v1.Image, error) {
 
 // FromTree builds a scratch-based linux/amd64 image with tree as its single layer.
 func FromTree(tree *Tree, cfg Config) (v1.Image, error) {
-	data, err := tree.tar()
+	layer, err := tree.Layer()
+	if err != nil {
+		return nil, err
+	}
+	return FromLayers(cfg, layer)
+}
+
+// Layer is the tree as an image layer.
+func (t *Tree) Layer() (v1.Layer, error) {
+	data, err := t.tar()
 	if err != nil {
 		return nil, err
 	}
@@ -109,9 +124,14 @@ func FromTree(tree *Tree, cfg Config) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("make image layer: %w", err)
 	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
+	return layer, nil
+}
+
+// FromLayers builds a scratch-based linux/amd64 image of layers, the first at the bottom.
+func FromLayers(cfg Config, layers ...v1.Layer) (v1.Image, error) {
+	img, err := mutate.AppendLayers(empty.Image, layers...)
 	if err != nil {
-		return nil, fmt.Errorf("append image layer: %w", err)
+		return nil, fmt.Errorf("append image layers: %w", err)
 	}
 	file, err := img.ConfigFile()
 	if err != nil {
@@ -124,6 +144,8 @@ func FromTree(tree *Tree, cfg Config) (v1.Image, error) {
 	file.Config.Cmd = cfg.Cmd
 	file.Config.Env = cfg.Env
 	file.Config.User = cfg.User
+	file.Config.WorkingDir = cfg.WorkingDir
+	file.Config.Labels = cfg.Labels
 	return mutate.ConfigFile(img, file)
 }
 

@@ -2,8 +2,11 @@ package image
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"os"
@@ -179,3 +182,56 @@ func layerListing(t *testing.T, img v1.Image) []string {
 }
 
 func modeString(m int64) string { return strconv.FormatInt(m, 8) }
+
+func TestCompressTarIsReproducibleAndReusable(t *testing.T) {
+	tarball := NewTree().AddData("/etc/os-release", []byte("ID=debian\n"), 0o644).AddDir("/home/user", 0o755, 1000, 1000)
+	data, err := tarball.tar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first, second bytes.Buffer
+	var seen []string
+	info, err := CompressTar(&first, bytes.NewReader(data), func(h *tar.Header, _ io.Reader) error {
+		seen = append(seen, h.Name)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CompressTar(&second, bytes.NewReader(data), nil); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(first.Bytes(), second.Bytes()) {
+		t.Fatal("the same tar compressed twice gives different layers")
+	}
+	if diff := cmp.Diff([]string{"etc/", "etc/os-release", "home/", "home/user/"}, seen); diff != "" {
+		t.Errorf("inspected entries (-want +got):\n%s", diff)
+	}
+	path := filepath.Join(t.TempDir(), "layer.tar.gz")
+	if err := os.WriteFile(path, first.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	layer, err := CompressedFileLayer(path, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := FromLayers(Config{Labels: map[string]string{"a": "b"}, WorkingDir: "/home/user"}, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"etc/ dir 755", "etc/os-release file 644 ID=debian\n", "home/ dir 755", "home/user/ dir 755 1000:1000"}
+	if diff := cmp.Diff(want, layerListing(t, img)); diff != "" {
+		t.Errorf("layer read back from the file (-want +got):\n%s", diff)
+	}
+	if d, _ := layer.DiffID(); d.Hex != fmt.Sprintf("%x", sha256.Sum256(data)) || info.UnpackedSize != int64(len("ID=debian\n")) {
+		t.Errorf("diffID %s and unpacked size %d; want the tar's SHA-256 and %d", d, info.UnpackedSize, len("ID=debian\n"))
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil || cfg.Config.Labels["a"] != "b" || cfg.Config.WorkingDir != "/home/user" {
+		t.Errorf("config = %+v, %v; want the label and working dir given", cfg, err)
+	}
+	info.Size++
+	if _, err := CompressedFileLayer(path, info); err == nil || !strings.Contains(err.Error(), "remove it to rebuild") {
+		t.Errorf("a layer of another size than its record: err = %v, want one saying to rebuild", err)
+	}
+}

@@ -147,6 +147,7 @@ func sandboxOptions(o *Options) sandbox.Options {
 	if o.SandboxdAllowUnauthenticatedNetwork {
 		opts.SandboxdEnv = []corev1.EnvVar{{Name: sandboxd.AllowUnauthenticatedNetworkEnv, Value: "true"}}
 	}
+	opts.SandboxdImage = o.SandboxdImage
 	return opts
 }
 

@@ -107,6 +107,10 @@ type Options struct {
 	SandboxCredentials bool
 	CredentialsSecret  string
 
+	// SandboxdImage is the image sandboxd is copied from into Pods whose pod template asks for
+	// it (paddock.dev/inject-sandboxd, docs/byo-image.md); empty refuses such Sandboxes.
+	SandboxdImage string
+
 	ShowVersion bool
 
 	// AllowDuplicateControllers lets one process run several managers, as tests of leader
@@ -204,6 +208,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"Give every Sandbox its own sandboxd tokens: a Secret <sandbox>-credentials and SANDBOXD_TOKEN/SANDBOXD_CONTROL_TOKEN in every container. false is UNSAFE: sandboxd then needs its own token configuration (docs/security.md).")
 	fs.StringVar(&o.CredentialsSecret, "credentials-secret", o.CredentialsSecret,
 		"Secret holding the credentials key, as namespace/name; created when missing. Empty means paddock-credentials-key in the controller's namespace.")
+	fs.StringVar(&o.SandboxdImage, "sandboxd-image", o.SandboxdImage,
+		"Image holding sandboxd at /usr/local/bin/sandboxd (the sandbox image), from which an init container copies it into Pods whose pod template has the annotation paddock.dev/inject-sandboxd: \"true\" (bring your own image); empty refuses such Sandboxes.")
 	fs.Var(labelsValue{&o.RouterPodLabels}, "router-pod-labels", "Labels of paddock-router Pods, as k=v[,k=v]; a template's default NetworkPolicy admits traffic from them.")
 	fs.Var(labelsValue{&o.SandboxClientPodLabels}, "sandbox-client-pod-labels", "Labels, as k=v[,k=v], of the Pods of a sandbox's own namespace that a template's default NetworkPolicy admits besides the router and the controller; empty admits none (the upstream-unauthenticated-migration profile sets paddock.dev/sandbox-client=true).")
 	fs.BoolVar(&o.SandboxdAllowUnauthenticatedNetwork, "sandboxd-allow-unauthenticated-network", o.SandboxdAllowUnauthenticatedNetwork,

@@ -46,12 +46,12 @@ func TestFlagsParse(t *testing.T) {
 	o, err := parse(t, "--extensions", "-leader-elect=false", "--kube-api-qps=50", "--sandbox-concurrent-workers=7",
 		"--cluster-domain=example.internal", "--router-pod-labels=app=router,tier=edge", "--controller-pod-labels=app=ctl",
 		"--sandbox-warm-pool-replenish-delay=2s",
-		"--sandbox-write-behind-window=250ms")
+		"--sandbox-write-behind-window=250ms", "--sandboxd-image=registry.test/sandbox:v1")
 	if err != nil {
 		t.Fatalf("parsing: %v", err)
 	}
 	if !o.Extensions || o.LeaderElect || o.KubeAPIQPS != 50 || o.SandboxWorkers != 7 || o.ClusterDomain != "example.internal" ||
-		o.SandboxWriteBehindWindow != 250*time.Millisecond {
+		o.SandboxWriteBehindWindow != 250*time.Millisecond || sandboxOptions(o).SandboxdImage != "registry.test/sandbox:v1" {
 		t.Errorf("flags not applied: %+v", o)
 	}
 	if diff := cmp.Diff(map[string]string{"app": "router", "tier": "edge"}, o.RouterPodLabels); diff != "" {

@@ -31,6 +31,9 @@ type Member struct {
 	Stale bool
 	// Unschedulable is true when its Pod cannot be scheduled (PodScheduled=False/Unschedulable).
 	Unschedulable bool
+	// Incompatible says why the member can never start (its Sandbox's Ready message for reason
+	// ImageIncompatible or InjectionInvalid); empty otherwise.
+	Incompatible string
 	// LaunchTypeWarm is true when the member carries launch-type=warm.
 	LaunchTypeWarm bool
 	Created        time.Time
@@ -86,6 +89,10 @@ type Plan struct {
 	// Unschedulable counts not-Ready members held past the grace period because their Pod cannot
 	// be scheduled: replacements would be just as unschedulable.
 	Unschedulable int
+	// Incompatible counts members that can never start as the template stands, held until it
+	// changes; IncompatibleMessage is the first of them by name, with its cause.
+	Incompatible        int
+	IncompatibleMessage string
 	// RecheckAt is the earliest time a young not-Ready member's grace period ends; zero if none.
 	RecheckAt time.Time
 }
@@ -102,7 +109,9 @@ func Make(members []Member, in Input) Plan {
 				terminating++
 			}
 			continue
-		case in.TemplateKnown && m.Stale && (in.Recreate || !m.Owned):
+		// An incompatible member is replaced as soon as the template changes: the change may be
+		// the fix, and the member serves nobody.
+		case in.TemplateKnown && m.Stale && (in.Recreate || !m.Owned || m.Incompatible != ""):
 			p.Delete = append(p.Delete, Deletion{Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion, Owned: m.Owned, Reason: DeleteStale})
 			terminating++
 			continue
@@ -116,6 +125,12 @@ func Make(members []Member, in Input) Plan {
 		if !m.Ready {
 			deadline := m.Created.Add(in.Grace)
 			switch {
+			case m.Incompatible != "":
+				// Known now, not after the grace period; a replacement would fail the same way.
+				p.Incompatible++
+				if first := m.Name + ": " + m.Incompatible; p.IncompatibleMessage == "" || first < p.IncompatibleMessage {
+					p.IncompatibleMessage = first
+				}
 			case in.Now.Before(deadline):
 				if p.RecheckAt.IsZero() || deadline.Before(p.RecheckAt) {
 					p.RecheckAt = deadline

@@ -98,6 +98,21 @@ func TestMake(t *testing.T) {
 				Replicas: 2, ReadyReplicas: 1, Unschedulable: 1},
 		},
 		{
+			name: "incompatible members are held and reported at once, the first by name",
+			members: []Member{with(notReady("b", time.Second), func(m *Member) { m.Incompatible = "no bash" }),
+				with(notReady("a", time.Hour), func(m *Member) { m.Incompatible = "root" }), ready("c", time.Hour)},
+			in:   base,
+			want: Plan{Replicas: 3, ReadyReplicas: 1, Incompatible: 2, IncompatibleMessage: "a: root"},
+		},
+		{
+			name: "a template change replaces incompatible members under OnReplenish",
+			members: []Member{with(notReady("a", time.Hour), func(m *Member) { m.Incompatible, m.Stale = "root", true }),
+				with(ready("b", time.Hour), func(m *Member) { m.Stale = true })},
+			in: in(func(i *Input) { i.Desired = 2 }),
+			want: Plan{Delete: []Deletion{{Name: "a", UID: uidOf("a"), ResourceVersion: "rv-a", Owned: true, Reason: DeleteStale}},
+				Replicas: 1, ReadyReplicas: 1},
+		},
+		{
 			name:    "scale-down removes not-Ready members first, then the newest",
 			members: []Member{ready("old", time.Hour), ready("new", time.Minute), notReady("slow", time.Second), ready("mid", 30*time.Minute)},
 			in:      in(func(i *Input) { i.Desired = 2 }),

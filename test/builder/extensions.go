@@ -1,6 +1,7 @@
 package builder
 
 import (
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +46,20 @@ func (w *TemplateWrapper) Annotation(k, v string) *TemplateWrapper {
 // them with claim settings, and claims with env may go warm.
 func (w *TemplateWrapper) Sandboxd() *TemplateWrapper {
 	return w.Annotation(extensionsv1beta1.RuntimeAnnotation, extensionsv1beta1.RuntimeSandboxd)
+}
+
+// InjectSandboxd asks for sandboxd to be injected into the first container
+// (agentsv1beta1.InjectSandboxdAnnotation on the pod template): bring your own image.
+func (w *TemplateWrapper) InjectSandboxd() *TemplateWrapper {
+	w.t.Spec.PodTemplate.ObjectMeta.Annotations = setKey(w.t.Spec.PodTemplate.ObjectMeta.Annotations, agentsv1beta1.InjectSandboxdAnnotation, "true")
+	return w
+}
+
+// Command sets the first container's command and args.
+func (w *TemplateWrapper) Command(command []string, args ...string) *TemplateWrapper {
+	c := &w.t.Spec.PodTemplate.Spec.Containers[0]
+	c.Command, c.Args = command, args
+	return w
 }
 
 // Port declares a containerPort on the first container: the router dials only declared ports.
@@ -112,6 +127,23 @@ func (w *WarmPoolWrapper) Obj() *extensionsv1beta1.SandboxWarmPool { return w.p.
 func (w *WarmPoolWrapper) Replicas(n int32) *WarmPoolWrapper {
 	w.p.Spec.Replicas = ptr.To(n)
 	return w
+}
+
+// Annotation sets an annotation on the pool.
+func (w *WarmPoolWrapper) Annotation(k, v string) *WarmPoolWrapper {
+	if w.p.Annotations == nil {
+		w.p.Annotations = map[string]string{}
+	}
+	w.p.Annotations[k] = v
+	return w
+}
+
+// Autosize turns autosize on between least and most members, with the given headroom.
+func (w *WarmPoolWrapper) Autosize(least, most, headroom int) *WarmPoolWrapper {
+	return w.Annotation(extensionsv1beta1.AutosizeAnnotation, "true").
+		Annotation(extensionsv1beta1.AutosizeMinAnnotation, strconv.Itoa(least)).
+		Annotation(extensionsv1beta1.AutosizeMaxAnnotation, strconv.Itoa(most)).
+		Annotation(extensionsv1beta1.AutosizeHeadroomAnnotation, strconv.Itoa(headroom))
 }
 
 // UpdateStrategy sets spec.updateStrategy.type.

@@ -21,6 +21,15 @@ const (
 	SandboxReasonExpired              = "SandboxExpired"
 	SandboxReasonReconcilerError      = "ReconcilerError"
 	SandboxReasonMultiplePods         = "MultiplePods"
+	// SandboxReasonImageIncompatible: the image cannot host the sandboxd injected into it (no
+	// shell, runs as root, a command it does not have), as the injected sandboxd's preflight
+	// reported in its termination message, or the kubelet refuses the image's user under the
+	// template's runAsNonRoot. The message names the container, the cause and the fix.
+	SandboxReasonImageIncompatible = "ImageIncompatible"
+	// SandboxReasonInjectionInvalid: the pod template asks for sandboxd injection
+	// (InjectSandboxdAnnotation) in a way the controller cannot honour (args without a command,
+	// a name sandboxd's volume needs, no --sandboxd-image); no Pod is created until it is fixed.
+	SandboxReasonInjectionInvalid = "InjectionInvalid"
 )
 
 // Reasons of the Ready and Finished conditions for a Pod in a terminal phase.

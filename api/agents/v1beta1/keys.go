@@ -101,6 +101,16 @@ const (
 // default install reads it nowhere.
 const SandboxClientLabel = "paddock.dev/sandbox-client"
 
+// Bring your own image (docs/byo-image.md).
+const (
+	// InjectSandboxdAnnotation ("true") on a pod template (a Sandbox's spec.podTemplate.metadata,
+	// so also a SandboxTemplate's) has the Sandbox controller deliver sandboxd into the Pod and
+	// start the first container through it: an image without sandboxd gets the sandbox APIs,
+	// and the container's command keeps running as a service sandboxd supervises. A template
+	// carrying it counts as a sandboxd runtime (its pool members start locked).
+	InjectSandboxdAnnotation = "paddock.dev/inject-sandboxd"
+)
+
 // Values of SuspendReasonAnnotation.
 const (
 	// SuspendReasonIdle marks a Sandbox the idle controller suspended and traffic may wake.

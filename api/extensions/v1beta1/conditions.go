@@ -49,9 +49,13 @@ const (
 	// needed none); False with the cause when they failed or could not be sent.
 	PoolConditionMembersCreated = "MembersCreated"
 	// PoolConditionProgressing is False when members never become Ready: replaced after the
-	// readiness grace period (MembersNotReady) or held because no node fits them
-	// (MembersUnschedulable).
+	// readiness grace period (MembersNotReady), held because no node fits them
+	// (MembersUnschedulable) or because their image cannot host sandboxd (MembersIncompatible).
 	PoolConditionProgressing = "Progressing"
+	// PoolConditionAutosizing exists on pools with paddock.dev/autosize "true": True while the
+	// controller sizes spec.replicas from demand, False naming the annotation or the write that
+	// stops it (spec.replicas then stays as it is).
+	PoolConditionAutosizing = "Autosizing"
 )
 
 // Reasons of the pool conditions. TemplateNotFound is shared with the claim's Ready condition.
@@ -69,4 +73,14 @@ const (
 	PoolReasonMembersProgressing   = "MembersProgressing"
 	PoolReasonMembersNotReady      = "MembersNotReady"
 	PoolReasonMembersUnschedulable = "MembersUnschedulable"
+	PoolReasonAutosizeActive       = "AutosizeActive"
+	// PoolReasonAutosizeInvalid: an autosize annotation has a value the controller cannot use;
+	// the message names it and the fix.
+	PoolReasonAutosizeInvalid = "InvalidAutosizeAnnotation"
+	// PoolReasonScaleWriteFailed: writing spec.replicas through the scale subresource failed.
+	PoolReasonScaleWriteFailed = "ScaleWriteFailed"
+	// PoolReasonMembersIncompatible: members' Sandboxes report ImageIncompatible or
+	// InjectionInvalid; they are held rather than replaced (a replacement would fail the same
+	// way) until the template changes.
+	PoolReasonMembersIncompatible = "MembersIncompatible"
 )

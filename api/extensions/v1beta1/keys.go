@@ -51,3 +51,30 @@ const (
 	// api/sandboxd.RESTPort.
 	RuntimeSandboxd = "sandboxd"
 )
+
+// Autosize (docs/design/autosize.md): annotations on a SandboxWarmPool that let the pool
+// controller size spec.replicas from the demand it sees, writing it through the scale
+// subresource. Paddock's own keys, so upstream's spec.replicas keeps its meaning when they are
+// absent. config/admission/autosize-policy.yaml checks them at admission.
+const (
+	// AutosizeAnnotation "true" turns autosize on; "false" or absent leaves spec.replicas to
+	// the user.
+	AutosizeAnnotation = "paddock.dev/autosize"
+	// AutosizeMinAnnotation is the fewest members autosize keeps: an integer from 0 to
+	// AutosizeLimit, AutosizeDefaultMin when absent.
+	AutosizeMinAnnotation = "paddock.dev/autosize-min"
+	// AutosizeMaxAnnotation is the most members autosize keeps: an integer from 1 to
+	// AutosizeLimit and at least the minimum, AutosizeDefaultMax when absent.
+	AutosizeMaxAnnotation = "paddock.dev/autosize-max"
+	// AutosizeHeadroomAnnotation is how many members autosize keeps above the demand it
+	// measured: an integer from 0 to AutosizeLimit, AutosizeDefaultHeadroom when absent.
+	AutosizeHeadroomAnnotation = "paddock.dev/autosize-headroom"
+)
+
+// Defaults and bounds of the autosize annotations; the admission policy spells the same numbers.
+const (
+	AutosizeDefaultMin      = 1
+	AutosizeDefaultMax      = 10
+	AutosizeDefaultHeadroom = 1
+	AutosizeLimit           = 10000
+)

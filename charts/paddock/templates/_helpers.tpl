@@ -35,6 +35,9 @@ null or empty is left out, so the controller's own default applies.
 */}}
 {{- define "paddock.controller.args" -}}
 - --leader-elect={{ .Values.leaderElect }}
+{{- with .Values.sandboxdImage.repository }}
+- --sandboxd-image={{ . }}:{{ $.Values.sandboxdImage.tag | default $.Chart.AppVersion }}
+{{- end }}
 {{- if .Values.extensions }}
 - --extensions
 {{- end }}

@@ -6,9 +6,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/internal/blueprint"
+	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/naming"
 	"github.com/paddock-dev/paddock/internal/podmeta"
 	"github.com/paddock-dev/paddock/internal/serviceports"
@@ -40,6 +42,22 @@ func constructPod(sb *agentsv1beta1.Sandbox, owner metav1.OwnerReference) *corev
 		pod.Spec.Hostname = sb.Name
 	}
 	return pod
+}
+
+// podToCreate is the Pod createPod sends: constructPod's, with sandboxd injected when the pod
+// template asks for it (docs/byo-image.md) and, when credentials are on, the tokens in every
+// regular container. An injection the template cannot have is terminal: only its author can fix it.
+func podToCreate(sb *agentsv1beta1.Sandbox, owner metav1.OwnerReference, sandboxdImage string, withCredentials bool, sandboxdEnv ...corev1.EnvVar) (*corev1.Pod, error) {
+	pod := constructPod(sb, owner)
+	if blueprint.InjectsSandboxd(sb.Spec.PodTemplate.ObjectMeta) {
+		if err := blueprint.InjectSandboxd(&pod.Spec, sandboxdImage); err != nil {
+			return nil, reconcile.TerminalError(err)
+		}
+	}
+	if withCredentials {
+		withCredentialEnv(&pod.Spec, credentials.SandboxSecretName(sb.Name), sandboxdEnv...)
+	}
+	return pod, nil
 }
 
 // podMetaSource gathers what the Pod's managed labels and annotations derive from.

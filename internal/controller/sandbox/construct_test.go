@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/api/sandboxd"
@@ -198,5 +201,77 @@ func TestConstructPodUnlocksClaimedSandboxes(t *testing.T) {
 	}
 	if !blueprint.LockedUntilClaimed(&claimed.Spec.PodTemplate.Spec) {
 		t.Errorf("constructPod unlocked the Sandbox's own spec; it must only change the Pod")
+	}
+}
+
+// podToCreate injects sandboxd only where the pod template asks; the installer gets no token and
+// the container it starts keeps the tokens and the warm member's lock; a template the injection
+// cannot honour is a terminal error.
+func TestPodToCreate(t *testing.T) {
+	const image = "registry.test/paddock/sandbox:v1"
+	injected := func(sb *agentsv1beta1.Sandbox) {
+		sb.Spec.PodTemplate.ObjectMeta.Annotations = map[string]string{agentsv1beta1.InjectSandboxdAnnotation: "true"}
+		sb.Spec.PodTemplate.Spec.Containers[0].Command = []string{"httpd", "-f"}
+	}
+	member := func(sb *agentsv1beta1.Sandbox) {
+		sb.OwnerReferences = []metav1.OwnerReference{{APIVersion: "extensions.agents.x-k8s.io/v1beta1", Kind: "SandboxWarmPool",
+			Name: "pool", UID: "pool-uid", Controller: ptr.To(true)}}
+		blueprint.LockUntilClaimed(&sb.Spec.PodTemplate.Spec)
+	}
+	type shape struct {
+		InitContainers []string
+		Command        []string
+		Env            []string // names, container 0
+		InitEnv        int
+		Locked         bool
+	}
+	tests := []struct {
+		name        string
+		sb          *agentsv1beta1.Sandbox
+		image       string
+		credentials bool
+		want        shape
+		err         bool
+	}{
+		{"no annotation: the pod as constructed", sandbox(), image, true,
+			shape{Env: []string{sandboxd.TokenEnv, sandboxd.ControlTokenEnv}}, false},
+		{"annotation \"false\"", sandbox(func(sb *agentsv1beta1.Sandbox) {
+			sb.Spec.PodTemplate.ObjectMeta.Annotations = map[string]string{agentsv1beta1.InjectSandboxdAnnotation: "false"}
+		}), image, false, shape{}, false},
+		{"injected warm member: wrapped, locked, tokens in the container only", sandbox(injected, member), image, true,
+			shape{InitContainers: []string{blueprint.SandboxdInstaller}, Command: []string{blueprint.InjectedSandboxd},
+				Env: []string{sandboxd.RequireClaimEnv, sandboxd.TokenEnv, sandboxd.ControlTokenEnv}, Locked: true}, false},
+		{"injected without credentials", sandbox(injected), image, false,
+			shape{InitContainers: []string{blueprint.SandboxdInstaller}, Command: []string{blueprint.InjectedSandboxd}}, false},
+		{"injection without an image", sandbox(injected), "", true, shape{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod, err := podToCreate(tt.sb, testOwner, tt.image, tt.credentials)
+			if tt.err {
+				if !errors.Is(err, blueprint.ErrSandboxdInjection) || !errors.Is(err, reconcile.TerminalError(nil)) {
+					t.Fatalf("err %v, want a terminal ErrSandboxdInjection", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := pod.Spec.Containers[0]
+			got := shape{Locked: blueprint.LockedUntilClaimed(&pod.Spec)}
+			if !slices.Equal(c.Command, tt.sb.Spec.PodTemplate.Spec.Containers[0].Command) {
+				got.Command = c.Command
+			}
+			for _, ic := range pod.Spec.InitContainers {
+				got.InitContainers = append(got.InitContainers, ic.Name)
+				got.InitEnv += len(ic.Env) + len(ic.EnvFrom)
+			}
+			for _, e := range c.Env {
+				got.Env = append(got.Env, e.Name)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("pod (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -11,12 +11,10 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,6 +28,7 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/internal/kube"
+	"github.com/paddock-dev/paddock/internal/tracing"
 )
 
 // ControllerName names the controller, its event recorder and its field manager.
@@ -69,6 +68,10 @@ type Options struct {
 	// SandboxdEnv is added to every container with the tokens, replacing the template's variables
 	// of those names (manager --sandboxd-allow-unauthenticated-network). Needs CredentialsKey.
 	SandboxdEnv []corev1.EnvVar
+	// SandboxdImage is the image the init container copies sandboxd from into Pods whose pod
+	// template asks for injection (agentsv1beta1.InjectSandboxdAnnotation, docs/byo-image.md);
+	// empty refuses such Sandboxes (InjectionInvalid). It is manager --sandboxd-image.
+	SandboxdImage string
 	// TracerProvider makes each pass a "ReconcileSandbox" span, a child of the trace recorded in
 	// the Sandbox's trace-context annotation (tracing.go). Nil, the default, traces nothing and
 	// writes no annotation.
@@ -92,11 +95,8 @@ type Reconciler struct {
 	// apiReader reads past the cache where the cache cannot have caught up yet.
 	apiReader client.Reader
 	tracer    trace.Tracer
-	written   writtenVersions
-	// podPatches holds back metadata patches of owned Pods (--sandbox-write-behind-window).
-	podPatches *holdClock
-	// statusHold holds back start-up-only status changes (--sandbox-status-coalesce-window).
-	statusHold *holdClock
+	// writes is all the controller remembers of each Sandbox between passes (writes.go).
+	writes *writeMemory
 	// terminating holds creates of children in namespaces that are being deleted.
 	terminating *kube.TerminatingNamespaces
 }
@@ -126,10 +126,9 @@ func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconci
 	}
 	r := &Reconciler{client: c, scheme: c.Scheme(), recorder: kube.Recorder(recorder), opts: opts,
 		apiReader: cmp.Or[client.Reader](opts.APIReader, c), tracer: defaultTracer(),
-		podPatches: newWriteBehind(opts.WriteBehindWindow), statusHold: newHoldClock(opts.StatusCoalesceWindow),
-		terminating: kube.NewTerminatingNamespaces(opts.Clock)}
+		writes: newWriteMemory(opts.WriteBehindWindow, opts.StatusCoalesceWindow), terminating: kube.NewTerminatingNamespaces(opts.Clock)}
 	if opts.TracerProvider != nil {
-		r.tracer = opts.TracerProvider.Tracer(TracerName)
+		r.tracer = opts.TracerProvider.Tracer(tracing.ControllerTracerName)
 	}
 	return r, nil
 }
@@ -139,20 +138,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	sb := &agentsv1beta1.Sandbox{}
 	if err := r.client.Get(ctx, req.NamespacedName, sb); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.written.forget(req.NamespacedName)
-			r.dropHolds(req.NamespacedName)
+			r.writes.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !sb.DeletionTimestamp.IsZero() {
-		r.dropHolds(req.NamespacedName)
+		r.writes.forget(req.NamespacedName)
 		return ctrl.Result{}, nil // garbage collection removes the children
 	}
-	if r.written.stale(req.NamespacedName, sb.ResourceVersion) {
+	if r.writes.stale(req.NamespacedName, sb.ResourceVersion) {
 		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil // our last write is still on its way
 	}
 	read := sb.ResourceVersion
-	defer func() { r.written.record(req.NamespacedName, read, sb.ResourceVersion) }()
+	defer func() { r.writes.recordWrite(req.NamespacedName, read, sb.ResourceVersion) }()
 	ctx, span := r.startSpan(ctx, sb)
 	defer func() { endSpan(span, err) }()
 	before := sb.Status.DeepCopy()
@@ -180,7 +178,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}
 	if !obs.podPatchPending {
-		r.podPatches.done(req.NamespacedName)
+		r.writes.releasePodPatch(req.NamespacedName)
 	}
 
 	obs.addErr(stepMetadata, annotations.patch(ctx, r.client, sb)) // expiry passes: the trace context
@@ -241,30 +239,6 @@ func (a *sandboxAnnotations) patch(ctx context.Context, c client.Client, sb *age
 	return nil
 }
 
-// writeStatus writes sb's status once if it differs from before. A change that only reports
-// the Sandbox still starting up is held back for the coalesce window instead: writeStatus then
-// returns how long until it is due.
-func (r *Reconciler) writeStatus(ctx context.Context, sb *agentsv1beta1.Sandbox, before *agentsv1beta1.SandboxStatus) (time.Duration, error) {
-	// A new nodeName alone is not worth a write until Ready turns True: it rides along with the
-	// next write, which saves one write per scheduled Pod.
-	if onlyNodeNameChanged(&sb.Status, before) && !meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
-		sb.Status.NodeName = before.NodeName
-	}
-	key := client.ObjectKeyFromObject(sb)
-	if equality.Semantic.DeepEqual(&sb.Status, before) {
-		r.statusHold.done(key)
-		return 0, nil
-	}
-	// Real time, not r.clock: the hold ends by a requeue, which the work queue counts in real time.
-	if wait := holdStatus(r.statusHold, key, startingUp(before, &sb.Status), time.Now()); wait > 0 {
-		return wait, nil
-	}
-	original := sb.DeepCopy()
-	original.Status = *before
-	_, err := kube.PatchStatus(ctx, r.client, sb, original, func(s *agentsv1beta1.Sandbox) any { return s.Status })
-	return 0, err
-}
-
 // emitEvents reports transitions that a user should see in `kubectl describe`.
 func (r *Reconciler) emitEvents(sb *agentsv1beta1.Sandbox, before *agentsv1beta1.SandboxStatus) {
 	ready := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady)
@@ -293,7 +267,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}))
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("sandbox").
-		For(&agentsv1beta1.Sandbox{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: beyondStatus})).
+		// Only this controller writes the status and it has acted on what it wrote. A finalizer
+		// change starts a pass, as it does the claim controller's: nothing here reads finalizers,
+		// but a pass that finds nothing new writes nothing, and one filter serves both controllers.
+		For(&agentsv1beta1.Sandbox{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: kube.BeyondStatus})).
 		Owns(&corev1.Pod{}, tracked).
 		Owns(&corev1.Service{}, tracked).
 		// The credentials Secret: repaired when changed, re-created when deleted. Its creation
@@ -301,18 +278,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Secret{}, tracked, builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
 		Complete(r)
-}
-
-// beyondStatus passes Sandbox updates that change more than the status. Only this controller
-// writes the status, and it has already acted on what it wrote; reacting to its own writes would
-// cost a pass per write.
-func beyondStatus(e event.UpdateEvent) bool {
-	o, n := e.ObjectOld, e.ObjectNew
-	return o.GetGeneration() != n.GetGeneration() ||
-		!maps.Equal(o.GetLabels(), n.GetLabels()) ||
-		!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
-		!equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||
-		!o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
 }
 
 // observation is what one pass saw and the errors it met, from which status is computed.
@@ -347,12 +312,6 @@ const (
 )
 
 // soonest adds a requeue after d (when d > 0) to res, keeping the earlier of the two.
-// dropHolds forgets the held writes of a Sandbox that is gone or being deleted.
-func (r *Reconciler) dropHolds(key types.NamespacedName) {
-	r.podPatches.done(key)
-	r.statusHold.done(key)
-}
-
 func soonest(res ctrl.Result, d time.Duration) ctrl.Result {
 	if d > 0 && (res.RequeueAfter == 0 || d < res.RequeueAfter) {
 		res.RequeueAfter = d

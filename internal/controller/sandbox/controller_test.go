@@ -65,7 +65,7 @@ func TestNewValidatesOptions(t *testing.T) {
 			}
 			r, err := New(cl, rec, tt.opts)
 			if tt.wantErr == "" {
-				if err != nil || r.opts.ClusterDomain != DefaultClusterDomain || r.opts.Workers != DefaultWorkers || r.opts.Clock == nil || r.podPatches.window != 0 {
+				if err != nil || r.opts.ClusterDomain != DefaultClusterDomain || r.opts.Workers != DefaultWorkers || r.opts.Clock == nil || r.writes.podPatchWindow != 0 {
 					t.Fatalf("New = %+v, %v; want defaults", r, err)
 				}
 				return

@@ -19,7 +19,10 @@
 //     the owned Pod and Service are deleted and, with shutdownPolicy Delete, the Sandbox itself.
 //   - Status is computed from observation on every pass and written at most once per pass, only
 //     when it changed; events follow a successful status write. A pass that reads a Sandbox older
-//     than the controller's own last write waits for the cache instead of writing again.
+//     than the controller's own last write waits for the cache instead of writing again; a change
+//     that only reports a Sandbox still starting up waits up to --sandbox-status-coalesce-window,
+//     and a new nodeName alone rides with the next write. Updates that change only the status
+//     start no pass. Every such memory of a Sandbox is one writeMemory entry (writes.go).
 //   - With a credentials key (Options.CredentialsKey, manager --sandbox-credentials) every Sandbox
 //     gets Secret "<sandbox>-credentials" with its derived sandbox and control tokens before its
 //     Pod, and every container gets them by secretKeyRef; a deleted Secret is re-created, a

@@ -156,9 +156,9 @@ func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (
 	if err != nil {
 		return nil, nil, err
 	}
-	pod := constructPod(sb, owner)
-	if r.opts.CredentialsKey != nil {
-		withCredentialEnv(&pod.Spec, credentials.SandboxSecretName(sb.Name), r.opts.SandboxdEnv...)
+	pod, err := podToCreate(sb, owner, r.opts.SandboxdImage, r.opts.CredentialsKey != nil, r.opts.SandboxdEnv...)
+	if err != nil {
+		return nil, nil, err
 	}
 	err = r.create(ctx, pod, "pod "+pod.Name)
 	if apierrors.IsAlreadyExists(err) {
@@ -187,7 +187,7 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1beta1.Sand
 		return nil
 	}
 	obs.podPatchPending = true // until the patch succeeds
-	if wait := r.podPatches.wait(client.ObjectKeyFromObject(sb), r.opts.Clock.Now()); wait > 0 {
+	if wait := r.writes.holdPodPatch(client.ObjectKeyFromObject(sb), r.opts.Clock.Now()); wait > 0 {
 		obs.podPatchWait = wait
 		ctrl.LoggerFrom(ctx).V(4).Info("Holding back pod metadata patch", "pod", klog.KObj(pod), "wait", wait)
 		return nil

@@ -1,15 +1,19 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/sandboxd"
+	"github.com/paddock-dev/paddock/internal/blueprint"
 )
 
 // Messages of the conditions, part of the observable API.
@@ -73,6 +77,8 @@ func setReady(sb *agentsv1beta1.Sandbox, obs *observation) {
 	switch {
 	case obs.multiplePods != nil:
 		reason, msg = agentsv1beta1.SandboxReasonMultiplePods, obs.multiplePods.Error()
+	case injectionError(obs.errs) != nil:
+		reason, msg = agentsv1beta1.SandboxReasonInjectionInvalid, injectionError(obs.errs).Error()
 	case len(obs.errs) > 0:
 		reason, msg = agentsv1beta1.SandboxReasonReconcilerError, "Error seen: "+obs.message()
 	case suspended(sb):
@@ -80,6 +86,8 @@ func setReady(sb *agentsv1beta1.Sandbox, obs *observation) {
 		if obs.pod != nil {
 			msg = msgSuspending
 		}
+	case ownedPod != nil && !podConditionTrue(ownedPod, corev1.PodReady) && imageIncompatibility(ownedPod) != "":
+		reason, msg = agentsv1beta1.SandboxReasonImageIncompatible, imageIncompatibility(ownedPod)
 	case ownedPod != nil && ownedPod.Status.Phase == corev1.PodSucceeded:
 		reason, msg = agentsv1beta1.SandboxReasonPodSucceeded, msgPodSucceeded
 	case ownedPod != nil && ownedPod.Status.Phase == corev1.PodFailed:
@@ -93,6 +101,37 @@ func setReady(sb *agentsv1beta1.Sandbox, obs *observation) {
 		}
 	}
 	setCondition(sb, agentsv1beta1.SandboxConditionReady, status, reason, msg)
+}
+
+// injectionError is the pass's refused sandboxd injection, without its terminal wrapper.
+func injectionError(errs []error) error {
+	for _, err := range errs {
+		if errors.Is(err, blueprint.ErrSandboxdInjection) {
+			if errors.Is(err, reconcile.TerminalError(nil)) {
+				err = errors.Unwrap(err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// imageIncompatibility says why the Pod's image cannot run as its template asks, or "": an
+// injected sandboxd's failed preflight (its termination message, the last or the current one),
+// or the kubelet refusing to start a root image under runAsNonRoot.
+func imageIncompatibility(pod *corev1.Pod) string {
+	for _, cs := range pod.Status.ContainerStatuses {
+		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+			if t != nil && t.ExitCode == sandboxd.PreflightExitCode && strings.HasPrefix(t.Message, sandboxd.PreflightMessagePrefix) {
+				return fmt.Sprintf("container %q cannot host sandboxd: %s", cs.Name, strings.TrimPrefix(t.Message, sandboxd.PreflightMessagePrefix))
+			}
+		}
+		if w := cs.State.Waiting; w != nil && w.Reason == "CreateContainerConfigError" && strings.Contains(w.Message, "runAsNonRoot") {
+			return fmt.Sprintf("container %q: %s (fix: set securityContext.runAsUser to a non-root uid such as 1000 in the template's pod spec, or use an image whose USER is a non-root uid)",
+				cs.Name, w.Message)
+		}
+	}
+	return ""
 }
 
 // podReadiness says whether the Pod serves: Running, Ready, addressable and not terminating. A
@@ -190,16 +229,6 @@ func setChildFields(sb *agentsv1beta1.Sandbox, obs *observation, clusterDomain s
 		sb.Status.Service = obs.service.Name
 		sb.Status.ServiceFQDN = fmt.Sprintf("%s.%s.svc.%s", obs.service.Name, obs.service.Namespace, clusterDomain)
 	}
-}
-
-// onlyNodeNameChanged reports whether status differs from before in nodeName and nothing else.
-func onlyNodeNameChanged(status, before *agentsv1beta1.SandboxStatus) bool {
-	if status.NodeName == before.NodeName {
-		return false
-	}
-	s := status.DeepCopy()
-	s.NodeName = before.NodeName
-	return equality.Semantic.DeepEqual(s, before)
 }
 
 func (o *observation) ownedPod() *corev1.Pod {

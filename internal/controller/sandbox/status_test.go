@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -9,8 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/sandboxd"
+	"github.com/paddock-dev/paddock/internal/blueprint"
 	"github.com/paddock-dev/paddock/internal/naming"
 )
 
@@ -44,6 +48,14 @@ func running(ready bool, ips ...string) func(*corev1.Pod) {
 func scheduled(status corev1.ConditionStatus, reason, msg string) func(*corev1.Pod) {
 	return func(p *corev1.Pod) {
 		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: status, Reason: reason, Message: msg})
+	}
+}
+
+// lastTerminated records that the container's last run exited with code and message.
+func lastTerminated(container string, code int32, message string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: container,
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: message}}})
 	}
 }
 
@@ -158,6 +170,59 @@ func TestComputeStatusConditions(t *testing.T) {
 			suspended: &cond{metav1.ConditionFalse, agentsv1beta1.SandboxReasonPodTerminating, msgPodTerminating},
 			sched:     &cond{metav1.ConditionUnknown, agentsv1beta1.SandboxReasonPodSchedulingUnknown, msgSchedulingNotReport},
 			finis:     &cond{metav1.ConditionTrue, agentsv1beta1.SandboxReasonPodFailed, msgPodFailed},
+		},
+		{
+			name: "injected sandboxd's preflight failed: its termination message, without the prefix",
+			sb:   sandbox(),
+			obs: observation{pod: ownedPod(running(false, "198.19.0.1"), lastTerminated("app", sandboxd.PreflightExitCode, sandboxd.PreflightMessagePrefix+"the image has no /bin/bash (fix: x)")),
+				podOwned: true},
+			ready:     &cond{metav1.ConditionFalse, agentsv1beta1.SandboxReasonImageIncompatible, `container "app" cannot host sandboxd: the image has no /bin/bash (fix: x)`},
+			suspended: notSuspended,
+			sched:     &cond{metav1.ConditionUnknown, agentsv1beta1.SandboxReasonPodSchedulingUnknown, msgSchedulingNotReport},
+		},
+		{
+			name:      "incompatibility also on a Pod that failed for good (restartPolicy Never)",
+			sb:        sandbox(),
+			obs:       observation{pod: ownedPod(phase(corev1.PodFailed), lastTerminated("app", sandboxd.PreflightExitCode, sandboxd.PreflightMessagePrefix+"root")), podOwned: true},
+			ready:     &cond{metav1.ConditionFalse, agentsv1beta1.SandboxReasonImageIncompatible, `container "app" cannot host sandboxd: root`},
+			suspended: notSuspended,
+			sched:     &cond{metav1.ConditionUnknown, agentsv1beta1.SandboxReasonPodSchedulingUnknown, msgSchedulingNotReport},
+			finis:     &cond{metav1.ConditionTrue, agentsv1beta1.SandboxReasonPodFailed, msgPodFailed},
+		},
+		{
+			name:      "another exit with that message, or that code without it, is not a preflight",
+			sb:        sandbox(),
+			obs:       observation{pod: ownedPod(running(false), lastTerminated("a", 1, sandboxd.PreflightMessagePrefix+"x"), lastTerminated("b", sandboxd.PreflightExitCode, "x")), podOwned: true},
+			ready:     &cond{metav1.ConditionFalse, agentsv1beta1.SandboxReasonDependenciesNotReady, "Pod is Running but not Ready"},
+			suspended: notSuspended,
+			sched:     &cond{metav1.ConditionUnknown, agentsv1beta1.SandboxReasonPodSchedulingUnknown, msgSchedulingNotReport},
+		},
+		{
+			name: "the kubelet refuses a root image under runAsNonRoot",
+			sb:   sandbox(),
+			obs: observation{pod: ownedPod(func(p *corev1.Pod) {
+				p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: "app", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+					Reason: "CreateContainerConfigError", Message: "container has runAsNonRoot and image will run as root (pod: \"sb_ns(1)\", container: app)"}}})
+			}), podOwned: true},
+			ready: &cond{metav1.ConditionFalse, agentsv1beta1.SandboxReasonImageIncompatible,
+				`container "app": container has runAsNonRoot and image will run as root (pod: "sb_ns(1)", container: app) (fix: set securityContext.runAsUser to a non-root uid such as 1000 in the template's pod spec, or use an image whose USER is a non-root uid)`},
+			suspended: notSuspended,
+			sched:     &cond{metav1.ConditionUnknown, agentsv1beta1.SandboxReasonPodSchedulingUnknown, msgSchedulingNotReport},
+		},
+		{
+			name:      "a Ready Pod is Ready whatever an earlier run said",
+			sb:        sandbox(),
+			obs:       observation{pod: ownedPod(running(true, "198.19.0.1"), lastTerminated("app", sandboxd.PreflightExitCode, sandboxd.PreflightMessagePrefix+"x")), podOwned: true},
+			ready:     &cond{metav1.ConditionTrue, agentsv1beta1.SandboxReasonDependenciesReady, "Pod is Ready"},
+			suspended: notSuspended,
+			sched:     &cond{metav1.ConditionUnknown, agentsv1beta1.SandboxReasonPodSchedulingUnknown, msgSchedulingNotReport},
+		},
+		{
+			name:      "an injection the template cannot have",
+			sb:        sandbox(),
+			obs:       observation{errs: []error{reconcile.TerminalError(fmt.Errorf("%w: no image", blueprint.ErrSandboxdInjection))}},
+			ready:     &cond{metav1.ConditionFalse, agentsv1beta1.SandboxReasonInjectionInvalid, "cannot inject sandboxd: no image"},
+			suspended: notSuspended,
 		},
 		{
 			name:      "multiple pods",

@@ -110,6 +110,9 @@ func setConditions(pool *extensionsv1beta1.SandboxWarmPool, tplKnown bool, tplEr
 	prev := meta.FindStatusCondition(pool.Status.Conditions, extensionsv1beta1.PoolConditionProgressing)
 	stuck := stuckReplacements(plan)
 	switch {
+	case plan.Incompatible > 0:
+		set(extensionsv1beta1.PoolConditionProgressing, metav1.ConditionFalse, extensionsv1beta1.PoolReasonMembersIncompatible,
+			fmt.Sprintf("%d members cannot start and are held until the template changes; %s", plan.Incompatible, plan.IncompatibleMessage))
 	case plan.Unschedulable > 0:
 		set(extensionsv1beta1.PoolConditionProgressing, metav1.ConditionFalse, extensionsv1beta1.PoolReasonMembersUnschedulable,
 			fmt.Sprintf("%d members are unschedulable past the readiness grace period and are held", plan.Unschedulable))
@@ -136,7 +139,8 @@ func stuckReplacements(plan warmpool.Plan) int {
 // conditionEvents emits a Warning event for each owned condition that turned False (or changed
 // its reason while False) in this pass. Unschedulable members have their own event.
 func (r *Reconciler) conditionEvents(pool *extensionsv1beta1.SandboxWarmPool, before []metav1.Condition) {
-	for _, t := range []string{extensionsv1beta1.PoolConditionTemplateReady, extensionsv1beta1.PoolConditionMembersCreated, extensionsv1beta1.PoolConditionProgressing} {
+	for _, t := range []string{extensionsv1beta1.PoolConditionTemplateReady, extensionsv1beta1.PoolConditionMembersCreated,
+		extensionsv1beta1.PoolConditionProgressing, extensionsv1beta1.PoolConditionAutosizing} {
 		now := meta.FindStatusCondition(pool.Status.Conditions, t)
 		if now == nil || now.Status != metav1.ConditionFalse || now.Reason == extensionsv1beta1.PoolReasonMembersUnschedulable {
 			continue

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,5 +58,23 @@ func TestSetConditionsProgressing(t *testing.T) {
 	setConditions(pool, true, nil, creation{}, warmpool.Plan{Replicas: 2, ReadyReplicas: 1})
 	if c := progressing(); c.Status != metav1.ConditionTrue {
 		t.Errorf("once a member is Ready: %s/%s, want True", c.Status, c.Reason)
+	}
+}
+
+// Members whose image cannot host sandboxd put the first one's cause on the pool, ahead of any
+// other reason, and the pool recovers once none is left.
+func TestSetConditionsIncompatibleMembers(t *testing.T) {
+	pool := &extensionsv1beta1.SandboxWarmPool{Spec: extensionsv1beta1.SandboxWarmPoolSpec{Replicas: ptr.To[int32](2)}}
+	plan := warmpool.Plan{Replicas: 2, Incompatible: 2, Unschedulable: 1, IncompatibleMessage: `pool-a: container "app" cannot host sandboxd: no /bin/bash`}
+	setConditions(pool, true, nil, creation{}, plan)
+	c := meta.FindStatusCondition(pool.Status.Conditions, extensionsv1beta1.PoolConditionProgressing)
+	want := metav1.Condition{Type: extensionsv1beta1.PoolConditionProgressing, Status: metav1.ConditionFalse, Reason: extensionsv1beta1.PoolReasonMembersIncompatible,
+		Message: `2 members cannot start and are held until the template changes; pool-a: container "app" cannot host sandboxd: no /bin/bash`}
+	if diff := cmp.Diff(want, *c, cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime")); diff != "" {
+		t.Errorf("Progressing (-want +got):\n%s", diff)
+	}
+	setConditions(pool, true, nil, creation{}, warmpool.Plan{Replicas: 2, ReadyReplicas: 2})
+	if c := meta.FindStatusCondition(pool.Status.Conditions, extensionsv1beta1.PoolConditionProgressing); c.Status != metav1.ConditionTrue {
+		t.Errorf("with every member Ready: %s/%s, want True", c.Status, c.Reason)
 	}
 }

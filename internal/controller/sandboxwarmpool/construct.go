@@ -26,6 +26,11 @@ func observeMembers(pool *extensionsv1beta1.SandboxWarmPool, tpl *extensionsv1be
 			continue
 		}
 		scheduled := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionPodScheduled)
+		incompatible := ""
+		if ready := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady); ready != nil && ready.Status == metav1.ConditionFalse &&
+			(ready.Reason == agentsv1beta1.SandboxReasonImageIncompatible || ready.Reason == agentsv1beta1.SandboxReasonInjectionInvalid) {
+			incompatible = ready.Message
+		}
 		out = append(out, warmpool.Member{
 			Name:            sb.Name,
 			UID:             sb.UID,
@@ -36,6 +41,7 @@ func observeMembers(pool *extensionsv1beta1.SandboxWarmPool, tpl *extensionsv1be
 			Ready:           meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady),
 			Stale:           tpl != nil && blueprint.Stale(tpl, sb),
 			Unschedulable:   scheduled != nil && scheduled.Status == metav1.ConditionFalse && scheduled.Reason == corev1.PodReasonUnschedulable,
+			Incompatible:    incompatible,
 			LaunchTypeWarm:  sb.Labels[agentsv1beta1.LaunchTypeLabel] == agentsv1beta1.LaunchTypeWarm,
 			Created:         sb.CreationTimestamp.Time,
 		})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -20,6 +21,7 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/autosize"
 	"github.com/paddock-dev/paddock/internal/kube"
 	"github.com/paddock-dev/paddock/internal/warmpool"
 )
@@ -40,6 +42,12 @@ type Options struct {
 	ReplenishDelay time.Duration
 	// MaxRefillRate is --sandbox-warm-pool-max-refill-rate in Sandboxes per second (0, unpaced).
 	MaxRefillRate float64
+	// AutosizeRateWindow is how far back an autosized pool counts the claims of its members
+	// (1m; docs/design/autosize.md).
+	AutosizeRateWindow time.Duration
+	// AutosizeStabilizationWindow is how long the demand of an autosized pool must stay lower
+	// before the pool shrinks (5m).
+	AutosizeStabilizationWindow time.Duration
 	// Clock is the clock; the real clock when nil.
 	Clock clock.PassiveClock
 }
@@ -47,7 +55,8 @@ type Options struct {
 // DefaultOptions returns the reference's defaults.
 func DefaultOptions() Options {
 	return Options{Workers: 1, MaxBatchSize: 300, ReadinessGracePeriod: 5 * time.Minute,
-		UnschedulableRecheckInterval: time.Minute, SafeToEvict: true, Clock: clock.RealClock{}}
+		UnschedulableRecheckInterval: time.Minute, SafeToEvict: true,
+		AutosizeRateWindow: time.Minute, AutosizeStabilizationWindow: 5 * time.Minute, Clock: clock.RealClock{}}
 }
 
 // statusCountsInterval is the least time between two status writes of a pool that only move its
@@ -72,15 +81,19 @@ type Reconciler struct {
 	statusPacer  *warmpool.StatusPacer
 	// terminating holds member creates in namespaces that are being deleted.
 	terminating *kube.TerminatingNamespaces
+	// demand is what the member watch saw of each pool's claims and start-up times.
+	demand *autosize.Demand
 
 	mu             sync.Mutex
-	notProgressing map[string]bool // pools currently holding unschedulable members
+	notProgressing map[string]bool   // pools currently holding unschedulable members
+	scaledFrom     map[string]string // pool -> resourceVersion its last unobserved scale write started from
 }
 
 // New returns a Reconciler that reads and writes through c (normally the manager's cached
 // client) and emits events with recorder (none when nil). Start from DefaultOptions: New fills
 // only the zero fields whose zero means nothing (workers, batch size, grace and recheck periods,
-// clock; not SafeToEvict, whose zero is false); a negative one is an error naming it.
+// autosize windows, clock; not SafeToEvict, whose zero is false); a negative one is an error
+// naming it.
 func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconciler, error) {
 	if err := kube.CheckClient("sandbox warm pool", c); err != nil {
 		return nil, err
@@ -93,11 +106,14 @@ func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconci
 	opts.MaxBatchSize = cmp.Or(opts.MaxBatchSize, def.MaxBatchSize)
 	opts.ReadinessGracePeriod = cmp.Or(opts.ReadinessGracePeriod, def.ReadinessGracePeriod)
 	opts.UnschedulableRecheckInterval = cmp.Or(opts.UnschedulableRecheckInterval, def.UnschedulableRecheckInterval)
+	opts.AutosizeRateWindow = cmp.Or(opts.AutosizeRateWindow, def.AutosizeRateWindow)
+	opts.AutosizeStabilizationWindow = cmp.Or(opts.AutosizeStabilizationWindow, def.AutosizeStabilizationWindow)
 	if opts.Clock == nil {
 		opts.Clock = def.Clock
 	}
 	return &Reconciler{client: c, recorder: kube.Recorder(recorder), opts: opts,
-		expectations: warmpool.NewExpectations(opts.Clock.Now), notProgressing: map[string]bool{},
+		expectations: warmpool.NewExpectations(opts.Clock.Now), notProgressing: map[string]bool{}, scaledFrom: map[string]string{},
+		demand:      autosize.NewDemand(opts.AutosizeRateWindow, opts.AutosizeStabilizationWindow),
 		shaping:     &warmpool.Shaping{ReplenishDelay: opts.ReplenishDelay, MaxRefillRate: opts.MaxRefillRate},
 		statusPacer: &warmpool.StatusPacer{Interval: statusCountsInterval},
 		terminating: kube.NewTerminatingNamespaces(opts.Clock)}, nil
@@ -127,6 +143,12 @@ func checkOptions(o Options) error {
 	if o.MaxRefillRate < 0 {
 		negative("MaxRefillRate", o.MaxRefillRate)
 	}
+	if o.AutosizeRateWindow < 0 {
+		negative("AutosizeRateWindow", o.AutosizeRateWindow)
+	}
+	if o.AutosizeStabilizationWindow < 0 {
+		negative("AutosizeStabilizationWindow", o.AutosizeStabilizationWindow)
+	}
 	return errors.Join(errs...)
 }
 
@@ -137,23 +159,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	pool := &extensionsv1beta1.SandboxWarmPool{}
 	if err := r.client.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.forget(key)
+			r.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
 	if !pool.DeletionTimestamp.IsZero() {
-		r.forget(key)
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 
+	now := r.opts.Clock.Now()
+	sized, resize := r.autosize(ctx, pool, now)
 	tpl, tplErr := r.getTemplate(ctx, pool)
 	members, err := r.listMembers(ctx, pool)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	r.expectations.Listed(key, memberUIDs(members))
-	now := r.opts.Clock.Now()
 	plan := warmpool.Make(observeMembers(pool, tpl, members, r.expectations.DeletePending), warmpool.Input{
 		Desired:               desiredReplicas(pool),
 		MaxBatch:              r.opts.MaxBatchSize,
@@ -185,6 +208,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		made = blocked
 	}
 	actErr := errors.Join(
+		sized.writeErr,
 		delErr,
 		blockErr,
 		r.adoptOrphans(ctx, pool, members, plan.Adopt),
@@ -196,13 +220,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	original := pool.DeepCopy()
 	setConditions(pool, tpl != nil, tplErr, made, plan)
+	setAutosizeCondition(pool, sized)
 	statusWait, err := r.writeStatus(ctx, key, pool, original, plan, now)
 	actErr = errors.Join(actErr, err)
 	if err == nil {
 		r.conditionEvents(pool, original.Status.Conditions)
 	}
 	r.reportProgress(pool, plan)
-	return kube.Result(ctx, r.requeue(key, plan, sooner(paced, statusWait), now), errors.Join(actErr, tplErr))
+	return kube.Result(ctx, r.requeue(key, plan, sooner(sooner(paced, statusWait), resize), now), errors.Join(actErr, tplErr))
 }
 
 // writeStatus writes the pool's status from plan, unless it only moves the replica counts and
@@ -248,12 +273,16 @@ func (r *Reconciler) requeue(key string, plan warmpool.Plan, paced time.Duration
 	return ctrl.Result{RequeueAfter: after}
 }
 
-func (r *Reconciler) forget(key string) {
+func (r *Reconciler) forget(pool types.NamespacedName) {
+	key := pool.String()
+	forgetAutosizeMetrics(pool.Namespace, pool.Name)
 	r.expectations.Forget(key)
 	r.shaping.Forget(key)
 	r.statusPacer.Forget(key)
+	r.demand.Forget(key)
 	r.mu.Lock()
 	delete(r.notProgressing, key)
+	delete(r.scaledFrom, key)
 	r.mu.Unlock()
 }
 

@@ -19,8 +19,10 @@ func TestNewValidatesOptions(t *testing.T) {
 	}{
 		{name: "defaults", c: c},
 		{name: "no client", wantErr: []string{"needs a client"}},
-		{name: "negative options", c: c, opts: Options{Workers: -1, ReadinessGracePeriod: -time.Second, MaxRefillRate: -1},
-			wantErr: []string{"Workers is -1", "ReadinessGracePeriod is -1s", "MaxRefillRate is -1"}},
+		{name: "negative options", c: c, opts: Options{Workers: -1, ReadinessGracePeriod: -time.Second, MaxRefillRate: -1,
+			AutosizeRateWindow: -time.Second, AutosizeStabilizationWindow: -time.Minute},
+			wantErr: []string{"Workers is -1", "ReadinessGracePeriod is -1s", "MaxRefillRate is -1",
+				"AutosizeRateWindow is -1s", "AutosizeStabilizationWindow is -1m0s"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r, err := New(tt.c, nil, tt.opts)

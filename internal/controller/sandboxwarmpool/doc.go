@@ -15,4 +15,7 @@
 //   - Members the API server refuses as invalid (built from the template) turn MembersCreated
 //     False naming the field; the error is terminal, retried only when the pool or its template
 //     changes.
+//   - A pool with paddock.dev/autosize "true" sizes its own spec.replicas from the claims and
+//     start-up times its member watch sees (internal/autosize), writing it through the scale
+//     subresource with an Autosized event; bad annotations turn Autosizing False naming them.
 package sandboxwarmpool

@@ -40,8 +40,10 @@ func (r *Reconciler) memberEvents() handler.EventHandler {
 					r.expectations.Left(pool.String(), e.ObjectOld.GetUID())
 				}
 			}
+			r.observeDemand(e.ObjectOld, e.ObjectNew)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) {
+			r.demand.Gone(e.Object.GetUID())
 			if pool, ok := PoolOf(e.Object); ok {
 				r.expectations.DeletionObserved(pool.String(), e.Object.GetUID())
 				r.expectations.Left(pool.String(), e.Object.GetUID())

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	e2bapi "github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/router/headers"
 	"github.com/paddock-dev/paddock/internal/router/proxy"
@@ -38,9 +39,9 @@ func newDataProxy(f *FrontDoor) *dataProxy {
 			pr.Out.Host = ""
 			// Routing headers are the router's business; the daemon sees the request as the SDK
 			// sent it otherwise (X-Access-Token and the Basic user selection included).
-			pr.Out.Header.Del(SandboxIDHeader)
-			pr.Out.Header.Del(SandboxPortHeader)
-			pr.Out.Header.Del(TrafficAccessTokenHeader)
+			pr.Out.Header.Del(e2bapi.SandboxIDHeader)
+			pr.Out.Header.Del(e2bapi.SandboxPortHeader)
+			pr.Out.Header.Del(e2bapi.TrafficAccessTokenHeader)
 			pr.SetXForwarded()
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -74,23 +75,23 @@ func (c *refusalCounter) WriteHeader(code int) {
 func (c *refusalCounter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 func (p *dataProxy) serve(w *refusalCounter, r *http.Request) {
-	t, ok, err := TargetFromHeaders(r.Header.Get(SandboxIDHeader), r.Header.Get(SandboxPortHeader))
+	t, ok, err := e2bapi.TargetFromHeaders(r.Header.Get(e2bapi.SandboxIDHeader), r.Header.Get(e2bapi.SandboxPortHeader))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if !ok {
-		if t, ok = TargetFromHost(r.Host, p.f.cfg.Domain); !ok {
+		if t, ok = e2bapi.TargetFromHost(r.Host, p.f.cfg.Domain); !ok {
 			writeError(w, http.StatusBadRequest, "the request names no sandbox: send E2b-Sandbox-Id, or use the host {port}-{id}."+p.f.cfg.Domain)
 			return
 		}
 	}
-	token := r.Header.Get(AccessTokenHeader)
+	token := r.Header.Get(e2bapi.AccessTokenHeader)
 	if token == "" {
-		token = r.Header.Get(TrafficAccessTokenHeader)
+		token = r.Header.Get(e2bapi.TrafficAccessTokenHeader)
 	}
 	if token == "" {
-		writeError(w, http.StatusUnauthorized, fmt.Sprintf("sandbox %q needs its envdAccessToken in the %s header", t.ID, AccessTokenHeader))
+		writeError(w, http.StatusUnauthorized, fmt.Sprintf("sandbox %q needs its envdAccessToken in the %s header", t.ID, e2bapi.AccessTokenHeader))
 		return
 	}
 	sb, status, msg := p.f.routeFor(r.Context(), t, token)
@@ -99,7 +100,7 @@ func (p *dataProxy) serve(w *refusalCounter, r *http.Request) {
 		return
 	}
 	port := t.Port
-	if port == EnvdPort {
+	if port == e2bapi.EnvdPort {
 		port = p.f.cfg.DaemonPort
 	}
 	target := headers.Target{Namespace: sb.Namespace, Name: sb.Name, Port: port}
@@ -113,9 +114,7 @@ func (p *dataProxy) serve(w *refusalCounter, r *http.Request) {
 		ep, rerr = p.f.wake(r.Context(), t.ID, target)
 	}
 	if rerr != nil {
-		if rerr.Reason == reasonWakeTimeout {
-			w.Header().Set("Retry-After", retryAfterWake)
-		}
+		wake.SetRetryAfter(w.Header(), rerr)
 		writeError(w, rerr.Status, rerr.Detail)
 		return
 	}
@@ -131,9 +130,9 @@ func (p *dataProxy) serve(w *refusalCounter, r *http.Request) {
 // routeFor finds the Sandbox of the front-door claim named t.ID whose token is token, and
 // checks the port is one it serves. Claims of the same name in several namespaces are told apart
 // by the token, which is bound to one Sandbox.
-func (f *FrontDoor) routeFor(ctx context.Context, t DataTarget, token string) (*agentsv1beta1.Sandbox, int, string) {
+func (f *FrontDoor) routeFor(ctx context.Context, t e2bapi.DataTarget, token string) (*agentsv1beta1.Sandbox, int, string) {
 	var claims extensionsv1beta1.SandboxClaimList
-	if err := f.cache.List(ctx, &claims, client.MatchingFields{ClaimNameIndex: t.ID}); err != nil {
+	if err := f.cache.List(ctx, &claims, client.MatchingFields{e2bapi.ClaimNameIndex: t.ID}); err != nil {
 		return nil, http.StatusServiceUnavailable, "sandbox lookup failed; retry shortly"
 	}
 	known := false
@@ -155,7 +154,7 @@ func (f *FrontDoor) routeFor(ctx context.Context, t DataTarget, token string) (*
 		if subtle.ConstantTimeCompare([]byte(want), []byte(token)) != 1 {
 			continue
 		}
-		if t.Port != EnvdPort && !resolve.DeclaresPort(sb, t.Port) {
+		if t.Port != e2bapi.EnvdPort && !resolve.DeclaresPort(sb, t.Port) {
 			return nil, http.StatusForbidden, fmt.Sprintf("sandbox %q does not declare port %d; add it to the template's container ports", t.ID, t.Port)
 		}
 		return sb, 0, ""
@@ -165,4 +164,20 @@ func (f *FrontDoor) routeFor(ctx context.Context, t DataTarget, token string) (*
 	}
 	// 502 is what E2B's proxy answers for a sandbox it does not know; the SDK maps it to "gone".
 	return nil, http.StatusBadGateway, fmt.Sprintf("sandbox %q not found", t.ID)
+}
+
+// wake holds a data-plane request for the paused sandbox id (whose token the caller proved)
+// while the router's Waker resumes it. Only a sandbox the idle controller paused with autoResume
+// wakes; one paused through the API, or without autoResume, stays paused.
+func (f *FrontDoor) wake(ctx context.Context, id string, t headers.Target) (resolve.Endpoint, *resolve.Error) {
+	paused := &resolve.Error{Status: http.StatusServiceUnavailable, Reason: resolve.ReasonSuspended}
+	if f.cfg.Waker == nil {
+		paused.Detail = fmt.Sprintf("sandbox %q is paused and this router does not wake sandboxes (--wake-on-request=false); resume it with Sandbox.connect", id)
+		return resolve.Endpoint{}, paused
+	}
+	return f.cfg.Waker.Hold(ctx, t, paused, wake.Words{
+		NotWakeable: fmt.Sprintf("sandbox %q is paused and traffic does not resume it (paused through the API, or created without autoResume); resume it with Sandbox.connect", id),
+		ClientGone:  "the client went away while the sandbox was resuming",
+		TimedOut:    fmt.Sprintf("sandbox %q is resuming but did not serve within the router's wake timeout (%s); retry in a few seconds", id, f.cfg.Waker.Timeout()),
+	})
 }

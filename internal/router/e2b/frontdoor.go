@@ -2,11 +2,8 @@ package e2b
 
 import (
 	"context"
-	"crypto/subtle"
-	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -15,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -23,7 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	e2bapi "github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/controller/indexes"
 	"github.com/paddock-dev/paddock/internal/router/headers"
 	"github.com/paddock-dev/paddock/internal/router/proxy"
 	"github.com/paddock-dev/paddock/internal/router/wake"
@@ -87,7 +85,7 @@ func New(cfg Config) (*FrontDoor, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.DaemonPort == 0 {
-		cfg.DaemonPort = EnvdPort
+		cfg.DaemonPort = e2bapi.EnvdPort
 	}
 	scheme := k8sruntime.NewScheme()
 	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme} {
@@ -105,7 +103,7 @@ func New(cfg Config) (*FrontDoor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the E2B front door's client: %w", err)
 	}
-	hasKeyLabel, err := labels.NewRequirement(APIKeyNamespaceLabel, selection.Exists, nil)
+	hasKeyLabel, err := labels.NewRequirement(e2bapi.APIKeyNamespaceLabel, selection.Exists, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -114,8 +112,9 @@ func New(cfg Config) (*FrontDoor, error) {
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{
 				cfg.KeysNamespace: {LabelSelector: labels.NewSelector().Add(*hasKeyLabel)}}},
-			&extensionsv1beta1.SandboxClaim{}: {Label: labels.SelectorFromSet(labels.Set{SandboxLabel: "true"}), Transform: dropManagedFields},
-			&agentsv1beta1.Sandbox{}:          {Transform: dropManagedFields},
+			&extensionsv1beta1.SandboxClaim{}:    {Label: labels.SelectorFromSet(labels.Set{e2bapi.SandboxLabel: "true"}), Transform: dropManagedFields},
+			&agentsv1beta1.Sandbox{}:             {Transform: dropManagedFields},
+			&extensionsv1beta1.SandboxTemplate{}: {Transform: dropManagedFields},
 		},
 	})
 	if err != nil {
@@ -141,20 +140,15 @@ func dropManagedFields(obj any) (any, error) {
 // registerInformers adds the indexes and the event handlers that wake waiting creates (keys and
 // pools wake none; their informers start here so that the cache serves them at once).
 func (f *FrontDoor) registerInformers(ctx context.Context) error {
-	if err := f.cache.IndexField(ctx, &extensionsv1beta1.SandboxClaim{}, ClaimNameIndex, func(o client.Object) []string {
+	if err := f.cache.IndexField(ctx, &extensionsv1beta1.SandboxClaim{}, e2bapi.ClaimNameIndex, func(o client.Object) []string {
 		return []string{o.GetName()}
 	}); err != nil {
 		return fmt.Errorf("indexing SandboxClaims by name: %w", err)
 	}
-	if err := f.cache.IndexField(ctx, &agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxClaimUIDIndex, func(o client.Object) []string {
-		if uid := o.GetLabels()[agentsv1beta1.ClaimUIDLabel]; uid != "" {
-			return []string{uid}
-		}
-		return nil
-	}); err != nil {
+	if err := f.cache.IndexField(ctx, &agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxClaimUIDIndex, indexes.SandboxByClaimUID); err != nil {
 		return fmt.Errorf("indexing Sandboxes by claim UID: %w", err)
 	}
-	for _, obj := range []client.Object{&extensionsv1beta1.SandboxClaim{}, &agentsv1beta1.Sandbox{}, &corev1.Secret{}, &extensionsv1beta1.SandboxWarmPool{}} {
+	for _, obj := range []client.Object{&extensionsv1beta1.SandboxClaim{}, &agentsv1beta1.Sandbox{}, &corev1.Secret{}, &extensionsv1beta1.SandboxWarmPool{}, &extensionsv1beta1.SandboxTemplate{}} {
 		inf, err := f.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 		if err != nil {
 			return fmt.Errorf("creating the %T informer: %w", obj, err)
@@ -179,133 +173,20 @@ func (f *FrontDoor) WaitForSync(ctx context.Context) bool { return f.cache.WaitF
 // ServeHTTP routes data-plane requests (E2b-Sandbox-Id header, or a {port}-{id}.{domain} Host) to
 // sandboxes and everything else to the control plane.
 func (f *FrontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get(SandboxIDHeader) != "" {
+	if r.Header.Get(e2bapi.SandboxIDHeader) != "" {
 		f.proxy.ServeHTTP(w, r)
 		return
 	}
-	if _, ok := TargetFromHost(r.Host, f.cfg.Domain); ok {
+	if _, ok := e2bapi.TargetFromHost(r.Host, f.cfg.Domain); ok {
 		f.proxy.ServeHTTP(w, r)
 		return
 	}
 	f.control.ServeHTTP(w, r)
 }
 
-// namespaceOf authenticates the API key and returns the namespace it is bound to.
-func (f *FrontDoor) namespaceOf(ctx context.Context, r *http.Request) (string, error) {
-	key := r.Header.Get(APIKeyHeader)
-	if key == "" {
-		return "", errMissingKey
-	}
-	var secrets corev1.SecretList
-	if err := f.cache.List(ctx, &secrets, client.InNamespace(f.cfg.KeysNamespace)); err != nil {
-		return "", fmt.Errorf("reading API keys: %w", err)
-	}
-	ns := ""
-	for i := range secrets.Items {
-		s := &secrets.Items[i]
-		// Compare every key in constant time so the answer's timing says nothing about which
-		// Secret came close.
-		if subtle.ConstantTimeCompare(s.Data[APIKeyDataKey], []byte(key)) == 1 && ns == "" {
-			ns = s.Labels[APIKeyNamespaceLabel]
-		}
-	}
-	if ns == "" {
-		return "", errUnknownKey
-	}
-	return ns, nil
-}
-
-var (
-	errMissingKey = errors.New("missing API key: send it in the X-API-Key header (E2B_API_KEY); create one with `paddock e2b create-key`")
-	errUnknownKey = errors.New("invalid API key: no API key Secret holds it; create one with `paddock e2b create-key`")
-)
-
 // Tokens gives sandbox tokens (proxy.Credentials) and says when it cannot give any.
 type Tokens interface {
 	proxy.Credentials
 	// KeyErr is nil when the credentials key is known, else a client-facing reason it is not.
 	KeyErr() error
-}
-
-// sandboxToken derives the sandbox token of sb from the cluster's credentials key.
-func (f *FrontDoor) sandboxToken(sb *agentsv1beta1.Sandbox) (string, error) {
-	return f.cfg.Tokens.SandboxToken(sb.Namespace, sb.Name, sb.UID)
-}
-
-// notifier wakes a create or connect waiting on one claim when that claim changes, or a Sandbox
-// bound to it (labelled with its UID) does. Nothing else wakes it: a namespace's other claims,
-// its pool members starting and refilling, keys and pools. Waking every wait of a namespace at
-// every such change made each change cost a cache read and a daemon probe per wait in flight,
-// which under a steady rate of creates is most of the front door's work.
-type notifier struct {
-	mu      sync.Mutex
-	waiters map[string]map[*waiter]struct{} // by claimKey and boundKey
-}
-
-// waiter is one wait; wake is signalled (never blocking, at most one pending) at each change.
-type waiter struct {
-	keys []string
-	wake chan struct{}
-}
-
-func newNotifier() *notifier { return &notifier{waiters: map[string]map[*waiter]struct{}{}} }
-
-func claimKey(ns, name string) string { return "claim/" + ns + "/" + name }
-func boundKey(uid types.UID) string   { return "bound/" + string(uid) }
-
-// follow registers a wait on the claim; its channel receives a signal at every later change of
-// the claim or of a Sandbox bound to it. Call stop when the wait ends.
-func (n *notifier) follow(c *extensionsv1beta1.SandboxClaim) (changed <-chan struct{}, stop func()) {
-	w := &waiter{keys: []string{claimKey(c.Namespace, c.Name), boundKey(c.UID)}, wake: make(chan struct{}, 1)}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, k := range w.keys {
-		if n.waiters[k] == nil {
-			n.waiters[k] = map[*waiter]struct{}{}
-		}
-		n.waiters[k][w] = struct{}{}
-	}
-	return w.wake, func() {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		for _, k := range w.keys {
-			delete(n.waiters[k], w)
-			if len(n.waiters[k]) == 0 {
-				delete(n.waiters, k)
-			}
-		}
-	}
-}
-
-// keysOf are the waits an object's change concerns.
-func keysOf(obj any) []string {
-	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	switch o := obj.(type) {
-	case *extensionsv1beta1.SandboxClaim:
-		return []string{claimKey(o.Namespace, o.Name)}
-	case *agentsv1beta1.Sandbox:
-		if uid := o.Labels[agentsv1beta1.ClaimUIDLabel]; uid != "" {
-			return []string{boundKey(types.UID(uid))}
-		}
-	}
-	return nil
-}
-
-func (n *notifier) wake(obj any) {
-	keys := keysOf(obj)
-	if len(keys) == 0 {
-		return
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, k := range keys {
-		for w := range n.waiters[k] {
-			select {
-			case w.wake <- struct{}{}:
-			default: // a signal is pending already
-			}
-		}
-	}
 }

@@ -1,6 +1,7 @@
 package e2b
 
-// E2B's lifecycle options on Paddock's idle machinery. autoPause (the SDK's lifecycle.onTimeout:
+// The lifecycle of a running sandbox: setTimeout, pause, and connect (which resumes), with E2B's
+// lifecycle options on Paddock's idle machinery. autoPause (the SDK's lifecycle.onTimeout:
 // "pause") turns the sandbox's timeout into an idle timeout on its claim: the idle controller
 // suspends the Sandbox once it has had no activity for that long, instead of the claim expiring
 // and being deleted. autoResume is the idle policy's wake-on-request: a data-plane request, or a
@@ -15,117 +16,127 @@ import (
 	"net/http"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	e2bapi "github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/activity"
+	"github.com/paddock-dev/paddock/internal/httpjson"
 	"github.com/paddock-dev/paddock/internal/router/headers"
-	"github.com/paddock-dev/paddock/internal/router/resolve"
 	"github.com/paddock-dev/paddock/internal/router/wake"
 )
 
-// onTimeout values of E2B's SandboxDetail.lifecycle.
-const (
-	onTimeoutKill  = "kill"
-	onTimeoutPause = "pause"
-)
-
-// lifecycleOptions are E2B's create options that decide what the timeout does.
-type lifecycleOptions struct {
-	// autoPause suspends the sandbox at its timeout instead of deleting it.
-	autoPause bool
-	// autoResume lets traffic wake a sandbox autoPause suspended.
-	autoResume bool
-}
-
-// lifecycleOf reads the create request's autoPause, autoPauseMemory and autoResume, or an error
-// naming the field.
-func lifecycleOf(req *CreateRequest) (lifecycleOptions, error) {
-	var o lifecycleOptions
-	if req.AutoPause != nil {
-		o.autoPause = *req.AutoPause
+func (f *FrontDoor) setTimeout(w http.ResponseWriter, r *http.Request, ns string) {
+	var req e2bapi.TimeoutRequest
+	if err := decode(r, &req); err != nil || req.Timeout == nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("the body must be {\"timeout\": <seconds>}: %v", err))
+		return
 	}
-	if req.AutoResume != nil && req.AutoResume.Enabled != nil {
-		o.autoResume = *req.AutoResume.Enabled
+	lifetime, err := timeoutOf(req.Timeout)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
 	}
-	if o.autoResume && !o.autoPause {
-		return o, errors.New("autoResume.enabled is true but autoPause is not: only a sandbox paused at its timeout (autoPause, the SDK's lifecycle.onTimeout \"pause\") can be resumed by traffic")
-	}
-	return o, nil
-}
-
-// idlePolicy is the idle policy an autoPause sandbox's claim carries.
-func (o lifecycleOptions) idlePolicy(lifetime time.Duration) activity.Policy {
-	return activity.Policy{Timeout: lifetime, WakeOnRequest: o.autoResume}
-}
-
-// pausesOnTimeout reports whether the claim was created with autoPause: its timeout is the idle
-// timeout in its annotations, and it has no expiry.
-func pausesOnTimeout(c *extensionsv1beta1.SandboxClaim) bool {
-	_, ok := c.Annotations[agentsv1beta1.IdleTimeoutAnnotation]
-	return ok
-}
-
-// claimPolicy is the idle policy of an autoPause claim, as its annotations say.
-func claimPolicy(c *extensionsv1beta1.SandboxClaim) activity.Policy {
-	return activity.Resolve(c.Annotations)
-}
-
-// lifecycleDetail is SandboxDetail.lifecycle.
-type lifecycleDetail struct {
-	OnTimeout  string `json:"onTimeout"`
-	AutoResume bool   `json:"autoResume"`
-}
-
-func lifecycleDetailOf(c *extensionsv1beta1.SandboxClaim) *lifecycleDetail {
-	if !pausesOnTimeout(c) {
-		return &lifecycleDetail{OnTimeout: onTimeoutKill}
-	}
-	return &lifecycleDetail{OnTimeout: onTimeoutPause, AutoResume: claimPolicy(c).WakeOnRequest}
-}
-
-// pauseAt is when an autoPause sandbox pauses if nothing happens before: its last recorded
-// activity (the claim's creation before any) plus the idle timeout.
-func pauseAt(c *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) time.Time {
-	last := c.CreationTimestamp.Time
-	if sb != nil {
-		if at, ok := activity.Parse(sb.Annotations[agentsv1beta1.LastActivityAnnotation]); ok && at.After(last) {
-			last = at
+	f.withClaim(w, r, ns, func(c *extensionsv1beta1.SandboxClaim) {
+		if err := f.setLifetime(r.Context(), c, lifetime); err != nil {
+			f.internal(w, err)
+			return
 		}
-	}
-	return last.Add(claimPolicy(c).Timeout)
+		w.WriteHeader(http.StatusNoContent)
+	})
 }
 
-// reasonWakeTimeout is the failure of a wake that did not serve within the router's wake timeout.
-const reasonWakeTimeout = "wake_timeout"
-
-// retryAfterWake is the Retry-After of a wake that timed out: the resume goes on without us.
-const retryAfterWake = "5"
-
-// wake holds a data-plane request for the paused sandbox id (whose token the caller proved)
-// while the router's Waker resumes it. Only a sandbox the idle controller paused with autoResume
-// wakes; one paused through the API, or without autoResume, stays paused.
-func (f *FrontDoor) wake(ctx context.Context, id string, t headers.Target) (resolve.Endpoint, *resolve.Error) {
-	paused := &resolve.Error{Status: http.StatusServiceUnavailable, Reason: resolve.ReasonSuspended}
-	if f.cfg.Waker == nil {
-		paused.Detail = fmt.Sprintf("sandbox %q is paused and this router does not wake sandboxes (--wake-on-request=false); resume it with Sandbox.connect", id)
-		return resolve.Endpoint{}, paused
+// pause suspends the claim's Sandbox: its Pod goes, its volumes stay, memory is lost. A paused
+// sandbox does not expire, as in E2B; connect gives it a new timeout.
+func (f *FrontDoor) pause(w http.ResponseWriter, r *http.Request, ns string) {
+	var req e2bapi.ConnectRequest // {"memory": bool}: accepted, no memory snapshots yet
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
 	}
-	ep, err := f.cfg.Waker.Wake(ctx, t)
-	var rerr *resolve.Error
-	switch {
-	case err == nil:
-		return ep, nil
-	case errors.Is(err, wake.ErrNotWakeable):
-		paused.Detail = fmt.Sprintf("sandbox %q is paused and traffic does not resume it (paused through the API, or created without autoResume); resume it with Sandbox.connect", id)
-		return resolve.Endpoint{}, paused
-	case errors.As(err, &rerr):
-		return resolve.Endpoint{}, rerr
-	case ctx.Err() != nil:
-		return resolve.Endpoint{}, &resolve.Error{Status: http.StatusServiceUnavailable, Reason: reasonWakeTimeout,
-			Detail: "the client went away while the sandbox was resuming"}
+	f.withClaim(w, r, ns, func(c *extensionsv1beta1.SandboxClaim) {
+		sb, err := f.boundSandbox(r.Context(), c)
+		switch {
+		case err != nil:
+			f.internal(w, err)
+			return
+		case sb == nil:
+			writeError(w, http.StatusConflict, fmt.Sprintf("sandbox %q is still starting; pause it once create has answered", c.Name))
+			return
+		case stateOf(sb) == e2bapi.StatePaused:
+			writeError(w, http.StatusConflict, fmt.Sprintf("sandbox %q is already paused", c.Name))
+			return
+		}
+		if err := f.setMode(r.Context(), sb, agentsv1beta1.SandboxOperatingModeSuspended); err != nil {
+			f.internal(w, err)
+			return
+		}
+		if err := f.setExpiry(r.Context(), c, nil); err != nil {
+			f.internal(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// connect resumes a paused sandbox (201) or finds it running (200), and answers once its daemon
+// accepts requests.
+func (f *FrontDoor) connect(w http.ResponseWriter, r *http.Request, ns string) {
+	var req e2bapi.ConnectRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
 	}
-	return resolve.Endpoint{}, &resolve.Error{Status: http.StatusServiceUnavailable, Reason: reasonWakeTimeout,
-		Detail: fmt.Sprintf("sandbox %q is resuming but did not serve within the router's wake timeout (%s); retry in a few seconds", id, f.cfg.Waker.Timeout())}
+	f.withClaim(w, r, ns, func(c *extensionsv1beta1.SandboxClaim) {
+		sb, err := f.boundSandbox(r.Context(), c)
+		if err != nil {
+			f.internal(w, err)
+			return
+		}
+		resumed := sb != nil && stateOf(sb) == e2bapi.StatePaused
+		ctx, cancel := context.WithTimeout(r.Context(), f.cfg.CreateTimeout)
+		defer cancel()
+		if resumed {
+			if err := f.resume(ctx, sb); err != nil {
+				writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("sandbox %q could not be resumed: %v", c.Name, err))
+				return
+			}
+		}
+		if resumed || req.Timeout != nil {
+			lifetime, err := timeoutOf(req.Timeout)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, err.Error())
+				return
+			}
+			// connect never shortens a running sandbox's life, as E2B's does not.
+			next := expiry(f.cfg.Now(), lifetime)
+			l := c.Spec.Lifecycle
+			switch {
+			case pausesOnTimeout(c):
+				if req.Timeout != nil && (resumed || claimPolicy(c).Timeout < lifetime) {
+					err = f.setLifetime(r.Context(), c, lifetime)
+				}
+			case resumed || l == nil || l.ShutdownTime == nil || l.ShutdownTime.Before(next.ShutdownTime):
+				err = f.setExpiry(r.Context(), c, next)
+			}
+			if err != nil {
+				f.internal(w, err)
+				return
+			}
+		}
+		ready, err := f.awaitDaemon(ctx, c)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("sandbox %q did not become ready in %s: %v", c.Name, f.cfg.CreateTimeout, err))
+			return
+		}
+		token, err := f.sandboxToken(ready)
+		if err != nil {
+			f.internal(w, err)
+			return
+		}
+		httpjson.Write(w, map[bool]int{true: http.StatusCreated, false: http.StatusOK}[resumed], f.sandboxResponse(c, token))
+	})
 }
 
 // resume makes a paused sandbox run again for connect: through the Waker when the idle
@@ -141,4 +152,69 @@ func (f *FrontDoor) resume(ctx context.Context, sb *agentsv1beta1.Sandbox) error
 		// Changed under us (suspended by hand meanwhile): resume it as connect does.
 	}
 	return f.setMode(ctx, sb, agentsv1beta1.SandboxOperatingModeRunning)
+}
+
+// setLifetime gives the sandbox lifetime from now: a new expiry, or, with autoPause, a new idle
+// timeout (the idle controller counts it from the last activity).
+func (f *FrontDoor) setLifetime(ctx context.Context, c *extensionsv1beta1.SandboxClaim, lifetime time.Duration) error {
+	if !pausesOnTimeout(c) {
+		return f.setExpiry(ctx, c, expiry(f.cfg.Now(), lifetime))
+	}
+	p := claimPolicy(c)
+	p.Timeout = lifetime
+	return activity.SetPolicy(ctx, f.client, c, p)
+}
+
+// setExpiry replaces the claim's lifecycle (nil: no expiry) with one merge patch. No optimistic
+// lock: the controller's status writes change the resourceVersion, and the front door is the only
+// writer of an E2B claim's lifecycle, so the last write winning is the intent.
+func (f *FrontDoor) setExpiry(ctx context.Context, c *extensionsv1beta1.SandboxClaim, l *extensionsv1beta1.Lifecycle) error {
+	orig := c.DeepCopy()
+	c.Spec.Lifecycle = l
+	if err := f.client.Patch(ctx, c, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("updating the expiry of SandboxClaim %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	return nil
+}
+
+// setMode asks the Sandbox to be Running or Suspended, with a merge patch of that one field.
+func (f *FrontDoor) setMode(ctx context.Context, sb *agentsv1beta1.Sandbox, mode agentsv1beta1.SandboxOperatingMode) error {
+	orig := sb.DeepCopy()
+	sb.Spec.OperatingMode = mode
+	if err := f.client.Patch(ctx, sb, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("setting operatingMode %s on Sandbox %s/%s: %w", mode, sb.Namespace, sb.Name, err)
+	}
+	return nil
+}
+
+// pausesOnTimeout reports whether the claim was created with autoPause: its timeout is the idle
+// timeout in its annotations, and it has no expiry.
+func pausesOnTimeout(c *extensionsv1beta1.SandboxClaim) bool {
+	_, ok := c.Annotations[agentsv1beta1.IdleTimeoutAnnotation]
+	return ok
+}
+
+// claimPolicy is the idle policy of an autoPause claim, as its annotations say.
+func claimPolicy(c *extensionsv1beta1.SandboxClaim) activity.Policy {
+	return activity.Resolve(c.Annotations)
+}
+
+// lifecycleDetailOf is SandboxDetail.lifecycle of c.
+func lifecycleDetailOf(c *extensionsv1beta1.SandboxClaim) *e2bapi.LifecycleDetail {
+	if !pausesOnTimeout(c) {
+		return &e2bapi.LifecycleDetail{OnTimeout: e2bapi.OnTimeoutKill}
+	}
+	return &e2bapi.LifecycleDetail{OnTimeout: e2bapi.OnTimeoutPause, AutoResume: claimPolicy(c).WakeOnRequest}
+}
+
+// pauseAt is when an autoPause sandbox pauses if nothing happens before: its last recorded
+// activity (the claim's creation before any) plus the idle timeout.
+func pauseAt(c *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) time.Time {
+	last := c.CreationTimestamp.Time
+	if sb != nil {
+		if at, ok := activity.Parse(sb.Annotations[agentsv1beta1.LastActivityAnnotation]); ok && at.After(last) {
+			last = at
+		}
+	}
+	return last.Add(claimPolicy(c).Timeout)
 }

@@ -7,22 +7,20 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	e2bapi "github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/router/headers"
 	"github.com/paddock-dev/paddock/internal/router/resolve"
 )
-
-// ProbePath is the daemon call that proves it accepts the sandbox's requests: an authenticated
-// unary Connect RPC. GET /health would not do: a locked warm member answers it before the
-// controller has bound and unlocked it.
-const ProbePath = "/process.Process/List"
 
 // probeRetry is how long to wait before probing a daemon that refused again when no watch event
 // comes first.
@@ -40,9 +38,9 @@ var claimFailures = map[string]bool{
 
 // awaitDaemon follows the claim on the front door's watch until the claim is in the cache (where
 // the data plane looks it up), a Sandbox is bound to it (the controller's adoption patch, or its
-// cold create), that Sandbox is Ready and routable, and its daemon answers ProbePath with the
-// sandbox's token. It does not wait for the claim's status
-// write, which the controller makes in parallel.
+// cold create), that Sandbox is Ready and routable, and its daemon answers e2bapi.ProbePath with
+// the sandbox's token. It does not wait for the claim's status write, which the controller makes
+// in parallel.
 func (f *FrontDoor) awaitDaemon(ctx context.Context, c *extensionsv1beta1.SandboxClaim) (*agentsv1beta1.Sandbox, error) {
 	var last string
 	seen := false // the claim has been in the cache: its absence afterwards is a deletion
@@ -116,7 +114,7 @@ func (f *FrontDoor) readySandbox(ctx context.Context, ns, name string, uid types
 	return sb, "", false
 }
 
-// probe calls ProbePath on the Sandbox's daemon with its token and reports why it refused.
+// probe calls e2bapi.ProbePath on the Sandbox's daemon with its token and reports why it refused.
 func (f *FrontDoor) probe(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
 	ep, rerr := resolve.FromSandbox(sb, headers.Target{Namespace: sb.Namespace, Name: sb.Name, Port: f.cfg.DaemonPort}, f.cfg.Policy)
 	if rerr != nil {
@@ -126,13 +124,13 @@ func (f *FrontDoor) probe(ctx context.Context, sb *agentsv1beta1.Sandbox) error 
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ep.HostPort()+ProbePath, bytes.NewReader([]byte("{}")))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ep.HostPort()+e2bapi.ProbePath, bytes.NewReader([]byte("{}")))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Connect-Protocol-Version", "1")
-	req.Header.Set(AccessTokenHeader, token)
+	req.Header.Set(e2bapi.AccessTokenHeader, token)
 	resp, err := f.cfg.Transport.RoundTrip(req)
 	if err != nil {
 		return fmt.Errorf("the daemon of Sandbox %s/%s does not answer yet: %w", sb.Namespace, sb.Name, err)
@@ -140,7 +138,85 @@ func (f *FrontDoor) probe(ctx context.Context, sb *agentsv1beta1.Sandbox) error 
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("the daemon of Sandbox %s/%s answers %s %d", sb.Namespace, sb.Name, ProbePath, resp.StatusCode)
+		return fmt.Errorf("the daemon of Sandbox %s/%s answers %s %d", sb.Namespace, sb.Name, e2bapi.ProbePath, resp.StatusCode)
 	}
 	return nil
+}
+
+// notifier wakes a create or connect waiting on one claim when that claim changes, or a Sandbox
+// bound to it (labelled with its UID) does. Nothing else wakes it: a namespace's other claims,
+// its pool members starting and refilling, keys and pools. Waking every wait of a namespace at
+// every such change made each change cost a cache read and a daemon probe per wait in flight,
+// which under a steady rate of creates is most of the front door's work.
+type notifier struct {
+	mu      sync.Mutex
+	waiters map[string]map[*waiter]struct{} // by claimKey and boundKey
+}
+
+// waiter is one wait; wake is signalled (never blocking, at most one pending) at each change.
+type waiter struct {
+	keys []string
+	wake chan struct{}
+}
+
+func newNotifier() *notifier { return &notifier{waiters: map[string]map[*waiter]struct{}{}} }
+
+func claimKey(ns, name string) string { return "claim/" + ns + "/" + name }
+func boundKey(uid types.UID) string   { return "bound/" + string(uid) }
+
+// follow registers a wait on the claim; its channel receives a signal at every later change of
+// the claim or of a Sandbox bound to it. Call stop when the wait ends.
+func (n *notifier) follow(c *extensionsv1beta1.SandboxClaim) (changed <-chan struct{}, stop func()) {
+	w := &waiter{keys: []string{claimKey(c.Namespace, c.Name), boundKey(c.UID)}, wake: make(chan struct{}, 1)}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, k := range w.keys {
+		if n.waiters[k] == nil {
+			n.waiters[k] = map[*waiter]struct{}{}
+		}
+		n.waiters[k][w] = struct{}{}
+	}
+	return w.wake, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		for _, k := range w.keys {
+			delete(n.waiters[k], w)
+			if len(n.waiters[k]) == 0 {
+				delete(n.waiters, k)
+			}
+		}
+	}
+}
+
+// keysOf are the waits an object's change concerns.
+func keysOf(obj any) []string {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	switch o := obj.(type) {
+	case *extensionsv1beta1.SandboxClaim:
+		return []string{claimKey(o.Namespace, o.Name)}
+	case *agentsv1beta1.Sandbox:
+		if uid := o.Labels[agentsv1beta1.ClaimUIDLabel]; uid != "" {
+			return []string{boundKey(types.UID(uid))}
+		}
+	}
+	return nil
+}
+
+func (n *notifier) wake(obj any) {
+	keys := keysOf(obj)
+	if len(keys) == 0 {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, k := range keys {
+		for w := range n.waiters[k] {
+			select {
+			case w.wake <- struct{}{}:
+			default: // a signal is pending already
+			}
+		}
+	}
 }

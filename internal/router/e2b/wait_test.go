@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	e2bapi "github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 )
 
@@ -122,14 +123,14 @@ func TestCreateWaitsForTheClaimInTheCache(t *testing.T) {
 	sb := &agentsv1beta1.Sandbox{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "pool-x", UID: "uid-x", Labels: map[string]string{agentsv1beta1.ClaimUIDLabel: "uid-abc"}},
 		Spec: agentsv1beta1.SandboxSpec{SandboxBlueprint: agentsv1beta1.SandboxBlueprint{PodTemplate: agentsv1beta1.PodTemplate{Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "sandboxd", Ports: []corev1.ContainerPort{{ContainerPort: EnvdPort}}}}}}}},
+			Containers: []corev1.Container{{Name: "sandboxd", Ports: []corev1.ContainerPort{{ContainerPort: e2bapi.EnvdPort}}}}}}}},
 		Status: agentsv1beta1.SandboxStatus{PodIPs: []string{"198.18.0.10"},
 			Conditions: []metav1.Condition{{Type: agentsv1beta1.SandboxConditionReady, Status: metav1.ConditionTrue}}},
 	}
 	const rounds = 5
 	lag := &laggingCache{claim: claim, sandbox: sb, lookups: make(chan struct{}, rounds+8)}
 	daemon := &okDaemon{}
-	f := &FrontDoor{cfg: Config{Tokens: fixedTokens{}, Transport: daemon, DaemonPort: EnvdPort}, cache: lag, waits: newNotifier(), stats: newMetrics(nil)}
+	f := &FrontDoor{cfg: Config{Tokens: fixedTokens{}, Transport: daemon, DaemonPort: e2bapi.EnvdPort}, cache: lag, waits: newNotifier(), stats: newMetrics(nil)}
 
 	done := make(chan error, 1)
 	go func() {

@@ -162,9 +162,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, st *requestState
 		if rerr.Status == http.StatusForbidden || rerr.Reason == resolve.ReasonWarmPool {
 			h.denied(t, rerr.Reason, rerr.Detail)
 		}
-		if rerr.Reason == ReasonWakeTimeout {
-			w.Header().Set("Retry-After", retryAfterWake)
-		}
+		wake.SetRetryAfter(w.Header(), rerr)
 		WriteDetail(w, rerr.Status, rerr.Detail)
 		return
 	}
@@ -220,31 +218,14 @@ func FullDuplex(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).EnableFullDuplex()
 }
 
-// ReasonWakeTimeout is the failure reason when the Sandbox was woken but did not serve within --wake-timeout.
-const ReasonWakeTimeout = "wake_timeout"
-
-// retryAfterWake is the Retry-After of a wake that timed out: the resume goes on without us.
-const retryAfterWake = "5"
-
 // wake holds a request for a suspended Sandbox while the Waker resumes it. Nothing has been read
 // from the request yet, so its body is forwarded once, after the wait, or never.
 func (h *Handler) wake(ctx context.Context, t headers.Target, suspended *resolve.Error) (resolve.Endpoint, *resolve.Error) {
-	ep, err := h.cfg.Waker.Wake(ctx, t)
-	var rerr *resolve.Error
-	switch {
-	case err == nil:
-		return ep, nil
-	case errors.Is(err, wake.ErrNotWakeable):
-		suspended.Detail = fmt.Sprintf("Sandbox %q in namespace %q is suspended and traffic does not wake it (suspended by hand, or paddock.dev/wake-on-request is false); set spec.operatingMode to Running to resume it.", t.Name, t.Namespace)
-		return resolve.Endpoint{}, suspended
-	case errors.As(err, &rerr):
-		return resolve.Endpoint{}, rerr
-	case ctx.Err() != nil:
-		return resolve.Endpoint{}, &resolve.Error{Status: http.StatusServiceUnavailable, Reason: ReasonWakeTimeout,
-			Detail: "The client went away while the sandbox was waking up."}
-	}
-	return resolve.Endpoint{}, &resolve.Error{Status: http.StatusServiceUnavailable, Reason: ReasonWakeTimeout,
-		Detail: fmt.Sprintf("Sandbox %q in namespace %q is waking up but did not serve within the router's wake timeout (%s); retry in a few seconds.", t.Name, t.Namespace, h.cfg.Waker.Timeout())}
+	return h.cfg.Waker.Hold(ctx, t, suspended, wake.Words{
+		NotWakeable: fmt.Sprintf("Sandbox %q in namespace %q is suspended and traffic does not wake it (suspended by hand, or paddock.dev/wake-on-request is false); set spec.operatingMode to Running to resume it.", t.Name, t.Namespace),
+		ClientGone:  "The client went away while the sandbox was waking up.",
+		TimedOut:    fmt.Sprintf("Sandbox %q in namespace %q is waking up but did not serve within the router's wake timeout (%s); retry in a few seconds.", t.Name, t.Namespace, h.cfg.Waker.Timeout()),
+	})
 }
 
 func (h *Handler) deny(w http.ResponseWriter, t headers.Target, err error, st *requestState) {

@@ -1,14 +1,13 @@
 package proxy
 
 import (
-	"encoding/json"
 	"net/http"
+
+	"github.com/paddock-dev/paddock/internal/httpjson"
 )
 
 // WriteDetail answers with the router's JSON error shape, {"detail": "..."}.
 func WriteDetail(w http.ResponseWriter, status int, detail string) {
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"detail": detail})
+	httpjson.Write(w, status, map[string]string{"detail": detail})
 }

@@ -14,6 +14,8 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/paddock-dev/paddock/api/e2b"
 )
 
 // Users E2B clients may name. Every one of them runs as sandboxd's own uid with the same home:
@@ -21,7 +23,7 @@ import (
 var knownUsers = map[string]bool{"": true, "user": true, "root": true}
 
 // AccessTokenHeader carries the sandbox token on every envd request.
-const AccessTokenHeader = "X-Access-Token"
+const AccessTokenHeader = e2b.AccessTokenHeader
 
 // authorize wraps h: every request but GET /health must pass Authorize with the tokens it
 // carries in X-Access-Token or Authorization: Bearer (which the router injects); a /files request

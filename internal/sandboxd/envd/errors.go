@@ -1,7 +1,6 @@
 package envd
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,11 +8,18 @@ import (
 	"syscall"
 
 	"connectrpc.com/connect"
+
+	"github.com/paddock-dev/paddock/api/e2b"
+	"github.com/paddock-dev/paddock/internal/httpjson"
+	"github.com/paddock-dev/paddock/internal/sandboxd/pathsafe"
 )
 
 // fsError maps a filesystem failure to the Connect code the SDK understands (NotFound makes
 // exists() false, AlreadyExists makes makeDir() false).
 func fsError(field, userPath string, err error) *connect.Error {
+	if errors.Is(err, pathsafe.ErrTooLong) || errors.Is(err, syscall.ENAMETOOLONG) {
+		return tooLong(field, userPath, err)
+	}
 	code := connect.CodeInternal
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
@@ -30,20 +36,27 @@ func fsError(field, userPath string, err error) *connect.Error {
 	return connect.NewError(code, fmt.Errorf("%s %q: %w", field, userPath, err))
 }
 
-// restError is envd's REST error body.
-type restError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
+// shownPrefix is how many bytes of an overlong path an error message shows.
+const shownPrefix = 64
+
+// tooLong refuses a path over sandboxd's limits, naming the limit and showing only the path's
+// start: the whole path may be megabytes, and os errors (ENAMETOOLONG) carry all of it.
+func tooLong(field, userPath string, err error) *connect.Error {
+	why := err.Error()
+	if !errors.Is(err, pathsafe.ErrTooLong) {
+		why = syscall.ENAMETOOLONG.Error()
+	}
+	shown := userPath
+	if len(shown) > shownPrefix {
+		shown = shown[:shownPrefix] + "…"
+	}
+	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s %q: %s; send paths of at most %d bytes and %d levels, with names of at most %d bytes",
+		field, shown, why, pathsafe.MaxPathLength, pathsafe.MaxDepth, pathsafe.MaxComponentLength))
 }
 
+// writeError answers envd's REST error body, E2B's Error schema.
 func writeError(w http.ResponseWriter, status int, message string) {
-	writeJSON(w, status, restError{Code: status, Message: message})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	httpjson.Write(w, status, e2b.Error{Code: status, Message: message})
 }
 
 // httpStatus is the /files status for a Connect code.

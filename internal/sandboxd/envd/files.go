@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/paddock-dev/paddock/internal/httpjson"
 	"github.com/paddock-dev/paddock/internal/sandboxd/files"
 )
 
@@ -111,7 +112,7 @@ func (s *Server) postFiles(w http.ResponseWriter, r *http.Request) {
 		restFailure(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpjson.Write(w, http.StatusOK, out)
 }
 
 // writeParts writes every "file" part: to the path query parameter when it is given, else to the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api/sandboxd"
+	"github.com/paddock-dev/paddock/internal/httpjson"
 )
 
 // activity remembers, without locks or writes anywhere, what the idle controller asks about: when
@@ -53,10 +54,10 @@ func (d *Daemon) trackActivity(h http.Handler, quiet ...string) http.Handler {
 }
 
 func (d *Daemon) getActivity(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, d.Activity())
+	httpjson.Write(w, http.StatusOK, d.Activity())
 }
 
 func (d *Daemon) keepalive(w http.ResponseWriter, _ *http.Request) {
 	d.activity.touch(time.Now())
-	writeJSON(w, http.StatusOK, d.Activity())
+	httpjson.Write(w, http.StatusOK, d.Activity())
 }

@@ -13,13 +13,14 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/paddock-dev/paddock/api/e2b"
 	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/portforward"
 )
 
 // AccessTokenHeader is the header E2B clients carry the sandbox token in; sandboxd accepts it on
 // every HTTP listener besides Authorization: Bearer.
-const AccessTokenHeader = "X-Access-Token"
+const AccessTokenHeader = e2b.AccessTokenHeader
 
 // AuthError is why a call was refused: Status is 401 (no or wrong credential) or 403 (a valid
 // credential that may not do this, such as the sandbox token on a locked warm member).

@@ -2,13 +2,13 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
 	"syscall"
 
+	"github.com/paddock-dev/paddock/internal/httpjson"
 	"github.com/paddock-dev/paddock/internal/sandboxd/files"
 	"github.com/paddock-dev/paddock/internal/sandboxd/pathsafe"
 )
@@ -30,14 +30,8 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, apiError{Code: code, Message: message})
+	httpjson.Write(w, status, apiError{Code: code, Message: message})
 }
 
 // fileError maps a file operation's error to the REST status, code and message.

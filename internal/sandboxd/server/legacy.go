@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/paddock-dev/paddock/internal/httpjson"
 	"github.com/paddock-dev/paddock/internal/sandboxd/files"
 	"github.com/paddock-dev/paddock/internal/sandboxd/pathsafe"
 	"github.com/paddock-dev/paddock/internal/sandboxd/process"
@@ -21,7 +22,7 @@ import (
 func (d *Daemon) LegacyHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "message": "Sandbox Runtime is active."})
+		httpjson.Write(w, http.StatusOK, map[string]string{"status": "ok", "message": "Sandbox Runtime is active."})
 	})
 	mux.HandleFunc("POST /execute", d.legacyExecute)
 	mux.HandleFunc("POST /upload", d.legacyUpload)
@@ -49,7 +50,7 @@ type legacyExecuteResponse struct {
 
 // legacyValidation mimics FastAPI's 422 body closely enough for clients that print it.
 func legacyValidation(w http.ResponseWriter, field, msg string) {
-	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{
+	httpjson.Write(w, http.StatusUnprocessableEntity, map[string]any{
 		"detail": []map[string]any{{"loc": []string{"body", field}, "msg": msg, "type": "value_error"}},
 	})
 }
@@ -58,7 +59,7 @@ func (d *Daemon) legacyExecute(w http.ResponseWriter, r *http.Request) {
 	var req legacyExecuteRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		if decodeStatus(err) == http.StatusRequestEntityTooLarge {
-			writeJSON(w, http.StatusRequestEntityTooLarge, legacyMessage{Message: fmt.Sprintf("request body exceeds %d bytes", maxJSONBody)})
+			httpjson.Write(w, http.StatusRequestEntityTooLarge, legacyMessage{Message: fmt.Sprintf("request body exceeds %d bytes", maxJSONBody)})
 			return
 		}
 		legacyValidation(w, "command", err.Error())
@@ -71,7 +72,7 @@ func (d *Daemon) legacyExecute(w http.ResponseWriter, r *http.Request) {
 	res, err := d.runLegacy(r.Context(), *req.Command)
 	var tooMany *process.TooManyProcessesError
 	if errors.As(err, &tooMany) {
-		writeJSON(w, http.StatusTooManyRequests, legacyMessage{Message: err.Error()})
+		httpjson.Write(w, http.StatusTooManyRequests, legacyMessage{Message: err.Error()})
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -127,10 +128,10 @@ func (d *Daemon) legacyResolve(ctx context.Context, p string) (string, error) {
 // limits, the Python runtime's 403 "Access denied" otherwise.
 func writeLegacyResolveError(w http.ResponseWriter, err error) {
 	if errors.Is(err, pathsafe.ErrTooLong) {
-		writeJSON(w, http.StatusBadRequest, legacyMessage{Message: err.Error()})
+		httpjson.Write(w, http.StatusBadRequest, legacyMessage{Message: err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusForbidden, legacyDenied)
+	httpjson.Write(w, http.StatusForbidden, legacyDenied)
 }
 
 func (d *Daemon) legacyUpload(w http.ResponseWriter, r *http.Request) {
@@ -159,10 +160,10 @@ func (d *Daemon) legacyUpload(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, files.ErrTooLarge) {
 			status = http.StatusRequestEntityTooLarge
 		}
-		writeJSON(w, status, legacyMessage{Message: "File upload failed: " + err.Error()})
+		httpjson.Write(w, status, legacyMessage{Message: "File upload failed: " + err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, legacyMessage{Message: fmt.Sprintf("File '%s' uploaded successfully.", name)})
+	httpjson.Write(w, http.StatusOK, legacyMessage{Message: fmt.Sprintf("File '%s' uploaded successfully.", name)})
 }
 
 func (d *Daemon) legacyDownload(w http.ResponseWriter, r *http.Request) {
@@ -181,7 +182,7 @@ func (d *Daemon) legacyDownload(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusNotFound, legacyMessage{Message: "File not found"})
+	httpjson.Write(w, http.StatusNotFound, legacyMessage{Message: "File not found"})
 }
 
 type legacyEntry struct {
@@ -199,14 +200,14 @@ func (d *Daemon) legacyList(w http.ResponseWriter, r *http.Request) {
 	}
 	entries, err := files.List(d.root, rel)
 	if err != nil {
-		writeJSON(w, http.StatusNotFound, legacyMessage{Message: "Directory not found"})
+		httpjson.Write(w, http.StatusNotFound, legacyMessage{Message: "Directory not found"})
 		return
 	}
 	out := make([]legacyEntry, 0, len(entries))
 	for _, e := range entries {
 		out = append(out, legacyEntry{Name: e.Name, Size: e.Size, Type: e.Type, ModTime: float64(e.ModTime.UnixNano()) / 1e9})
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpjson.Write(w, http.StatusOK, out)
 }
 
 func (d *Daemon) legacyExists(w http.ResponseWriter, r *http.Request) {
@@ -217,7 +218,7 @@ func (d *Daemon) legacyExists(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, statErr := d.root.FS().Stat(rel)
-	writeJSON(w, http.StatusOK, map[string]any{"path": p, "exists": statErr == nil})
+	httpjson.Write(w, http.StatusOK, map[string]any{"path": p, "exists": statErr == nil})
 }
 
 // rawFileName is the part's filename as sent: the legacy runtime accepts a relative sub-path

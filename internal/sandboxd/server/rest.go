@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/paddock-dev/paddock/api/sandboxd"
+	"github.com/paddock-dev/paddock/internal/httpjson"
 	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
 	"github.com/paddock-dev/paddock/internal/sandboxd/files"
 )
@@ -76,7 +77,7 @@ func (d *Daemon) getFile(w http.ResponseWriter, r *http.Request) {
 		writeFileError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, directoryListing{Path: "/" + wild, Entries: entries})
+	httpjson.Write(w, http.StatusOK, directoryListing{Path: "/" + wild, Entries: entries})
 }
 
 func (d *Daemon) putFile(w http.ResponseWriter, r *http.Request) {
@@ -200,11 +201,11 @@ func (d *Daemon) health(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "sandboxd is shutting down")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "uptime_seconds": int64(time.Since(d.started).Seconds())})
+	httpjson.Write(w, http.StatusOK, map[string]any{"status": "ok", "uptime_seconds": int64(time.Since(d.started).Seconds())})
 }
 
 func (d *Daemon) getMetadata(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"env": d.metadata})
+	httpjson.Write(w, http.StatusOK, map[string]any{"env": d.metadata})
 }
 
 func (d *Daemon) putClaimSettings(w http.ResponseWriter, r *http.Request) {
@@ -232,7 +233,7 @@ func (d *Daemon) putClaimSettings(w http.ResponseWriter, r *http.Request) {
 		klog.InfoS("claimed: sandboxd serves the sandbox token from now on", "claim", s.ClaimName, "claimUID", s.ClaimUID)
 	}
 	status, _ := d.claims.Current()
-	writeJSON(w, http.StatusOK, status)
+	httpjson.Write(w, http.StatusOK, status)
 }
 
 func (d *Daemon) getClaimSettings(w http.ResponseWriter, r *http.Request) {
@@ -244,7 +245,7 @@ func (d *Daemon) getClaimSettings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, codeNotFound, "no claim settings have been applied to this sandbox")
 		return
 	}
-	writeJSON(w, http.StatusOK, status)
+	httpjson.Write(w, http.StatusOK, status)
 }
 
 // decodeJSON decodes a bounded JSON body, refusing unknown fields and trailing data.

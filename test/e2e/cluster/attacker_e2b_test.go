@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/blueprint"
-	"github.com/paddock-dev/paddock/internal/router/e2b"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
@@ -56,14 +56,7 @@ func setUpE2BTarget(t *testing.T, ctx context.Context, c client.Client, ns, outs
 	t.Helper()
 	copyE2BTemplate(t, ctx, c, ns, e2b.DefaultTemplate, true)
 	framework.MustCreate(t, ctx, c, poolOf(ns, e2b.DefaultTemplate, 3))
-	key, _, err := e2b.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherKey, _, err := e2b.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, outside)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, otherKey := e2bAPIKey(t, ctx, c, ns), e2bAPIKey(t, ctx, c, outside)
 	x := &e2bTarget{api: "http://" + net.JoinHostPort(routerIP, strconv.Itoa(e2b.DefaultPort)), domain: routerE2BDomain(t, ctx),
 		ns: ns, key: key, otherKey: otherKey}
 	waitPoolReady(t, c, ns, e2b.DefaultTemplate, 3)

@@ -16,8 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
-	"github.com/paddock-dev/paddock/internal/router/e2b"
+	"github.com/paddock-dev/paddock/internal/e2baccess"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
@@ -47,18 +48,7 @@ func testE2B(t *testing.T) {
 	for _, obj := range []client.Object{poolOf(ns, e2b.DefaultTemplate, 2), poolOf(ns, "burst", e2bBurstPool)} {
 		framework.MustCreate(t, ctx, c, obj)
 	}
-	key, _, err := e2b.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherKey, _, err := e2b.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, otherNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url, err := e2b.RouterURL(ctx, c, routerNamespace, e2b.DefaultPort)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, otherKey, url := e2bAPIKey(t, ctx, c, ns), e2bAPIKey(t, ctx, c, otherNS), e2bURL(t, ctx, c)
 	dir := e2bClientDir(t, ctx)
 	env := append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key)
 	waitPoolReady(t, c, ns, e2b.DefaultTemplate, 2)
@@ -189,19 +179,46 @@ func waitPoolReady(t *testing.T, c client.Client, ns, name string, replicas int3
 	})
 }
 
+// e2bAPIKey creates an E2B API key for namespace ns.
+func e2bAPIKey(t *testing.T, ctx context.Context, c client.Client, ns string) string {
+	t.Helper()
+	key, _, err := e2baccess.CreateAPIKey(ctx, c, e2b.DefaultAPIKeyNamespace, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// e2bURL is the installed router's E2B front door, by the router pod's IP.
+func e2bURL(t *testing.T, ctx context.Context, c client.Client) string {
+	t.Helper()
+	url, err := e2baccess.RouterURL(ctx, c, routerNamespace, e2b.DefaultPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
 // e2bClientDir is the front door's Node client with its pinned SDKs installed (npm ci).
 func e2bClientDir(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	dir := filepath.Join(framework.RepoRoot(), "test", "integration", "e2bfrontdoor", "client")
+	npmCI(t, ctx, dir)
+	return dir
+}
+
+// npmCI installs the packages of the Node project in dir as its package-lock.json pins them,
+// unless an earlier run did.
+func npmCI(t *testing.T, ctx context.Context, dir string) {
+	t.Helper()
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json")); err == nil {
-		return dir
+		return
 	}
 	npm := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
 	npm.Dir = dir
 	if out, err := npm.CombinedOutput(); err != nil {
 		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
 	}
-	return dir
 }
 
 // node runs a script of the client and logs its output line by line.

@@ -68,11 +68,7 @@ func testMCP(t *testing.T) {
 	}
 	applyExample(t, ctx, c, ns, "sandboxd-template.yaml")
 	framework.MustCreate(t, ctx, c, builder.MakeWarmPool("sandboxd", ns, "sandboxd").Replicas(1).Obj())
-	npm := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-	npm.Dir = mcpClientDir
-	if out, err := npm.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", mcpClientDir, err, out)
-	}
+	npmCI(t, ctx, mcpClientDir)
 	bin := paddockBinary(t)
 	base := []string{"--kubeconfig", suite.kubeconfig, "-n", ns, "mcp", "--pools", "sandboxd"}
 

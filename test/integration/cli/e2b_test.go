@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/paddock-dev/paddock/internal/router/e2b"
+	"github.com/paddock-dev/paddock/api/e2b"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddock-dev/paddock/internal/router/e2b"
+	"github.com/paddock-dev/paddock/api/e2b"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 

@@ -19,10 +19,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/devcluster"
-	"github.com/paddock-dev/paddock/internal/router/e2b"
+	"github.com/paddock-dev/paddock/internal/e2baccess"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
 )
@@ -166,7 +167,7 @@ func TestAPIKeysAndTenancy(t *testing.T) {
 	// Rotation: a key made by `paddock e2b create-key` works without a restart, and stops working
 	// once its Secret is deleted.
 	ctx := framework.Context(t, framework.DefaultTimeout)
-	key, secret, err := e2b.CreateAPIKey(ctx, env.Client, h.keysNS, h.ns)
+	key, secret, err := e2baccess.CreateAPIKey(ctx, env.Client, h.keysNS, h.ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +349,7 @@ func TestDevClusterBasePoolIsAdmitted(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := framework.Context(t, framework.DefaultTimeout)
 	for _, gvisor := range []bool{false, true} {
-		tpl, pool := devcluster.E2BTemplate("127.0.0.1:5001/paddock/sandbox:dev", gvisor), devcluster.E2BPool()
+		tpl, pool := devcluster.E2BTemplate(devcluster.Defaults("/var/lib/paddock-dev").EnvBaseImage(), gvisor), devcluster.E2BPool()
 		tpl.Namespace, pool.Namespace = ns, ns
 		if gvisor {
 			tpl.Name += "-gvisor"

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	e2bapi "github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/router/e2b"
@@ -47,11 +48,11 @@ func newDaemon(t testing.TB) *daemon {
 	d := &daemon{}
 	d.accepting.Store(true)
 	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok := r.Header.Get(e2b.AccessTokenHeader)
+		tok := r.Header.Get(e2bapi.AccessTokenHeader)
 		d.mu.Lock()
 		d.tokens = append(d.tokens, tok)
 		d.mu.Unlock()
-		if r.URL.Path == e2b.ProbePath {
+		if r.URL.Path == e2bapi.ProbePath {
 			if tok == "" || !d.accepting.Load() {
 				http.Error(w, `{"code":"unavailable"}`, http.StatusServiceUnavailable)
 				return
@@ -60,7 +61,7 @@ func newDaemon(t testing.TB) *daemon {
 			_, _ = io.WriteString(w, `{"processes":[]}`)
 			return
 		}
-		_, _ = fmt.Fprintf(w, "daemon %s %s routing-headers=%q", r.Method, r.URL.Path, r.Header.Get(e2b.SandboxIDHeader))
+		_, _ = fmt.Fprintf(w, "daemon %s %s routing-headers=%q", r.Method, r.URL.Path, r.Header.Get(e2bapi.SandboxIDHeader))
 	}))
 	t.Cleanup(d.srv.Close)
 	return d
@@ -104,10 +105,10 @@ func startWith(t testing.TB, poolSize int32, upstream string) *harness {
 	h.addKey(t, "team-a", h.apiKey, h.ns)
 	h.addKey(t, "team-b", h.otherKey, h.otherNS)
 	tpl := builder.MakeTemplate("base-tpl", h.ns).EnvVarsInjectionPolicy(extensionsv1beta1.EnvVarsInjectionPolicyAllowed).Obj()
-	tpl.Spec.PodTemplate.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "envd", ContainerPort: e2b.EnvdPort}}
+	tpl.Spec.PodTemplate.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "envd", ContainerPort: e2bapi.EnvdPort}}
 	framework.MustCreate(t, ctx, env.Client, tpl)
 	pool := builder.MakeWarmPool("python", h.ns, "base-tpl").Replicas(poolSize).Obj()
-	pool.Labels = map[string]string{e2b.TemplateLabel: "base"}
+	pool.Labels = map[string]string{e2bapi.TemplateLabel: "base"}
 	framework.MustCreate(t, ctx, env.Client, pool)
 
 	if upstream == "" {
@@ -148,8 +149,8 @@ func startWith(t testing.TB, poolSize int32, upstream string) *harness {
 func (h *harness) addKey(t testing.TB, name, key, ns string) {
 	t.Helper()
 	framework.MustCreate(t, framework.Context(t, framework.DefaultTimeout), env.Client, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.keysNS, Labels: map[string]string{e2b.APIKeyNamespaceLabel: ns}},
-		Data:       map[string][]byte{e2b.APIKeyDataKey: []byte(key)}})
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.keysNS, Labels: map[string]string{e2bapi.APIKeyNamespaceLabel: ns}},
+		Data:       map[string][]byte{e2bapi.APIKeyDataKey: []byte(key)}})
 }
 
 // response is a decoded answer.

@@ -6,17 +6,14 @@ package extensions
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
@@ -28,12 +25,7 @@ import (
 var env *framework.Env
 
 func TestMain(m *testing.M) {
-	// PADDOCK_TEST_LOG=1 shows the controllers' logs; otherwise they are discarded.
-	if os.Getenv("PADDOCK_TEST_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	framework.SetTestLogger()
 	framework.RunMain(m, &env, startHarness)
 }
 

@@ -286,12 +286,12 @@ func TestValues(t *testing.T) {
 		"resources.requests.cpu=1", "resources.limits.memory=2Gi",
 		"nodeSelector.pool=system", "tolerations[0].key=dedicated", "tolerations[0].operator=Exists",
 		"priorityClassName=system-cluster-critical", "podAnnotations.team=agents",
-		"metrics.port=9443",
+		"metrics.port=9443", "sandboxdImage.repository=registry.test/sandbox", "sandboxdImage.tag=v9",
 	)
 	d := convert[appsv1.Deployment](t, mustFind(t, objs, "Deployment", "paddock-controller"))
 	c := d.Spec.Template.Spec.Containers[0]
 	wantArgs := []string{
-		"--leader-elect=true", "--metrics-bind-address=:9443", "--kube-api-qps=50", "--kube-api-burst=100",
+		"--leader-elect=true", "--sandboxd-image=registry.test/sandbox:v9", "--metrics-bind-address=:9443", "--kube-api-qps=50", "--kube-api-burst=100",
 		"--cluster-domain=corp.example", "--enable-tracing", "--claim-observability-annotations", "--router-namespace=agents",
 		"--sandbox-concurrent-workers=200", "--cache-label-selectors",
 	}
@@ -352,10 +352,11 @@ func TestValues(t *testing.T) {
 }
 
 // TestLeaderElectOff checks leaderElect=false reaches the command line.
+// TestLeaderElectOff also turns injection off: no --sandboxd-image without a repository.
 func TestLeaderElectOff(t *testing.T) {
-	c := controller(t, render(t, namespace, "leaderElect=false"))
+	c := controller(t, render(t, namespace, "leaderElect=false", "sandboxdImage.repository="))
 	if diff := cmp.Diff([]string{"--leader-elect=false", "--extensions"}, c.Args); diff != "" {
-		t.Errorf("args with leaderElect=false (-want +got):\n%s", diff)
+		t.Errorf("args with leaderElect=false and no sandboxd image (-want +got):\n%s", diff)
 	}
 }
 

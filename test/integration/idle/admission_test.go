@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
@@ -20,29 +16,10 @@ import (
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
-// installAdmissionPolicy applies config/admission/idle-policy.yaml, the file the bundles and the
-// chart ship.
-func installAdmissionPolicy(t *testing.T, ctx context.Context) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "config", "admission", "idle-policy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		if err := env.Client.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-	}
-}
-
 func TestAdmissionNamesTheBadAnnotation(t *testing.T) {
 	ctx := framework.Context(t, 2*time.Minute)
 	ns := env.Namespace(t)
-	installAdmissionPolicy(t, ctx)
+	framework.InstallAdmissionPolicy(t, ctx, env.Client, "idle-policy.yaml", "")
 	bad := []struct {
 		obj  client.Object
 		want string

@@ -5,13 +5,10 @@ package idle
 
 import (
 	"context"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -25,11 +22,7 @@ import (
 var env *framework.Env
 
 func TestMain(m *testing.M) {
-	if os.Getenv("PADDOCK_TEST_LOG") != "" {
-		ctrl.SetLogger(klog.NewKlogr())
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	framework.SetTestLogger()
 	framework.RunMain(m, &env, func(e *framework.Env) (func(), error) {
 		return e.StartManager(func(mgr ctrl.Manager) error {
 			opts := sandboxctrl.DefaultOptions()

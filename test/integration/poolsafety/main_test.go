@@ -5,18 +5,9 @@
 package poolsafety
 
 import (
-	"errors"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-
-	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
-	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
 	"github.com/paddock-dev/paddock/test/framework"
 )
@@ -27,37 +18,15 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	// PADDOCK_TEST_LOG=1 shows the controllers' logs; otherwise they are discarded.
-	if os.Getenv("PADDOCK_TEST_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	framework.SetTestLogger()
 	framework.RunMain(m, &env, startControllers)
 }
 
 // startControllers runs the readiness stand-in and the claim, pool and template controllers.
 func startControllers(e *framework.Env) (func(), error) {
-	r, err := framework.StartSandboxReadiness(e)
-	if err != nil {
-		return nil, fmt.Errorf("starting the Sandbox readiness stand-in: %w", err)
-	}
+	r, stop, err := framework.StartPoolControllers(e, poolOptions())
 	readiness = r
-	stop, err := e.StartManager(func(mgr ctrl.Manager) error {
-		claims, errClaims := sandboxclaim.New(mgr.GetClient(), mgr.GetEventRecorder("sandboxclaim-controller"),
-			sandboxclaim.Options{APIReader: mgr.GetAPIReader()})
-		pools, errPools := sandboxwarmpool.New(mgr.GetClient(), mgr.GetEventRecorder("sandboxwarmpool-controller"), poolOptions())
-		templates, errTemplates := sandboxtemplate.New(mgr.GetClient(), mgr.GetEventRecorder("sandboxtemplate-controller"), sandboxtemplate.Options{})
-		if err := errors.Join(errClaims, errPools, errTemplates); err != nil {
-			return err
-		}
-		return errors.Join(claims.SetupWithManager(mgr), pools.SetupWithManager(mgr), templates.SetupWithManager(mgr))
-	})
-	if err != nil {
-		r.Stop()
-		return nil, err
-	}
-	return func() { stop(); r.Stop() }, nil
+	return stop, err
 }
 
 // readinessGrace is the pools' readiness grace period: short, so that members that never become

@@ -189,20 +189,27 @@ func touch(t testing.TB, ctx context.Context, sb *agentsv1beta1.Sandbox) string 
 func nextCompletedPass(t testing.TB, ctx context.Context, sb *agentsv1beta1.Sandbox) []string {
 	t.Helper()
 	n := len(ops.Passes(sb))
-	version := touch(t, ctx, sb)
+	pass := waitPassReading(t, sb, n, touch(t, ctx, sb))
+	touch(t, ctx, sb)
+	waitPasses(t, sb, pass+2)
+	return ops.Passes(sb)[pass]
+}
+
+// waitPassReading waits for a pass of sb, the from-th or a later one, that read the Sandbox at
+// version or newer, and returns its index.
+func waitPassReading(t testing.TB, sb *agentsv1beta1.Sandbox, from int, version string) int {
+	t.Helper()
 	var pass int
 	framework.Eventually(t, func(context.Context) error {
-		for i, read := range ops.ReadVersions(sb)[n:] {
+		for i, read := range ops.ReadVersions(sb)[from:] {
 			if c, err := resourceversion.CompareResourceVersion(read, version); err == nil && c >= 0 {
-				pass = n + i
+				pass = from + i
 				return nil
 			}
 		}
 		return fmt.Errorf("no pass of %s has read version %s yet", key(sb), version)
 	})
-	touch(t, ctx, sb)
-	waitPasses(t, sb, pass+2)
-	return ops.Passes(sb)[pass]
+	return pass
 }
 
 // owner is the controller reference a Sandbox's children must carry.

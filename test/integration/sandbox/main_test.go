@@ -10,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -37,11 +35,7 @@ var (
 
 // TestMain starts the API server, then a manager running the real Sandbox reconciler.
 func TestMain(m *testing.M) {
-	if os.Getenv("PADDOCK_TEST_LOG") != "" {
-		ctrl.SetLogger(klog.NewKlogr())
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	framework.SetTestLogger()
 	framework.RunMain(m, &env, func(e *framework.Env) (func(), error) {
 		return e.StartManager(func(mgr ctrl.Manager) error {
 			recorder.next = mgr.GetEventRecorder(sandboxctrl.ControllerName)

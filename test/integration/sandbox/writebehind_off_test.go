@@ -1,16 +1,12 @@
 package sandbox
 
 import (
-	"context"
-	"fmt"
 	"slices"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paddock-dev/paddock/test/builder"
-	"github.com/paddock-dev/paddock/test/framework"
 )
 
 // Without --sandbox-write-behind-window (this package's reconciler runs with the default 0) the
@@ -29,16 +25,7 @@ func TestWriteBehindOffPatchesInThePassThatSeesTheEdit(t *testing.T) {
 	if err := env.Client.Patch(ctx, edited, client.RawPatch("application/merge-patch+json", edit)); err != nil {
 		t.Fatalf("editing sandbox %s: %v", key(sb), err)
 	}
-	var pass int
-	framework.Eventually(t, func(context.Context) error {
-		for i, read := range ops.ReadVersions(sb)[n:] {
-			if c, err := resourceversion.CompareResourceVersion(read, edited.ResourceVersion); err == nil && c >= 0 {
-				pass = n + i
-				return nil
-			}
-		}
-		return fmt.Errorf("no pass of %s has read version %s yet", key(sb), edited.ResourceVersion)
-	})
+	pass := waitPassReading(t, sb, n, edited.ResourceVersion)
 	touch(t, ctx, sb)
 	waitPasses(t, sb, pass+2)
 	if writes := ops.Passes(sb)[pass]; !slices.Contains(writes, "patch Pod") {

@@ -9,20 +9,12 @@ package terminating
 import (
 	"testing"
 
-	"github.com/go-logr/logr"
-	"os"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
 var env *framework.Env
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(logr.Discard())
-	if os.Getenv("PADDOCK_TEST_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	}
+	framework.SetTestLogger()
 	framework.RunMain(m, &env)
 }

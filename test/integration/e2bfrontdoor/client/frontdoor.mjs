@@ -5,16 +5,7 @@
 // create's envs, E2B_CHECK_EXPIRY=1 that a sandbox is gone after its timeout, and
 // E2B_CHECK_AUTOPAUSE=1 that autoPause pauses an idle sandbox and autoResume wakes it.
 const { Sandbox, AuthenticationError } = await import(process.env.E2B_PKG)
-
-let n = 0
-function check(name, ok, detail = '') {
-  n++
-  if (!ok) {
-    console.log(`FAIL ${name} ${detail}`)
-    process.exit(1)
-  }
-  console.log(`ok   ${name}`)
-}
+const { check, passed } = await import('./check.mjs')
 
 const template = process.env.E2B_TEMPLATE || 'base'
 // Resuming starts a new Pod (under gVisor, on a loaded CI node): calls that resume wait longer
@@ -120,7 +111,7 @@ if (process.env.E2B_CHECK_EXPIRY === '1') {
   }
   check('gone after its timeout', left.length === 0, JSON.stringify(left))
 }
-console.log(`all checks passed (${n})`)
+console.log(`all checks passed (${passed()})`)
 
 // waitState polls getInfo until the sandbox is in state, for at most three minutes.
 async function waitState(id, state) {

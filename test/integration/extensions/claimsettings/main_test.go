@@ -13,22 +13,17 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
@@ -64,13 +59,7 @@ func (offsetClock) Now() time.Time { return time.Now().Add(time.Duration(clockOf
 func (c offsetClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
 func TestMain(m *testing.M) {
-	if os.Getenv("PADDOCK_TEST_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-		klog.LogToStderr(false) // sandboxd logs through klog
-		klog.SetOutput(io.Discard)
-	}
+	framework.SetTestLogger()
 	framework.RunMain(m, &env, startControllers)
 }
 

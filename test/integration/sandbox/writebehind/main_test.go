@@ -9,14 +9,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,11 +33,7 @@ var (
 // TestMain runs the real Sandbox reconciler with a write-behind window far longer than the cap,
 // so the window in force is sandbox.MaxWriteBehindWindow of fake time.
 func TestMain(m *testing.M) {
-	if os.Getenv("PADDOCK_TEST_LOG") != "" {
-		ctrl.SetLogger(klog.NewKlogr())
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	framework.SetTestLogger()
 	framework.RunMain(m, &env, func(e *framework.Env) (func(), error) {
 		return e.StartManager(func(mgr ctrl.Manager) error {
 			r, err := sandboxctrl.New(&recordingClient{Client: mgr.GetClient()}, mgr.GetEventRecorder(sandboxctrl.ControllerName),

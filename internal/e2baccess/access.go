@@ -1,9 +1,10 @@
-package e2b
+// Package e2baccess gives a person or a program access to a cluster's E2B front door: it mints an
+// API key Secret the router picks up, finds a Ready router's address, and renders the variables
+// an E2B program reads. The CLI, the dev cluster, the benchmark and tests share it.
+package e2baccess
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"strconv"
@@ -11,20 +12,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/paddock-dev/paddock/api/e2b"
 )
 
-// APIKeyPrefix starts every key the front door mints, as E2B's keys start with "e2b_", so a
-// leaked key is recognisable in logs and by secret scanners.
-const APIKeyPrefix = "pdk_e2b_"
-
-// DefaultPort is the E2B listener's port in the install bundles (--e2b-bind-address=:3000).
-const DefaultPort = 3000
-
-// RouterPodLabel selects paddock-router's Pods in the install bundles.
-const RouterPodLabel = "app.kubernetes.io/name"
-
-// RouterPodLabelValue is that label's value.
-const RouterPodLabelValue = "paddock-router"
+// routerPodLabel selects paddock-router's Pods in the install bundles, with routerPodLabelValue.
+const (
+	routerPodLabel      = "app.kubernetes.io/name"
+	routerPodLabelValue = "paddock-router"
+)
 
 // CreateAPIKey stores a fresh API key bound to namespace in a new Secret in keysNamespace and
 // returns the key. The router picks it up from its watch; no restart is needed.
@@ -34,15 +30,14 @@ func CreateAPIKey(ctx context.Context, c client.Client, keysNamespace, namespace
 
 // CreateNamedAPIKey is CreateAPIKey with the Secret's name given; "" generates one.
 func CreateNamedAPIKey(ctx context.Context, c client.Client, keysNamespace, name, namespace string) (string, *corev1.Secret, error) {
-	raw := make([]byte, 24)
-	if _, err := rand.Read(raw); err != nil {
-		return "", nil, fmt.Errorf("generating an API key: %w", err)
+	key, err := e2b.NewAPIKey()
+	if err != nil {
+		return "", nil, err
 	}
-	key := APIKeyPrefix + hex.EncodeToString(raw)
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: keysNamespace,
-			Labels: map[string]string{APIKeyNamespaceLabel: namespace}},
-		Data: map[string][]byte{APIKeyDataKey: []byte(key)},
+			Labels: map[string]string{e2b.APIKeyNamespaceLabel: namespace}},
+		Data: map[string][]byte{e2b.APIKeyDataKey: []byte(key)},
 	}
 	if name == "" {
 		s.GenerateName = "e2b-api-key-"
@@ -57,7 +52,7 @@ func CreateNamedAPIKey(ctx context.Context, c client.Client, keysNamespace, name
 // reachable from wherever pod IPs are (in the cluster, and from the host of `paddock dev`).
 func RouterURL(ctx context.Context, c client.Client, namespace string, port int) (string, error) {
 	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{RouterPodLabel: RouterPodLabelValue}); err != nil {
+	if err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{routerPodLabel: routerPodLabelValue}); err != nil {
 		return "", fmt.Errorf("listing paddock-router Pods in namespace %q: %w", namespace, err)
 	}
 	for _, p := range pods.Items {

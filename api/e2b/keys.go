@@ -25,3 +25,10 @@ const (
 	// ClaimNameIndex indexes front-door claims by name (the sandbox ID) across namespaces.
 	ClaimNameIndex = "e2b.paddock.dev/claim-name"
 )
+
+// APIKeyPrefix starts every key the front door mints, as E2B's keys start with "e2b_", so a
+// leaked key is recognisable in logs and by secret scanners.
+const APIKeyPrefix = "pdk_e2b_"
+
+// DefaultPort is the E2B listener's port in the install bundles (--e2b-bind-address=:3000).
+const DefaultPort = 3000

@@ -3,6 +3,7 @@ package e2b
 import (
 	"crypto/rand"
 	"encoding/base32"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"strconv"
@@ -22,6 +23,15 @@ func NewID() (string, error) {
 		return "", fmt.Errorf("generating a sandbox ID: %w", err)
 	}
 	return idEncoding.EncodeToString(b)[:idLength], nil
+}
+
+// NewAPIKey returns a fresh API key: APIKeyPrefix and 192 random bits in hex.
+func NewAPIKey() (string, error) {
+	raw := make([]byte, 24)
+	if _, err := rand.Read(raw); err != nil {
+		return "", fmt.Errorf("generating an API key: %w", err)
+	}
+	return APIKeyPrefix + hex.EncodeToString(raw), nil
 }
 
 // IsID reports whether s has the shape of a sandbox ID as E2B defines it: ^[a-z0-9]+$, at most 57

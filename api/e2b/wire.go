@@ -2,8 +2,8 @@ package e2b
 
 import (
 	"encoding/json"
-	"net/http"
 
+	"github.com/paddock-dev/paddock/api/proto/envd/process/processpbconnect"
 	"github.com/paddock-dev/paddock/api/sandboxd"
 )
 
@@ -31,12 +31,25 @@ const (
 	DefaultTimeoutSeconds = 300
 	// DefaultTemplate is the SDK's default templateID.
 	DefaultTemplate = "base"
+	// ClientID is the value of E2B's deprecated, required clientID field.
+	ClientID = "paddock"
 )
+
+// ProbePath is the daemon call that proves it accepts the sandbox's requests: an authenticated
+// unary Connect RPC. GET /health would not do: a locked warm member answers it before the
+// controller has bound and unlocked it.
+const ProbePath = processpbconnect.ProcessListProcedure
 
 // State values of a sandbox.
 const (
 	StateRunning = "running"
 	StatePaused  = "paused"
+)
+
+// OnTimeout values of SandboxDetail.lifecycle.
+const (
+	OnTimeoutKill  = "kill"
+	OnTimeoutPause = "pause"
 )
 
 // CreateRequest is the body of create: NewSandbox (v1) and NewSandboxV2; v2 only drops "secure".
@@ -61,14 +74,15 @@ type AutoResumeOptions struct {
 	Enabled *bool `json:"enabled,omitempty"`
 }
 
-// connectRequest is the body of connect; memory is accepted and has no effect (no memory snapshots).
-type connectRequest struct {
+// ConnectRequest is the body of connect, resume and pause; memory is accepted and has no effect
+// (no memory snapshots).
+type ConnectRequest struct {
 	Timeout *int64 `json:"timeout,omitempty"`
 	Memory  *bool  `json:"memory,omitempty"`
 }
 
-// timeoutRequest is the body of setTimeout.
-type timeoutRequest struct {
+// TimeoutRequest is the body of setTimeout.
+type TimeoutRequest struct {
 	Timeout *int64 `json:"timeout"`
 }
 
@@ -99,22 +113,74 @@ type SandboxDetail struct {
 	DiskSizeMB      int64             `json:"diskSizeMB"`
 	Metadata        map[string]string `json:"metadata,omitempty"`
 	State           string            `json:"state"`
-	Lifecycle       *lifecycleDetail  `json:"lifecycle,omitempty"`
+	Lifecycle       *LifecycleDetail  `json:"lifecycle,omitempty"`
 }
 
-// apiError is E2B's Error schema; the SDK reads code (404 on kill, 409 on pause) from the body.
-type apiError struct {
+// ListedSandbox is an item of the list response: SandboxDetail without the token and domain.
+type ListedSandbox struct {
+	SandboxID   string            `json:"sandboxID"`
+	TemplateID  string            `json:"templateID"`
+	ClientID    string            `json:"clientID"`
+	StartedAt   string            `json:"startedAt"`
+	EndAt       string            `json:"endAt"`
+	EnvdVersion string            `json:"envdVersion"`
+	CPUCount    int64             `json:"cpuCount"`
+	MemoryMB    int64             `json:"memoryMB"`
+	DiskSizeMB  int64             `json:"diskSizeMB"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	State       string            `json:"state"`
+}
+
+// Listed is d as the list response shows it.
+func (d SandboxDetail) Listed() ListedSandbox {
+	return ListedSandbox{SandboxID: d.SandboxID, TemplateID: d.TemplateID, ClientID: d.ClientID,
+		StartedAt: d.StartedAt, EndAt: d.EndAt, EnvdVersion: d.EnvdVersion, CPUCount: d.CPUCount,
+		MemoryMB: d.MemoryMB, DiskSizeMB: d.DiskSizeMB, Metadata: d.Metadata, State: d.State}
+}
+
+// LifecycleDetail is SandboxDetail.lifecycle: what the timeout does.
+type LifecycleDetail struct {
+	OnTimeout  string `json:"onTimeout"`
+	AutoResume bool   `json:"autoResume"`
+}
+
+// Error is E2B's Error schema, the body of every refusal of the control plane, the data plane
+// and envd's REST endpoints; the SDK reads code (404 on kill, 409 on pause) from it.
+type Error struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
 }
 
-// writeError answers {"code","message"} with the same status.
-func writeError(w http.ResponseWriter, status int, message string) {
-	writeJSON(w, status, apiError{Code: status, Message: message})
+// Template is one entry of GET /templates: a template a key's namespace can create sandboxes
+// from. Paddock serves each SandboxWarmPool as one (shared/reference/e2b-next.md §6 names the
+// build API; the list's fields are E2B's Template schema).
+type Template struct {
+	TemplateID    string    `json:"templateID"`
+	BuildID       string    `json:"buildID"`
+	CPUCount      int64     `json:"cpuCount"`
+	MemoryMB      int64     `json:"memoryMB"`
+	DiskSizeMB    int64     `json:"diskSizeMB"`
+	Public        bool      `json:"public"`
+	Aliases       []string  `json:"aliases"`
+	Names         []string  `json:"names"`
+	CreatedAt     string    `json:"createdAt"`
+	UpdatedAt     string    `json:"updatedAt"`
+	CreatedBy     *struct{} `json:"createdBy"`
+	LastSpawnedAt *string   `json:"lastSpawnedAt"`
+	SpawnCount    int64     `json:"spawnCount"`
+	BuildCount    int64     `json:"buildCount"`
+	EnvdVersion   string    `json:"envdVersion"`
+	BuildStatus   string    `json:"buildStatus"`
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+// TemplateAlias is the answer of GET /templates/aliases/{alias} (the SDK's Template.exists).
+type TemplateAlias struct {
+	TemplateID string `json:"templateID"`
+	Public     bool   `json:"public"`
 }
+
+// Build states of a template.
+const (
+	BuildStatusReady = "ready"
+	BuildStatusError = "error"
+)

@@ -1,0 +1,16 @@
+// One line per check: "ok   name", or "FAIL name detail" and exit 1 at the first failure.
+// passed() says how many checks ran, for the closing "all checks passed" line.
+let n = 0
+
+export function check(name, ok, detail = '') {
+  n++
+  if (!ok) {
+    console.log(`FAIL ${name} ${detail}`)
+    process.exit(1)
+  }
+  console.log(`ok   ${name}`)
+}
+
+export function passed() {
+  return n
+}

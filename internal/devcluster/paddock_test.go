@@ -70,14 +70,7 @@ func TestRouterAuthzReachesTheRouter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, u := range objs {
-			if u.GetKind() != "Deployment" {
-				continue
-			}
-			d := &appsv1.Deployment{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
-				t.Fatal(err)
-			}
+		for _, d := range deployments(t, objs) {
 			for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
 				if strings.HasPrefix(arg, "--authz-mode=") || strings.HasPrefix(arg, "--e2b-create-timeout=") {
 					got[mode] = append(got[mode], arg)

@@ -20,10 +20,8 @@ import (
 	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/router"
 	"github.com/paddock-dev/paddock/internal/router/authz"
-	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
-	"github.com/paddock-dev/paddock/test/sandboxdtest"
 )
 
 // nobody is the uid of a local client that is not the container runtime.
@@ -76,14 +74,10 @@ func upstreamRequest(t *testing.T, method, url, body, ns, name string, port int)
 func TestPortForwardedRequestsNeedNoToken(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := framework.Context(t, time.Minute)
-	ln, err := net.Listen("tcp", "127.0.0.31:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	sb := createSandbox(t, builder.MakeSandbox("forwarded", ns).Port("rest", int32(port)).ReadyStatus("127.0.0.31"))
 	key := []byte(strings.Repeat("p", credentials.KeySize))
-	sandboxdtest.ServeWithToken(t, server.Listeners{REST: ln}, credentials.SandboxToken(key, ns, sb.Name, sb.UID))
+	sb, port := sandboxdWithToken(t, ns, "forwarded", "127.0.0.31", func(sb *agentsv1beta1.Sandbox) string {
+		return credentials.SandboxToken(key, ns, sb.Name, sb.UID)
+	})
 	keySecret := types.NamespacedName{Namespace: ns, Name: credentials.KeySecretName}
 	framework.MustCreate(t, ctx, env.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: keySecret.Name, Namespace: ns},
 		Data: map[string][]byte{credentials.KeySecretDataKey: key}})

@@ -116,14 +116,10 @@ func TestDefaultAuthorizationFailsClosed(t *testing.T) {
 func TestRouterInjectsTheSandboxToken(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := framework.Context(t, time.Minute)
-	ln, err := net.Listen("tcp", "127.0.0.25:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	sb := createSandbox(t, builder.MakeSandbox("guarded", ns).Port("rest", int32(port)).ReadyStatus("127.0.0.25"))
 	key := []byte(strings.Repeat("k", credentials.KeySize))
-	sandboxdtest.ServeWithToken(t, server.Listeners{REST: ln}, credentials.SandboxToken(key, ns, sb.Name, sb.UID))
+	_, port := sandboxdWithToken(t, ns, "guarded", "127.0.0.25", func(sb *agentsv1beta1.Sandbox) string {
+		return credentials.SandboxToken(key, ns, sb.Name, sb.UID)
+	})
 
 	secret := types.NamespacedName{Namespace: ns, Name: credentials.KeySecretName}
 	r := startRouter(t, func(c *router.Config) {
@@ -149,6 +145,20 @@ func TestRouterInjectsTheSandboxToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.eventuallyPath(t, "/v1/metadata", ns, "guarded", port, http.StatusUnauthorized, "", client)
+}
+
+// sandboxdWithToken is a Ready Sandbox ns/name at ip, served by a real sandboxd on a declared
+// port that requires the token tokenOf gives for the created Sandbox.
+func sandboxdWithToken(t *testing.T, ns, name, ip string, tokenOf func(*agentsv1beta1.Sandbox) string) (*agentsv1beta1.Sandbox, int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	sb := createSandbox(t, builder.MakeSandbox(name, ns).Port("rest", int32(port)).ReadyStatus(ip))
+	sandboxdtest.ServeWithToken(t, server.Listeners{REST: ln}, tokenOf(sb))
+	return sb, port
 }
 
 func expectMetric(t *testing.T, r *runningRouter, line string) {
@@ -196,15 +206,9 @@ func (r *runningRouter) eventuallyPath(t *testing.T, path, ns, name string, port
 func TestPerNamespaceRouterReadsEachSandboxsSecret(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := framework.Context(t, time.Minute)
-	ln, err := net.Listen("tcp", "127.0.0.26:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	sb := createSandbox(t, builder.MakeSandbox("guarded", ns).Port("rest", int32(port)).ReadyStatus("127.0.0.26"))
 	// A token no key derives: only the Secret can tell the router what it is.
 	token := "sandbox-token-of-guarded-only-in-its-secret"
-	sandboxdtest.ServeWithToken(t, server.Listeners{REST: ln}, token)
+	sb, port := sandboxdWithToken(t, ns, "guarded", "127.0.0.26", func(*agentsv1beta1.Sandbox) string { return token })
 
 	r := startRouter(t, func(c *router.Config) {
 		c.InjectSandboxToken = true

@@ -138,21 +138,6 @@ func expectExecute(ctx context.Context, base, ns, sandbox, token string) error {
 	return nil
 }
 
-func execute(t *testing.T, ctx context.Context, base, ns, sandbox, token string) (int, string) {
-	t.Helper()
-	req, err := executeRequest(ctx, base, ns, sandbox, token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
-}
-
 // executeRequest is the Go SDK's Run on the legacy runtime: POST execute with the router headers.
 func executeRequest(ctx context.Context, base, ns, sandbox, token string) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/execute", strings.NewReader(`{"command":"echo hello"}`))

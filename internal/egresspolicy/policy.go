@@ -347,7 +347,9 @@ func parseAnyAddr(s string) (netip.Prefix, error) {
 
 // isDomainLike tells a name meant as a domain from a malformed address.
 func isDomainLike(s string) bool {
-	return strings.ContainsFunc(s, func(r rune) bool { return r == '*' || r == '-' || r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') }) &&
+	return strings.ContainsFunc(s, func(r rune) bool {
+		return r == '*' || r == '-' || r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')
+	}) &&
 		!strings.ContainsAny(s, ":/")
 }
 

@@ -62,7 +62,7 @@ func NewCA(commonName string) (*CA, error) {
 	if err != nil {
 		return nil, err
 	}
-	return LoadCA(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+	return LoadCA(pemCert(der),
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
 }
 
@@ -160,4 +160,8 @@ func serial() *big.Int {
 		panic(err) // crypto/rand does not fail on Linux
 	}
 	return n
+}
+
+func pemCert(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

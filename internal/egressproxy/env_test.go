@@ -31,7 +31,8 @@ type env struct {
 	t        *testing.T
 	srv      *Server
 	proxy    string // the TCP proxy's address
-	dns      string // the DNS server's address
+	dns      string // the DNS server's UDP address
+	dnsTCP   string // and its TCP address
 	book     *dstBook
 	zone     *zone
 	publicCA *CA // the hosts' own chain, which the proxy trusts
@@ -84,8 +85,9 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { _ = pc.Close() })
 	go func() { _ = e.srv.ServeDNS(pc) }()
 	e.dns = pc.LocalAddr().String()
-	dl := listen(t, "tcp", e.dns)
+	dl := listen(t, "tcp", "127.0.0.1:0")
 	go func() { _ = e.srv.ServeDNSStream(dl) }()
+	e.dnsTCP = dl.Addr().String()
 	return e
 }
 
@@ -262,13 +264,12 @@ type pod struct {
 
 func (p *pod) resolver() *net.Resolver {
 	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		d := net.Dialer{}
 		if strings.HasPrefix(network, "udp") {
-			d.LocalAddr = &net.UDPAddr{IP: p.src.AsSlice()}
-		} else {
-			d.LocalAddr = &net.TCPAddr{IP: p.src.AsSlice()}
+			d := net.Dialer{LocalAddr: &net.UDPAddr{IP: p.src.AsSlice()}}
+			return d.DialContext(ctx, network, p.e.dns)
 		}
-		return d.DialContext(ctx, network, p.e.dns)
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: p.src.AsSlice()}}
+		return d.DialContext(ctx, network, p.e.dnsTCP)
 	}}
 }
 

@@ -224,14 +224,14 @@ type readOnly struct {
 	r io.Reader
 }
 
-func (c readOnly) Read(p []byte) (int, error)       { return c.r.Read(p) }
-func (readOnly) Write(p []byte) (int, error)        { return len(p), nil }
-func (readOnly) Close() error                       { return nil }
-func (readOnly) SetDeadline(time.Time) error        { return nil }
-func (readOnly) SetReadDeadline(time.Time) error    { return nil }
-func (readOnly) SetWriteDeadline(time.Time) error   { return nil }
-func (readOnly) LocalAddr() net.Addr                { return &net.TCPAddr{} }
-func (readOnly) RemoteAddr() net.Addr               { return &net.TCPAddr{} }
+func (c readOnly) Read(p []byte) (int, error)     { return c.r.Read(p) }
+func (readOnly) Write(p []byte) (int, error)      { return len(p), nil }
+func (readOnly) Close() error                     { return nil }
+func (readOnly) SetDeadline(time.Time) error      { return nil }
+func (readOnly) SetReadDeadline(time.Time) error  { return nil }
+func (readOnly) SetWriteDeadline(time.Time) error { return nil }
+func (readOnly) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (readOnly) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
 
 // buffered is conn read through br, so bytes already peeked are not lost.
 type buffered struct {

@@ -157,6 +157,37 @@ func TestDNSAnswersOnlyWhatThePolicyNames(t *testing.T) {
 	}
 }
 
+func TestDNSOverTCP(t *testing.T) {
+	w := newWorld(t)
+	ips, err := w.main.resolver().LookupNetIP(context.Background(), "ip4", "pypi.example.test")
+	if err != nil || len(ips) != 1 || ips[0].String() != w.pypi.ip {
+		t.Fatalf("UDP: got %v %v", ips, err)
+	}
+	c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: w.main.src.AsSlice()}}).Dial("tcp", w.dnsTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	for _, tc := range []struct {
+		name  string
+		rcode dnsmessage.RCode
+	}{{"pypi.example.test", dnsmessage.RCodeSuccess}, {"evil.example.test", dnsmessage.RCodeNameError}} {
+		q := dnsmessage.Message{Header: dnsmessage.Header{ID: 9}, Questions: []dnsmessage.Question{{Name: dnsmessage.MustNewName(tc.name + "."), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET}}}
+		out, _ := q.Pack()
+		if err := writeStreamMsg(c, out); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := readStreamMsg(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m dnsmessage.Message
+		if err := m.Unpack(raw); err != nil || m.RCode != tc.rcode || m.ID != 9 {
+			t.Fatalf("%s over TCP: got %v %v", tc.name, m.Header, err)
+		}
+	}
+}
+
 func TestHTTPByHost(t *testing.T) {
 	w := newWorld(t)
 	t.Run("allowed domain", func(t *testing.T) {

@@ -57,3 +57,21 @@ type SecretKeyRef struct {
 	// +required
 	Key string `json:"key"`
 }
+
+// StatusAnnotation is written on a policed Pod by the egress component of its node: a Status,
+// as JSON, saying whether the Pod's policy is in force. The Sandbox controller turns it into
+// the Sandbox's EgressPolicy condition.
+const StatusAnnotation = "paddock.dev/egress-status"
+
+// Status is the outcome of applying one policy to a Pod.
+type Status struct {
+	// policy identifies the PolicyAnnotation value this status is about (egresspolicy.Hash).
+	// +required
+	Policy string `json:"policy"`
+	// applied says whether that policy is in force.
+	// +required
+	Applied bool `json:"applied"`
+	// message says why not, and which policy is in force instead.
+	// +optional
+	Message string `json:"message,omitempty"`
+}

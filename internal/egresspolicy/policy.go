@@ -2,6 +2,8 @@ package egresspolicy
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -373,4 +375,10 @@ func parseDomain(s string) (name string, wildcard bool, err error) {
 
 func normalize(name string) string {
 	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(name)), ".")
+}
+
+// Hash identifies a policy annotation value in a Status: the first 16 hex digits of its SHA-256.
+func Hash(annotation string) string {
+	sum := sha256.Sum256([]byte(annotation))
+	return hex.EncodeToString(sum[:8])
 }

@@ -119,6 +119,9 @@ func (s *Server) Delete(addr netip.Addr) {
 	}
 }
 
+// Lookup is the sandbox traffic from addr is policed as, nil when none.
+func (s *Server) Lookup(addr netip.Addr) *Sandbox { return s.sandbox(addr) }
+
 func (s *Server) sandbox(addr netip.Addr) *Sandbox {
 	s.mu.Lock()
 	defer s.mu.Unlock()

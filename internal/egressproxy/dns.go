@@ -167,8 +167,7 @@ func (s *Server) exchange(ctx context.Context, q dnsmessage.Question) (*dnsmessa
 }
 
 func (s *Server) exchangeOver(ctx context.Context, network string, packed []byte, id uint16, q dnsmessage.Question) (*dnsmessage.Message, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, network, s.cfg.UpstreamDNS)
+	c, err := s.cfg.Dial(ctx, network, s.cfg.UpstreamDNS)
 	if err != nil {
 		return nil, err
 	}

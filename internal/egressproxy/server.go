@@ -28,7 +28,7 @@ type Config struct {
 	RootCAs *x509.CertPool
 	// CA signs the leaves sandboxes see for hosts whose requests get headers injected.
 	CA *CA
-	// Dial opens connections to destinations; nil means a net.Dialer.
+	// Dial opens connections to destinations and to UpstreamDNS; nil means a net.Dialer.
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 	// PeekTimeout is how long the proxy waits for a client's first bytes (TLS ClientHello or
 	// HTTP request line) before deciding on the address alone. Zero means 5s.

@@ -304,4 +304,3 @@ func dropCount(t *testing.T, n *netns, chain, src string) int {
 	t.Fatalf("no DROP rule for %s in %s:\n%s", src, chain, out)
 	return 0
 }
-

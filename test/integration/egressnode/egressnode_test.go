@@ -224,3 +224,26 @@ func TestPolicyRemovedIsNoLongerPoliced(t *testing.T) {
 		return nil
 	})
 }
+
+func TestCAIsMadeOnceAndShared(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	key := types.NamespacedName{Namespace: ns, Name: "paddock-egress-ca"}
+	first, err := egressnode.LoadOrCreateCA(ctx, env.Client, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := egressnode.LoadOrCreateCA(ctx, env.Client, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(first.CertPEM()) != string(second.CertPEM()) {
+		t.Fatal("a second node got another CA")
+	}
+	bad := types.NamespacedName{Namespace: ns, Name: "broken"}
+	framework.MustCreate(t, ctx, env.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: bad.Name},
+		Data: map[string][]byte{corev1.TLSCertKey: []byte("x"), corev1.TLSPrivateKeyKey: []byte("y")}})
+	if _, err := egressnode.LoadOrCreateCA(ctx, env.Client, bad); err == nil || !strings.Contains(err.Error(), "delete it") {
+		t.Fatalf("got %v, want an error saying how to recover", err)
+	}
+}

@@ -60,3 +60,15 @@ const (
 	SandboxReasonPodScheduled         = "PodScheduled"
 	SandboxReasonPodSchedulingUnknown = "PodSchedulingUnknown"
 )
+
+// Paddock's egress policy (api/egress, docs/design/egress.md): a condition upstream does not
+// have, present only while the Sandbox's pod template carries a policy and a Pod exists.
+const (
+	// SandboxConditionEgressPolicy is True when the node enforces the Sandbox's egress policy,
+	// False when it could not (the message says why and what is in force instead), Unknown until
+	// the node's egress component reports.
+	SandboxConditionEgressPolicy = "EgressPolicy"
+	SandboxReasonEgressApplied   = "Applied"
+	SandboxReasonEgressRejected  = "Rejected"
+	SandboxReasonEgressPending   = "Pending"
+)

@@ -20,29 +20,29 @@ func LoadOrCreateCA(ctx context.Context, c client.Client, key types.NamespacedNa
 	var s corev1.Secret
 	err := c.Get(ctx, key, &s)
 	if apierrors.IsNotFound(err) {
-		ca, err := egressproxy.NewCA("Paddock egress CA")
-		if err != nil {
-			return nil, err
+		ca, cerr := egressproxy.NewCA("Paddock egress CA")
+		if cerr != nil {
+			return nil, cerr
 		}
 		s = corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
 			Type:       corev1.SecretTypeTLS,
 			Data:       map[string][]byte{corev1.TLSCertKey: ca.CertPEM(), corev1.TLSPrivateKeyKey: ca.KeyPEM()},
 		}
-		switch err := c.Create(ctx, &s); {
-		case err == nil:
+		switch cerr := c.Create(ctx, &s); {
+		case cerr == nil:
 			return ca, nil
-		case !apierrors.IsAlreadyExists(err):
-			return nil, fmt.Errorf("creating the egress CA Secret %s: %w", key, err)
+		case !apierrors.IsAlreadyExists(cerr):
+			return nil, fmt.Errorf("creating the egress CA Secret %s: %w", key, cerr)
 		}
-		err = c.Get(ctx, key, &s)
+		err = c.Get(ctx, key, &s) // another node made it first: use that one
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the egress CA Secret %s: %w", key, err)
 	}
 	ca, err := egressproxy.LoadCA(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
 	if err != nil {
-		return nil, fmt.Errorf("Secret %s: %w (delete it to have a new CA made; sandboxes must then trust the new certificate)", key, err)
+		return nil, fmt.Errorf("egress CA Secret %s: %w (delete it to have a new CA made; sandboxes must then trust the new certificate)", key, err)
 	}
 	return ca, nil
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/paddock-dev/paddock/api/egress"
 	"github.com/paddock-dev/paddock/internal/egressnode"
@@ -239,6 +240,27 @@ func TestCAIsMadeOnceAndShared(t *testing.T) {
 	}
 	if string(first.CertPEM()) != string(second.CertPEM()) {
 		t.Fatal("a second node got another CA")
+	}
+	// Another node creates the Secret between this node's read and its create.
+	raced := types.NamespacedName{Namespace: ns, Name: "raced"}
+	var winner *egressproxy.CA
+	watching, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	racing := interceptor.NewClient(watching, interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		var err error
+		if winner, err = egressnode.LoadOrCreateCA(ctx, env.Client, raced); err != nil {
+			return err
+		}
+		return c.Create(ctx, obj, opts...)
+	}})
+	loser, err := egressnode.LoadOrCreateCA(ctx, racing, raced)
+	if err != nil {
+		t.Fatalf("the node that lost the race: %v", err)
+	}
+	if string(loser.CertPEM()) != string(winner.CertPEM()) {
+		t.Fatal("the node that lost the race uses its own CA")
 	}
 	bad := types.NamespacedName{Namespace: ns, Name: "broken"}
 	framework.MustCreate(t, ctx, env.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: bad.Name},

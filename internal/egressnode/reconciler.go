@@ -26,6 +26,10 @@ import (
 // credential reaches the proxy without a Pod change (Secrets are read, never watched).
 const secretRefresh = time.Minute
 
+// retryRejected is how soon a policy that could not be applied is tried again: a Secret created
+// just after the Pod (as the E2B front door or a user may) takes effect without a Pod change.
+const retryRejected = 5 * time.Second
+
 // Proxy is what the reconciler drives: egressproxy.Server.
 type Proxy interface {
 	Set(addr netip.Addr, sb *egressproxy.Sandbox)
@@ -104,7 +108,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.report(ctx, &pod, st); err != nil {
 		return ctrl.Result{}, err
 	}
-	if sb != nil && sb.Policy.HasInject() || applyErr != nil {
+	switch {
+	case applyErr != nil:
+		return ctrl.Result{RequeueAfter: retryRejected}, nil
+	case sb.Policy.HasInject():
 		return ctrl.Result{RequeueAfter: secretRefresh}, nil
 	}
 	return ctrl.Result{}, nil

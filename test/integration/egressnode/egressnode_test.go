@@ -203,6 +203,19 @@ func TestFirstPolicyThatCannotBeAppliedMeansNoEgress(t *testing.T) {
 			}
 		})
 	}
+	// The missing Secret appears: the policy applies without a change to the Pod.
+	framework.MustCreate(t, ctx, env.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns},
+		Data: map[string][]byte{"authorization": []byte("Bearer late")}})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "missing-secret"}}
+	framework.Eventually(t, func(context.Context) error {
+		if st := waitStatus(t, pod, withCredential); !st.Applied {
+			return fmt.Errorf("status %+v, want applied once the Secret exists", st)
+		}
+		return nil
+	})
+	if v := proxy.Lookup(netip.MustParseAddr("198.18.0.23")).Secrets[egress.SecretKeyRef{Name: "api", Key: "authorization"}]; v != "Bearer late" {
+		t.Fatalf("the proxy holds %q, want the Secret's value", v)
+	}
 }
 
 func TestPolicyRemovedIsNoLongerPoliced(t *testing.T) {

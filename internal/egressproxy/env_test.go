@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	"golang.org/x/net/dns/dnsmessage"
 
@@ -28,7 +29,7 @@ const clusterAddr = "127.0.1.99"
 
 // env is an egress Server on loopback with a resolver and named hosts behind it.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	srv      *Server
 	proxy    string // the TCP proxy's address
 	dns      string // the DNS server's UDP address
@@ -39,7 +40,7 @@ type env struct {
 	egressCA *CA // the installation's CA, which sandboxes trust
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	e := &env{t: t, book: &dstBook{m: map[string]chan netip.AddrPort{}}, zone: &zone{m: map[string][]netip.Addr{}, asked: map[string]int{}}}
 	var err error
@@ -70,7 +71,7 @@ func newEnv(t *testing.T) *env {
 		RootCAs:     e.publicCA.Pool(),
 		CA:          e.egressCA,
 		PeekTimeout: 300 * time.Millisecond,
-		Log:         testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
+		Log:         logFor(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +92,15 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func listen(t *testing.T, network, addr string) net.Listener {
+// logFor logs decisions in tests and nothing in benchmarks.
+func logFor(t testing.TB) logr.Logger {
+	if _, bench := t.(*testing.B); bench {
+		return logr.Discard()
+	}
+	return testr.NewWithInterface(t, testr.Options{Verbosity: 1})
+}
+
+func listen(t testing.TB, network, addr string) net.Listener {
 	t.Helper()
 	l, err := net.Listen(network, addr)
 	if err != nil {
@@ -162,7 +171,7 @@ func (z *zone) questions(name string) int {
 	return z.asked[name]
 }
 
-func (z *zone) serve(t *testing.T) string {
+func (z *zone) serve(t testing.TB) string {
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -218,12 +227,20 @@ type host struct {
 // certName, and puts name in the zone.
 func (e *env) addHost(name, ip, certName string) *host {
 	e.t.Helper()
+	return e.addHostWith(name, ip, certName, func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = fmt.Fprintf(w, "hello from %s\n", name)
+	})
+}
+
+// addHostWith is addHost with the host's own response.
+func (e *env) addHostWith(name, ip, certName string, respond http.HandlerFunc) *host {
+	e.t.Helper()
 	h := &host{name: name, ip: ip}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		h.seen = append(h.seen, r.Clone(context.Background()))
 		h.mu.Unlock()
-		_, _ = fmt.Fprintf(w, "hello from %s\n", name)
+		respond(w, r)
 	})
 	l := listen(e.t, "tcp", ip+":0")
 	h.http = portOf(l)

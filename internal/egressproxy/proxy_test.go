@@ -37,7 +37,7 @@ type world struct {
 	main                                   *pod
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	e := newEnv(t)
 	w := &world{env: e}
 	w.api = e.addHost("api.example.test", "127.0.1.1", "api.example.test")
@@ -67,7 +67,7 @@ type echoServer struct {
 	accepted atomic.Int32
 }
 
-func startEcho(t *testing.T, ip string) *echoServer {
+func startEcho(t testing.TB, ip string) *echoServer {
 	l := listen(t, "tcp", ip+":0")
 	s := &echoServer{addr: netip.MustParseAddrPort(l.Addr().String())}
 	go func() {

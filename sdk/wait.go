@@ -121,6 +121,10 @@ func newListWatch(c client.WithWatch, namespace, name string, newList func() cli
 	}
 	return &listWatch{cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, raw metav1.ListOptions) (runtime.Object, error) {
+			// The reflector lists at resourceVersion "0", which the API server may answer from a
+			// watch cache that has not yet seen the claim this client created a moment ago: the
+			// wait would then report a live object gone. Ask for a consistent read instead.
+			raw.ResourceVersion, raw.ResourceVersionMatch = "", ""
 			list := newList()
 			if err := c.List(ctx, list, opts(raw)); err != nil {
 				return nil, fmt.Errorf("listing %s/%s: %w", namespace, name, err)

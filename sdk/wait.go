@@ -27,6 +27,9 @@ var terminalReasons = map[string]bool{
 	extensionsv1beta1.ClaimReasonVolumeClaimTemplatesError: true,
 	extensionsv1beta1.ClaimReasonExpired:                   true,
 	extensionsv1beta1.ClaimReasonSandboxExpired:            true,
+	// The claim mirrors its Sandbox's Ready: an image or pod template that cannot host sandboxd.
+	agentsv1beta1.SandboxReasonImageIncompatible: true,
+	agentsv1beta1.SandboxReasonInjectionInvalid:  true,
 }
 
 // waiter is the state of one wait: what the object last said, so a timeout can say why.

@@ -45,6 +45,7 @@ func TestClaimReadyStateMachine(t *testing.T) {
 		{"ready and bound", watch.Event{Type: watch.Modified, Object: claimWith("3", "sb", ready("True", "DependenciesReady", ""))}, true, nil, "DependenciesReady"},
 		{"template missing fails fast", watch.Event{Type: watch.Modified, Object: claimWith("3", "", ready("False", extensionsv1beta1.ClaimReasonTemplateNotFound, "no tpl"))}, false, ErrClaimFailed, extensionsv1beta1.ClaimReasonTemplateNotFound},
 		{"expired fails fast", watch.Event{Type: watch.Modified, Object: claimWith("3", "sb", ready("False", extensionsv1beta1.ClaimReasonExpired, ""))}, false, ErrClaimFailed, extensionsv1beta1.ClaimReasonExpired},
+		{"an image that cannot host sandboxd fails fast", watch.Event{Type: watch.Modified, Object: claimWith("3", "sb", ready("False", agentsv1beta1.SandboxReasonImageIncompatible, "no /bin/sh"))}, false, ErrClaimFailed, agentsv1beta1.SandboxReasonImageIncompatible},
 		{"unknown keeps waiting", watch.Event{Type: watch.Modified, Object: claimWith("3", "sb", ready("Unknown", "ReconcilerError", "boom"))}, false, nil, "ReconcilerError"},
 		{"deleted", watch.Event{Type: watch.Deleted, Object: claimWith("4", "sb")}, false, ErrSandboxGone, ""},
 		{"foreign object ignored", watch.Event{Type: watch.Modified, Object: &metav1.Status{}}, false, nil, ""},

@@ -38,7 +38,7 @@ func Requested(claimAnnotations map[string]string) (Sizes, error) {
 // SandboxWarmPool pool) allow, or for a resource the pool does not let claims choose.
 func Check(requested, bounds Sizes, pool string) error {
 	for _, c := range []struct {
-		asked, max *resource.Quantity
+		asked, max  *resource.Quantity
 		key, maxKey string
 	}{
 		{requested.CPU, bounds.CPU, extensionsv1beta1.CPUAnnotation, extensionsv1beta1.ClaimCPUMaxAnnotation},
@@ -114,18 +114,31 @@ func Apply(res *corev1.ResourceRequirements, s Sizes, onlyRequested bool) {
 }
 
 // Equal reports whether two containers' resources ask for the same CPU and memory, requests and
-// limits; other resources are not compared.
+// limits, as the API server stores them (a limit without a request defaults the request); other
+// resources are not compared.
 func Equal(a, b corev1.ResourceRequirements) bool {
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		if !sameQuantity(a.Requests, b.Requests, name) || !sameQuantity(a.Limits, b.Limits, name) {
+		if !sameQuantity(request(a, name), request(b, name)) || !sameQuantity(lookup(a.Limits, name), lookup(b.Limits, name)) {
 			return false
 		}
 	}
 	return true
 }
 
-func sameQuantity(a, b corev1.ResourceList, name corev1.ResourceName) bool {
-	qa, okA := a[name]
-	qb, okB := b[name]
-	return okA == okB && (!okA || qa.Cmp(qb) == 0)
+func request(r corev1.ResourceRequirements, name corev1.ResourceName) *resource.Quantity {
+	if q := lookup(r.Requests, name); q != nil {
+		return q
+	}
+	return lookup(r.Limits, name)
+}
+
+func lookup(l corev1.ResourceList, name corev1.ResourceName) *resource.Quantity {
+	if q, ok := l[name]; ok {
+		return &q
+	}
+	return nil
+}
+
+func sameQuantity(a, b *resource.Quantity) bool {
+	return (a == nil) == (b == nil) && (a == nil || a.Cmp(*b) == 0)
 }

@@ -77,6 +77,9 @@ const (
 	// PoolReasonAutosizeInvalid: an autosize annotation has a value the controller cannot use;
 	// the message names it and the fix.
 	PoolReasonAutosizeInvalid = "InvalidAutosizeAnnotation"
+	// PoolReasonInvalidWarmResources: paddock.dev/idle-cpu or paddock.dev/idle-memory is not a
+	// quantity above zero; the message names it. No member is created until it is fixed.
+	PoolReasonInvalidWarmResources = "InvalidWarmResources"
 	// PoolReasonScaleWriteFailed: writing spec.replicas through the scale subresource failed.
 	PoolReasonScaleWriteFailed = "ScaleWriteFailed"
 	// PoolReasonMembersIncompatible: members' Sandboxes report ImageIncompatible or

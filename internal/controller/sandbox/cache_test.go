@@ -21,7 +21,7 @@ func TestStripPod(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"a": "b"}},
 		Spec: corev1.PodSpec{NodeName: "n", Containers: []corev1.Container{{Name: "c",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}}}}},
-		Status:     in.Status,
+		Status: in.Status,
 	}
 	got, err := StripPod(in)
 	if err != nil {

@@ -65,7 +65,9 @@ type Options struct {
 const DefaultWorkers = 50
 
 // DefaultOptions returns the defaults New applies to zero options.
-func DefaultOptions() Options { return Options{Workers: DefaultWorkers, Clock: clock.RealClock{}} }
+func DefaultOptions() Options {
+	return Options{Workers: DefaultWorkers, Clock: clock.RealClock{}, ResizeGiveUpAfter: DefaultResizeGiveUpAfter}
+}
 
 // Requeue intervals.
 const (

@@ -77,7 +77,7 @@ func quantity(annotations map[string]string, key, example string) (*resource.Qua
 	}
 	q, err := resource.ParseQuantity(v)
 	if err != nil || q.Sign() <= 0 {
-		return nil, fmt.Errorf("metadata.annotations[%s]: %q is not a quantity above zero; set for example %s", key, v, example)
+		return nil, fmt.Errorf("metadata.annotations[%s]: %s is not a quantity above zero; set for example %s", key, v, example)
 	}
 	return &q, nil
 }

@@ -36,8 +36,8 @@ func TestParseAndCheck(t *testing.T) {
 		{"cpu above", map[string]string{"paddock.dev/cpu": "3"}, bounds, "metadata.annotations[paddock.dev/cpu]: 3 is above paddock.dev/claim-cpu-max 2 of SandboxWarmPool \"p\"; ask for at most 2"},
 		{"memory above", map[string]string{"paddock.dev/memory": "2Gi"}, bounds, "metadata.annotations[paddock.dev/memory]: 2Gi is above paddock.dev/claim-memory-max 1Gi"},
 		{"memory not choosable", map[string]string{"paddock.dev/memory": "128Mi"}, cpuOnly, "metadata.annotations[paddock.dev/memory]: SandboxWarmPool \"p\" does not let claims choose this resource; remove the annotation or set paddock.dev/claim-memory-max on the pool"},
-		{"not a quantity", map[string]string{"paddock.dev/cpu": "two"}, bounds, "metadata.annotations[paddock.dev/cpu]: \"two\" is not a quantity above zero; set for example 500m"},
-		{"zero", map[string]string{"paddock.dev/memory": "0"}, bounds, "metadata.annotations[paddock.dev/memory]: \"0\" is not a quantity above zero"},
+		{"not a quantity", map[string]string{"paddock.dev/cpu": "two"}, bounds, "metadata.annotations[paddock.dev/cpu]: two is not a quantity above zero; set for example 500m"},
+		{"zero", map[string]string{"paddock.dev/memory": "0"}, bounds, "metadata.annotations[paddock.dev/memory]: 0 is not a quantity above zero"},
 		{"negative", map[string]string{"paddock.dev/cpu": "-1"}, bounds, "not a quantity above zero"},
 	}
 	for _, tc := range cases {

@@ -88,3 +88,22 @@ func containerStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
 	}
 	return nil
 }
+
+// Resizing reports whether a Sandbox that resizes in place (InPlaceResizeAnnotation) does not
+// yet run with the resources of its current generation, and why: its Resized condition is not
+// True for that generation. A Sandbox that does not resize in place is never resizing.
+func Resizing(sb *agentsv1beta1.Sandbox) (bool, string) {
+	if sb.Annotations[agentsv1beta1.InPlaceResizeAnnotation] != "true" {
+		return false, ""
+	}
+	for _, c := range sb.Status.Conditions {
+		if c.Type != agentsv1beta1.SandboxConditionResized || c.ObservedGeneration != sb.Generation {
+			continue
+		}
+		if c.Status == "True" {
+			return false, ""
+		}
+		return true, fmt.Sprintf("Sandbox %s/%s is being resized in place: %s", sb.Namespace, sb.Name, c.Message)
+	}
+	return true, fmt.Sprintf("Sandbox %s/%s is being resized in place", sb.Namespace, sb.Name)
+}

@@ -7,6 +7,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 )
 
 func q(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
@@ -145,5 +148,37 @@ func TestObserve(t *testing.T) {
 	}
 	if got := Observe(pod("1", "10m", pending(corev1.PodReasonInfeasible)), want); !strings.Contains(got.Message, "Node didn't have enough capacity") {
 		t.Errorf("the Infeasible message %q does not carry the kubelet's", got.Message)
+	}
+}
+
+// TestResizing: only a Sandbox marked for in-place resize waits, until its Resized condition is
+// True for its current generation; a True left from before the adoption does not count.
+func TestResizing(t *testing.T) {
+	sb := func(marked bool, gen, condGen int64, status metav1.ConditionStatus) *agentsv1beta1.Sandbox {
+		s := &agentsv1beta1.Sandbox{}
+		s.Name, s.Generation = "sb", gen
+		if marked {
+			s.Annotations = map[string]string{agentsv1beta1.InPlaceResizeAnnotation: "true"}
+		}
+		if condGen > 0 {
+			s.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.SandboxConditionResized, Status: status, ObservedGeneration: condGen, Message: "kubelet says"}}
+		}
+		return s
+	}
+	cases := []struct {
+		name string
+		sb   *agentsv1beta1.Sandbox
+		want bool
+	}{
+		{"not marked", sb(false, 2, 0, ""), false},
+		{"marked, resized", sb(true, 2, 2, metav1.ConditionTrue), false},
+		{"marked, resized before the adoption", sb(true, 2, 1, metav1.ConditionTrue), true},
+		{"marked, in progress", sb(true, 2, 2, metav1.ConditionFalse), true},
+		{"marked, not observed", sb(true, 2, 0, ""), true},
+	}
+	for _, tc := range cases {
+		if got, why := Resizing(tc.sb); got != tc.want || (got && why == "") {
+			t.Errorf("%s: Resizing = %v, %q; want %v with a reason", tc.name, got, why, tc.want)
+		}
 	}
 }

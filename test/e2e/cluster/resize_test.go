@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -25,6 +26,7 @@ import (
 // start time, restart count), the new resources in the Pod's status and in the container's
 // cgroup. Under runc, and under gVisor.
 func testWarmResize(t *testing.T) {
+	requireInPlaceResize(t)
 	t.Run("runc", func(t *testing.T) { warmResize(t, nil) })
 	t.Run("gvisor", func(t *testing.T) {
 		requireGVisor(t)
@@ -112,6 +114,32 @@ func warmResize(t *testing.T, runtimeClass *string) {
 	t.Logf("claimed %s: cgroup %s", member, limits)
 	if runtimeClass == nil && (!strings.Contains(limits, "cpu.max=30000 100000") || !strings.Contains(limits, "memory.max=201326592")) {
 		t.Errorf("the container's cgroup says %q, want cpu.max 30000 100000 and memory.max 201326592", limits)
+	}
+}
+
+// requireInPlaceResize skips unless the node's kubelet can resize a Pod in place. The dev node's
+// kubelet runs with cgroupsPerQOS: false (internal/devcluster/render.go), and kubelet v1.37.2 then
+// has no pod-level cgroup configuration: the first resize it actuates dereferences a nil pod
+// memory limit in doPodResizeAction (pkg/kubelet/kuberuntime/kuberuntime_manager.go:1111) and
+// the kubelet process panics, taking every Pod on the node with it (seen 2026-12-02 on this
+// machine). Until the dev node runs with pod-level cgroups, the test must not run there.
+func requireInPlaceResize(t *testing.T) {
+	t.Helper()
+	ctx := framework.Context(t, 30*time.Second)
+	raw, err := suite.client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/" + devcluster.NodeName + "/proxy/configz").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("reading the kubelet configuration of node %s: %v", devcluster.NodeName, err)
+	}
+	var configz struct {
+		KubeletConfig struct {
+			CgroupsPerQOS *bool `json:"cgroupsPerQOS"`
+		} `json:"kubeletconfig"`
+	}
+	if err := json.Unmarshal(raw, &configz); err != nil {
+		t.Fatalf("decoding the kubelet configuration of node %s: %v", devcluster.NodeName, err)
+	}
+	if q := configz.KubeletConfig.CgroupsPerQOS; q != nil && !*q {
+		t.Skipf("node %s's kubelet runs with cgroupsPerQOS: false; kubelet v1.37.2 panics on an in-place resize without pod-level cgroups (docs/design/warm-resources.md)", devcluster.NodeName)
 	}
 }
 

@@ -68,7 +68,7 @@ chart-files: ## Copy the generated CRDs, RBAC rules and admission policies into 
 	cp config/crd/core/*_*.yaml config/crd/extensions/*_*.yaml $(CHART)/crds/
 	cp config/rbac/core/role.yaml $(CHART)/files/rbac/core-role.yaml
 	cp config/rbac/extensions/role.yaml $(CHART)/files/rbac/extensions-role.yaml
-	cp config/admission/idle-policy.yaml config/admission/autosize-policy.yaml $(CHART)/files/admission/
+	cp config/admission/idle-policy.yaml config/admission/autosize-policy.yaml config/admission/warm-resources-policy.yaml $(CHART)/files/admission/
 
 .PHONY: verify
 verify: generate ## Regenerate, then fail on any difference or new untracked file.

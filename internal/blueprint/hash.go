@@ -51,6 +51,11 @@ func Stale(tpl *extensionsv1beta1.SandboxTemplate, sb *agentsv1beta1.Sandbox) bo
 	if RunsSandboxd(tpl) {
 		LockUntilClaimed(&want.PodTemplate.Spec)
 	}
+	// A member that waits small is resized to the template's resources when claimed, whatever
+	// they are by then: its resources never make it stale.
+	if have, w := sb.Spec.PodTemplate.Spec.Containers, want.PodTemplate.Spec.Containers; sb.Annotations[agentsv1beta1.InPlaceResizeAnnotation] == "true" && len(have) > 0 && len(w) > 0 {
+		w[0].Resources = *have[0].Resources.DeepCopy()
+	}
 	return specHash(*want) != specHash(sb.Spec.SandboxBlueprint)
 }
 

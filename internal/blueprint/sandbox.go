@@ -3,12 +3,14 @@ package blueprint
 import (
 	"maps"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/podresize"
 )
 
 // CreatedByController is the created-by value of Sandboxes a controller made on its own.
@@ -31,6 +33,9 @@ type PoolOptions struct {
 	// SafeToEvict stamps the autoscaler's safe-to-evict annotation on members' pod templates
 	// (unless the template sets it), so idle warm members never keep a node alive.
 	SafeToEvict bool
+	// Idle sizes the first container of members to wait small (pool annotations
+	// paddock.dev/idle-cpu and idle-memory); the claim that adopts a member resizes it in place.
+	Idle podresize.Sizes
 }
 
 // PoolMember is a new warm-pool Sandbox: the template's blueprint with secure defaults, named
@@ -58,16 +63,51 @@ func PoolMember(pool *extensionsv1beta1.SandboxWarmPool, tpl *extensionsv1beta1.
 	if RunsSandboxd(tpl) {
 		LockUntilClaimed(&bp.PodTemplate.Spec)
 	}
+	annotations := map[string]string{agentsv1beta1.SandboxTemplateRefAnnotation: tpl.Name}
+	if containers := bp.PodTemplate.Spec.Containers; !opts.Idle.IsZero() && len(containers) > 0 {
+		podresize.Apply(&containers[0].Resources, opts.Idle, true)
+		annotations[agentsv1beta1.InPlaceResizeAnnotation] = "true"
+	}
 	return &agentsv1beta1.Sandbox{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName:    pool.Name + "-",
 			Namespace:       pool.Namespace,
 			Labels:          labels,
-			Annotations:     map[string]string{agentsv1beta1.SandboxTemplateRefAnnotation: tpl.Name},
+			Annotations:     annotations,
 			OwnerReferences: []metav1.OwnerReference{ControllerRef("SandboxWarmPool", pool)},
 		},
 		Spec: agentsv1beta1.SandboxSpec{SandboxBlueprint: *bp},
 	}
+}
+
+// ClaimResources returns the resources the first container of tpl gets for claim: the
+// template's, with the CPU and memory the claim asks for (paddock.dev/cpu, paddock.dev/memory)
+// applied. ok is false when the template has no container. The claim's values must have been
+// checked against its pool's bounds (podresize.Check).
+func ClaimResources(claim *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.SandboxTemplate) (_ corev1.ResourceRequirements, ok bool, _ error) {
+	containers := tpl.Spec.PodTemplate.Spec.Containers
+	if len(containers) == 0 {
+		return corev1.ResourceRequirements{}, false, nil
+	}
+	asked, err := podresize.Requested(claim.Annotations)
+	if err != nil {
+		return corev1.ResourceRequirements{}, false, err
+	}
+	res := *containers[0].Resources.DeepCopy()
+	podresize.Apply(&res, asked, false)
+	return res, true, nil
+}
+
+// sizeForClaim gives the first container of spec the resources of the claim (ClaimResources).
+// It reports whether they changed.
+func sizeForClaim(spec *corev1.PodSpec, claim *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.SandboxTemplate) (bool, error) {
+	want, ok, err := ClaimResources(claim, tpl)
+	containers := spec.Containers
+	if err != nil || !ok || len(containers) == 0 || podresize.Equal(containers[0].Resources, want) {
+		return false, err
+	}
+	containers[0].Resources = want
+	return true, nil
 }
 
 // NameMember gives a pool member built by PoolMember its final name, prefix plus suffix, in
@@ -97,6 +137,9 @@ func ColdSandbox(claim *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.S
 	}
 	ApplySecureDefaults(&tpl.Spec, &bp.PodTemplate.Spec)
 	withSandboxdPorts(tpl, &bp.PodTemplate.Spec)
+	if _, err := sizeForClaim(&bp.PodTemplate.Spec, claim, tpl); err != nil {
+		return nil, err
+	}
 	sb := &agentsv1beta1.Sandbox{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      claim.Name,
@@ -127,11 +170,20 @@ func ColdSandbox(claim *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.S
 
 // Adopt rewrites a warm member, in place, into a Sandbox bound to claim: the claim becomes its
 // only controller, pool labels give way to the claim's identity, and the pod-template metadata
-// becomes the claim's. The pod spec is untouched so the running Pod is not restarted.
+// becomes the claim's. The pod spec is untouched, so the running Pod is not restarted, except for
+// the first container's CPU and memory when they differ from what the claim gets
+// (ClaimResources): those the Sandbox controller resizes in place (InPlaceResizeAnnotation).
 func Adopt(sb *agentsv1beta1.Sandbox, claim *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.SandboxTemplate) error {
 	md, err := ClaimPodMetadata(claim, tpl)
 	if err != nil {
 		return err
+	}
+	resized, err := sizeForClaim(&sb.Spec.PodTemplate.Spec, claim, tpl)
+	if err != nil {
+		return err
+	}
+	if resized {
+		sb.Annotations = withKey(sb.Annotations, agentsv1beta1.InPlaceResizeAnnotation, "true")
 	}
 	sb.Spec.PodTemplate.ObjectMeta = md
 	sb.OwnerReferences = []metav1.OwnerReference{ControllerRef("SandboxClaim", claim)}

@@ -183,7 +183,8 @@ func poolOptions(o *Options) sandboxwarmpool.Options {
 // the tracer.
 func claimOptions(o *Options) sandboxclaim.Options {
 	return sandboxclaim.Options{
-		Workers: o.SandboxClaimWorkers,
+		Workers:           o.SandboxClaimWorkers,
+		ResizeGiveUpAfter: o.SandboxClaimResizeGiveUp,
 		// --disable-claim-observability-annotations needs nothing: off is the default, and
 		// Validate refuses it together with --claim-observability-annotations.
 		ObservabilityAnnotations: o.ClaimObservabilityAnnotations,

@@ -48,8 +48,11 @@ type Options struct {
 	// progress may wait to be written together with the next change.
 	SandboxStatusCoalesceWindow time.Duration
 	SandboxClaimWorkers         int
-	SandboxWarmPoolWorkers      int
-	SandboxTemplateWorkers      int
+	// SandboxClaimResizeGiveUp is how long a claim waits for its warm Sandbox's in-place resize
+	// before it starts a cold one (docs/design/warm-resources.md).
+	SandboxClaimResizeGiveUp time.Duration
+	SandboxWarmPoolWorkers   int
+	SandboxTemplateWorkers   int
 
 	// SandboxWriteBehindWindow holds back the metadata patch of a Sandbox's owned Pod, so that
 	// edits in quick succession cost one write; 0 (the default) patches at once.
@@ -134,6 +137,7 @@ func NewOptions() *Options {
 		SandboxWorkers:                       sandbox.DefaultWorkers,
 		SandboxStatusCoalesceWindow:          sandbox.DefaultStatusCoalesceWindow,
 		SandboxClaimWorkers:                  claim.Workers,
+		SandboxClaimResizeGiveUp:             claim.ResizeGiveUpAfter,
 		SandboxWarmPoolWorkers:               pool.Workers,
 		SandboxTemplateWorkers:               template.Workers,
 		WarmPoolMaxBatchSize:                 pool.MaxBatchSize,
@@ -173,6 +177,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SandboxStatusCoalesceWindow, "sandbox-status-coalesce-window", o.SandboxStatusCoalesceWindow,
 		"How long a Sandbox status change that only reports start-up progress (Pod pending or scheduled, not Ready) may wait to be written with the next change; 0 writes every change at once.")
 	fs.IntVar(&o.SandboxClaimWorkers, "sandbox-claim-concurrent-workers", o.SandboxClaimWorkers, "SandboxClaims reconciled in parallel.")
+	fs.DurationVar(&o.SandboxClaimResizeGiveUp, "sandbox-claim-resize-give-up", o.SandboxClaimResizeGiveUp, "How long a claim waits for its warm Sandbox's in-place resize (deferred by the node, or in progress) before it discards the Sandbox and starts a cold one.")
 	fs.IntVar(&o.SandboxWarmPoolWorkers, "sandbox-warm-pool-concurrent-workers", o.SandboxWarmPoolWorkers, "SandboxWarmPools reconciled in parallel.")
 	fs.IntVar(&o.SandboxTemplateWorkers, "sandbox-template-concurrent-workers", o.SandboxTemplateWorkers, "SandboxTemplates reconciled in parallel.")
 	fs.DurationVar(&o.SandboxWriteBehindWindow, "sandbox-write-behind-window", o.SandboxWriteBehindWindow, "Hold back the metadata patch of a Sandbox's existing Pod this long after a change is first seen, to coalesce edits (capped at 1s); 0 patches at once.")
@@ -254,6 +259,7 @@ func (o *Options) Validate() error {
 	}
 	for flagName, d := range map[string]time.Duration{
 		"sandbox-warm-pool-readiness-grace-period":         o.WarmPoolReadinessGracePeriod,
+		"sandbox-claim-resize-give-up":                     o.SandboxClaimResizeGiveUp,
 		"sandbox-warm-pool-unschedulable-recheck-interval": o.WarmPoolUnschedulableRecheckInterval,
 	} {
 		if d <= 0 {

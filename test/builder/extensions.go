@@ -99,6 +99,12 @@ func (w *TemplateWrapper) EnvVarsInjectionPolicy(p extensionsv1beta1.EnvVarsInje
 	return w
 }
 
+// Resources sets the first container's resources.
+func (w *TemplateWrapper) Resources(r corev1.ResourceRequirements) *TemplateWrapper {
+	w.t.Spec.PodTemplate.Spec.Containers[0].Resources = r
+	return w
+}
+
 // VolumeClaimTemplatesPolicy sets spec.volumeClaimTemplatesPolicy.
 func (w *TemplateWrapper) VolumeClaimTemplatesPolicy(p extensionsv1beta1.VolumeClaimTemplatesPolicy) *TemplateWrapper {
 	w.t.Spec.VolumeClaimTemplatesPolicy = p

@@ -89,3 +89,22 @@ func (s *Sandbox) CannotHostSandboxd() *metav1.Condition {
 	}
 	return ready
 }
+
+// SandboxConditionResized exists on Sandboxes with InPlaceResizeAnnotation: True when the Pod
+// runs with the CPU and memory spec.podTemplate gives its containers, False while a resize is
+// being applied or when the node refused it.
+const SandboxConditionResized = "Resized"
+
+// Reasons of the Resized condition. Deferred and Infeasible are the kubelet's reasons of the
+// Pod's PodResizePending condition; the message carries the kubelet's.
+const (
+	SandboxReasonResized          = "Resized"
+	SandboxReasonResizeInProgress = "ResizeInProgress"
+	SandboxReasonResizeDeferred   = "ResizeDeferred"
+	SandboxReasonResizeInfeasible = "ResizeInfeasible"
+	// SandboxReasonResizeFailed: the API server refused the resize, or the kubelet reported an
+	// error applying it.
+	SandboxReasonResizeFailed = "ResizeFailed"
+	// SandboxReasonResizeUnknown: there is no running Pod to resize.
+	SandboxReasonResizeUnknown = "ResizeUnknown"
+)

@@ -124,3 +124,14 @@ const (
 func SuspendedForIdle(reason string) bool {
 	return reason == SuspendReasonIdle || reason == SuspendReasonIdleNoWake
 }
+
+// In-place resize (docs/design/warm-resources.md).
+const (
+	// InPlaceResizeAnnotation ("true") on a Sandbox has the Sandbox controller carry changes of
+	// its spec.podTemplate containers' CPU and memory to the running Pod through the Pod's resize
+	// subresource, without a restart, and report the outcome as the Resized condition. Without
+	// it, as upstream, a template edit reaches only the next Pod. Pools with
+	// paddock.dev/idle-cpu or paddock.dev/idle-memory stamp it on their members; a claim that
+	// adopts a member and changes its resources stamps it too.
+	InPlaceResizeAnnotation = "paddock.dev/in-place-resize"
+)

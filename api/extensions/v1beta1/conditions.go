@@ -77,10 +77,32 @@ const (
 	// PoolReasonAutosizeInvalid: an autosize annotation has a value the controller cannot use;
 	// the message names it and the fix.
 	PoolReasonAutosizeInvalid = "InvalidAutosizeAnnotation"
+	// PoolReasonInvalidWarmResources: paddock.dev/idle-cpu or paddock.dev/idle-memory is not a
+	// quantity above zero; the message names it. No member is created until it is fixed.
+	PoolReasonInvalidWarmResources = "InvalidWarmResources"
 	// PoolReasonScaleWriteFailed: writing spec.replicas through the scale subresource failed.
 	PoolReasonScaleWriteFailed = "ScaleWriteFailed"
 	// PoolReasonMembersIncompatible: members' Sandboxes report ImageIncompatible or
 	// InjectionInvalid; they are held rather than replaced (a replacement would fail the same
 	// way) until the template changes.
 	PoolReasonMembersIncompatible = "MembersIncompatible"
+)
+
+// ClaimConditionResized exists on claims served by a warm Sandbox that had to be resized (pool
+// annotations paddock.dev/idle-cpu, idle-memory, or a claim choosing paddock.dev/cpu, memory), and
+// on claims that gave such a Sandbox up: it mirrors the Sandbox's Resized condition. The claim is
+// not Ready before it is True.
+const ClaimConditionResized = "Resized"
+
+// Reasons of the Resized condition that the claim controller sets itself; others are the
+// Sandbox's (agents v1beta1 SandboxReasonResize*).
+const (
+	// ClaimReasonResizeFellBack: the node could not fit the resize (Infeasible, or Deferred for
+	// longer than the controller waits) or refused it; the warm Sandbox was deleted and a cold
+	// one created, which the scheduler places where it fits.
+	ClaimReasonResizeFellBack = "ResizeFellBack"
+	// ClaimReasonResourcesOutOfBounds: the claim's paddock.dev/cpu or paddock.dev/memory is not
+	// a quantity, or above its pool's bounds; the message names the annotation and the bound. Also
+	// a Ready reason: the claim gets no Sandbox until it is fixed.
+	ClaimReasonResourcesOutOfBounds = "ResourcesOutOfBounds"
 )

@@ -78,3 +78,30 @@ const (
 	AutosizeDefaultHeadroom = 1
 	AutosizeLimit           = 10000
 )
+
+// Warm resources (docs/design/warm-resources.md): annotations on a SandboxWarmPool that let its
+// unclaimed members wait small and be resized in place when claimed, and let claims choose CPU
+// and memory within the pool's bounds. Values are Kubernetes quantities above zero. They size
+// the first container of the template (the one running the sandbox's workload); the limits the
+// template sets follow so that the Pod's QoS class never changes, which in-place resize forbids.
+// config/admission/warm-resources-policy.yaml checks them at admission.
+const (
+	// IdleCPUAnnotation is the CPU request an unclaimed member waits with; when claimed it is
+	// resized in place to the template's, or its claim's, CPU.
+	IdleCPUAnnotation = "paddock.dev/idle-cpu"
+	// IdleMemoryAnnotation is the memory request an unclaimed member waits with.
+	IdleMemoryAnnotation = "paddock.dev/idle-memory"
+	// ClaimCPUMaxAnnotation is the most CPU a claim of the pool may ask for (CPUAnnotation);
+	// without it claims of the pool may not choose their CPU.
+	ClaimCPUMaxAnnotation = "paddock.dev/claim-cpu-max"
+	// ClaimMemoryMaxAnnotation is the most memory a claim of the pool may ask for.
+	ClaimMemoryMaxAnnotation = "paddock.dev/claim-memory-max"
+)
+
+// Annotations on a SandboxClaim (and keys of an E2B create's metadata) choosing the Sandbox's
+// resources within its pool's bounds: the first container's request, and its limit where the
+// template sets one.
+const (
+	CPUAnnotation    = "paddock.dev/cpu"
+	MemoryAnnotation = "paddock.dev/memory"
+)

@@ -295,6 +295,8 @@ type observation struct {
 	// podPatchWait is how long it is still held back.
 	podPatchPending bool
 	podPatchWait    time.Duration
+	// resizeRefused says why the API server refused to resize the Pod in place; "" when it did not.
+	resizeRefused string
 	// credentialsMissing is set when the credentials Secret could not be made sure of.
 	credentialsMissing bool
 	errs               []error

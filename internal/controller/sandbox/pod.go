@@ -2,11 +2,13 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +19,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/kube"
 	"github.com/paddock-dev/paddock/internal/naming"
 	"github.com/paddock-dev/paddock/internal/podmeta"
+	"github.com/paddock-dev/paddock/internal/podresize"
 )
 
 // reconcilePod finds the Sandbox's Pod and creates, adopts, relabels or deletes it according to
@@ -142,6 +145,9 @@ func (r *Reconciler) runPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod 
 		if err := r.syncPodMetadata(ctx, sb, pod, obs); err != nil {
 			return err
 		}
+		if err := r.resizePod(ctx, sb, pod, obs); err != nil {
+			return err
+		}
 	}
 	obs.podOwned = true
 	setPodNameAnnotation(sb, pod.Name)
@@ -219,4 +225,43 @@ func emptyToNil(m map[string]string) map[string]string {
 		return nil
 	}
 	return m
+}
+
+// resizePod carries the CPU and memory of spec.podTemplate's containers to the running Pod through
+// its resize subresource, without a restart, on Sandboxes marked for it
+// (InPlaceResizeAnnotation). One patch names every container that differs; the kubelet's answer
+// is read from the Pod's status (the Resized condition). A refusal by the API server (a resize
+// that would change the Pod's QoS class, a container that cannot be resized) is reported in that
+// condition rather than as a failed pass: it needs a new spec, not a retry.
+func (r *Reconciler) resizePod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod, obs *observation) error {
+	if !resizesInPlace(sb) || !pod.DeletionTimestamp.IsZero() || podFinished(pod) || podresize.Differing(pod, sb.Spec.PodTemplate.Spec.Containers) == "" {
+		return nil
+	}
+	var containers []map[string]any
+	for _, c := range sb.Spec.PodTemplate.Spec.Containers {
+		containers = append(containers, map[string]any{"name": c.Name, "resources": c.Resources})
+	}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"containers": containers}})
+	if err != nil {
+		return fmt.Errorf("encoding the resize of pod %q: %w", pod.Name, err)
+	}
+	err = r.client.SubResource("resize").Patch(ctx, pod, client.RawPatch(types.StrategicMergePatchType, patch))
+	switch {
+	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
+		obs.resizeRefused = fmt.Sprintf("the API server refused to resize pod %q in place: %v", pod.Name, err)
+		return nil
+	case err != nil:
+		return fmt.Errorf("resizing pod %q in place: %w", pod.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("Resized pod in place", "pod", klog.KObj(pod))
+	return nil
+}
+
+// resizesInPlace reports whether the Sandbox's resource changes reach its running Pod.
+func resizesInPlace(sb *agentsv1beta1.Sandbox) bool {
+	return sb.Annotations[agentsv1beta1.InPlaceResizeAnnotation] == "true"
+}
+
+func podFinished(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }

@@ -14,6 +14,7 @@ import (
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/blueprint"
+	"github.com/paddock-dev/paddock/internal/podresize"
 )
 
 // Messages of the conditions, part of the observable API.
@@ -42,7 +43,31 @@ func computeStatus(sb *agentsv1beta1.Sandbox, obs *observation, clusterDomain st
 	setPodScheduled(sb, obs)
 	setFinished(sb, obs)
 	setEgressPolicy(sb, obs)
+	setResized(sb, obs)
 	setChildFields(sb, obs, clusterDomain)
+}
+
+// setResized reports, on Sandboxes that resize in place, whether the Pod runs with the resources
+// spec.podTemplate gives its containers (podresize.Observe). It is absent on other Sandboxes.
+func setResized(sb *agentsv1beta1.Sandbox, obs *observation) {
+	if !resizesInPlace(sb) {
+		meta.RemoveStatusCondition(&sb.Status.Conditions, agentsv1beta1.SandboxConditionResized)
+		return
+	}
+	pod := obs.ownedPod()
+	switch {
+	case obs.resizeRefused != "":
+		setCondition(sb, agentsv1beta1.SandboxConditionResized, metav1.ConditionFalse, agentsv1beta1.SandboxReasonResizeFailed, obs.resizeRefused)
+	case pod == nil || !pod.DeletionTimestamp.IsZero() || podFinished(pod):
+		setCondition(sb, agentsv1beta1.SandboxConditionResized, metav1.ConditionUnknown, agentsv1beta1.SandboxReasonResizeUnknown, "there is no running Pod to resize")
+	default:
+		out := podresize.Observe(pod, sb.Spec.PodTemplate.Spec.Containers)
+		status := metav1.ConditionFalse
+		if out.Done() {
+			status = metav1.ConditionTrue
+		}
+		setCondition(sb, agentsv1beta1.SandboxConditionResized, status, out.Reason, out.Message)
+	}
 }
 
 func setCondition(sb *agentsv1beta1.Sandbox, condType string, status metav1.ConditionStatus, reason, message string) {

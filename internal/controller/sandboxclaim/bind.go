@@ -33,6 +33,9 @@ func (r *Reconciler) bind(ctx context.Context, claim *extensionsv1beta1.SandboxC
 	if err != nil {
 		return nil, "", err
 	}
+	if err := checkResources(claim, pool); err != nil {
+		return nil, "", err
+	}
 	// A claim with env goes warm only through claim settings (claimsettings.go).
 	if len(claim.Spec.VolumeClaimTemplates) == 0 && r.servesWarm(claim, tpl) {
 		sb, networkPending, err := r.adoptWarm(ctx, claim, pool, tpl)

@@ -86,7 +86,7 @@ func warmSettings(c *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.Sand
 // one with env only through claim settings, which need the credentials key. A claim that fell
 // back to a cold Sandbox never tries a warm one again.
 func (r *Reconciler) servesWarm(c *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.SandboxTemplate) bool {
-	if r.settingsFellBack(c) {
+	if r.settingsFellBack(c) || r.resizeFellBack(c) {
 		return false
 	}
 	if len(c.Spec.Env) == 0 {
@@ -117,7 +117,7 @@ func (r *Reconciler) deliverClaimSettings(ctx context.Context, c *extensionsv1be
 		return sb, bindErr
 	}
 	if r.settingsFellBack(c) {
-		return nil, r.discardWarm(ctx, c, sb)
+		return nil, r.discardWarm(ctx, c, sb, "could not take the claim's env")
 	}
 	if r.alreadyDelivered(c) {
 		return sb, nil
@@ -161,17 +161,18 @@ func (r *Reconciler) deliverClaimSettings(ctx context.Context, c *extensionsv1be
 	mem.fellBack = &metav1.Condition{Type: extensionsv1beta1.ClaimConditionSettingsDelivered, Status: metav1.ConditionFalse,
 		ObservedGeneration: c.Generation, Reason: reason, Message: msg}
 	r.event(c, corev1.EventTypeWarning, reason, "Adoption", msg)
-	return nil, errors.Join(&settingsError{reason: reason, msg: msg}, r.discardWarm(ctx, c, sb))
+	return nil, errors.Join(&settingsError{reason: reason, msg: msg}, r.discardWarm(ctx, c, sb, "could not take the claim's env"))
 }
 
 // discardWarm deletes a warm Sandbox the claim gave up on; the claim's next passes create a cold
 // one once the cache no longer shows it. The preconditions make sure the delete hits the Sandbox
-// this pass saw; on a conflict the next pass, which still finds it bound, tries again.
-func (r *Reconciler) discardWarm(ctx context.Context, c *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) error {
+// this pass saw; on a conflict the next pass, which still finds it bound, tries again. why says
+// what the Sandbox could not do.
+func (r *Reconciler) discardWarm(ctx context.Context, c *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox, why string) error {
 	if err := r.client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID, ResourceVersion: &sb.ResourceVersion}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-		return fmt.Errorf("deleting warm Sandbox %q of claim %q after claim settings failed: %w", sb.Name, c.Name, err)
+		return fmt.Errorf("deleting warm Sandbox %q of claim %q, which %s: %w", sb.Name, c.Name, why, err)
 	}
-	return newError(errCreatePending, "warm Sandbox %q could not take the claim's env and is being deleted; a cold Sandbox follows", sb.Name)
+	return newError(errCreatePending, "warm Sandbox %q %s and is being deleted; a cold Sandbox follows", sb.Name, why)
 }
 
 // permanentError is a claim that cannot be served warm any more, whatever sandboxd would answer.

@@ -44,6 +44,10 @@ type Options struct {
 	Queue *warmqueue.Queues
 	// ClaimSettings configure binding warm sandboxd Sandboxes to their claims (claimsettings.go).
 	ClaimSettings ClaimSettingsOptions
+	// ResizeGiveUpAfter is how long a claim waits for its warm Sandbox's in-place resize (one the
+	// node defers, or that is still in progress) before it discards the Sandbox and starts a cold
+	// one (resize.go); DefaultResizeGiveUpAfter when zero. An Infeasible resize falls back at once.
+	ResizeGiveUpAfter time.Duration
 	// CredentialsKey derives each Sandbox's control token (internal/credentials), with which the
 	// controller binds a warm sandboxd member to its claim; nil (--sandbox-credentials=false)
 	// serves claims with env cold and cannot unlock locked members.
@@ -61,7 +65,9 @@ type Options struct {
 const DefaultWorkers = 50
 
 // DefaultOptions returns the defaults New applies to zero options.
-func DefaultOptions() Options { return Options{Workers: DefaultWorkers, Clock: clock.RealClock{}} }
+func DefaultOptions() Options {
+	return Options{Workers: DefaultWorkers, Clock: clock.RealClock{}, ResizeGiveUpAfter: DefaultResizeGiveUpAfter}
+}
 
 // Requeue intervals.
 const (
@@ -109,6 +115,14 @@ type claimMemory struct {
 	// fellBack is the SettingsFailed condition of a claim that gave up on its warm Sandbox, so
 	// that a pass on a cache without it neither tries warm again nor drops it.
 	fellBack *metav1.Condition
+	// resizeWaitingSince is when the claim began waiting for its warm Sandbox's in-place resize;
+	// zero when it is not waiting (resize.go).
+	resizeWaitingSince time.Time
+	// resized marks a claim whose warm Sandbox was resized, so that it is not waited for again.
+	resized bool
+	// resizeFellBack is the ResizeFellBack condition of a claim that gave up on its warm Sandbox
+	// because the node could not resize it, kept like fellBack.
+	resizeFellBack *metav1.Condition
 }
 
 // memories holds each claim's memory by UID.
@@ -148,6 +162,9 @@ func New(c client.Client, recorder events.EventRecorder, opts Options) (*Reconci
 	if opts.Queue == nil {
 		opts.Queue = warmqueue.New()
 	}
+	if opts.ResizeGiveUpAfter <= 0 {
+		opts.ResizeGiveUpAfter = DefaultResizeGiveUpAfter
+	}
 	if opts.ClaimSettings.GiveUpAfter <= 0 {
 		opts.ClaimSettings.GiveUpAfter = defaultSettingsGiveUp
 	}
@@ -179,6 +196,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	sb, launch, bindErr := r.bind(ctx, claim)
 	sb, bindErr = r.deliverClaimSettings(ctx, claim, sb, bindErr) // claim settings; a no-op unless warm sandboxd
+	sb, bindErr = r.awaitResize(ctx, claim, sb, bindErr)          // in-place resize; a no-op unless warm and resized
 	if wait := (*warmWait)(nil); errors.As(bindErr, &wait) {
 		return ctrl.Result{RequeueAfter: wait.retryAfter}, nil
 	}
@@ -221,6 +239,12 @@ func (r *Reconciler) result(ctx context.Context, claim *extensionsv1beta1.Sandbo
 	case errors.Is(bindErr, errCreatePending):
 		after(createPendingRetry)
 		return res, nil
+	case errors.As(bindErr, new(*resizeError)):
+		// The Sandbox's resize brings the next pass; this one only bounds the wait.
+		var re *resizeError
+		errors.As(bindErr, &re)
+		after(re.giveUpIn)
+		return res, nil
 	case suppressed(bindErr):
 		// A user error: in the claim's status, not retried; the claim's watch brings the fix.
 		return kube.Result(ctx, res, reconcile.TerminalError(bindErr))
@@ -239,6 +263,9 @@ func (r *Reconciler) observe(claim *extensionsv1beta1.SandboxClaim) {
 // from the cache does not show it yet: the status written from this view must keep it.
 func (r *Reconciler) recallFallback(claim *extensionsv1beta1.SandboxClaim) {
 	if fellBack := r.memory.of(claim.UID).fellBack; fellBack != nil && !fallbackRecorded(claim) {
+		meta.SetStatusCondition(&claim.Status.Conditions, *fellBack)
+	}
+	if fellBack := r.memory.of(claim.UID).resizeFellBack; fellBack != nil && !resizeFallbackRecorded(claim) {
 		meta.SetStatusCondition(&claim.Status.Conditions, *fellBack)
 	}
 }

@@ -14,6 +14,7 @@ var (
 	errTemplateNotFound = errors.New("template not found")
 	errCreatePending    = errors.New("sandbox create pending")
 	errNotControlled    = errors.New("sandbox not controlled by claim")
+	errOutOfBounds      = errors.New("claim resources out of bounds")
 )
 
 // claimError is an error of a known kind whose message is meant for the claim's status.
@@ -38,11 +39,21 @@ type settingsError struct {
 
 func (e *settingsError) Error() string { return e.msg }
 
+// resizeError is a pass whose warm Sandbox is not resized yet, or was given up; reason is the
+// claim's Ready and Resized reason. giveUpIn is when a waiting claim gives up.
+type resizeError struct {
+	reason   string
+	msg      string
+	giveUpIn time.Duration
+}
+
+func (e *resizeError) Error() string { return e.msg }
+
 // suppressed errors wait for the user to change something: retrying with backoff cannot help,
 // and the claim's watch brings the next pass when they do.
 func suppressed(err error) bool {
 	for _, target := range []error{blueprint.ErrInvalidMetadata, blueprint.ErrEnvInjectionRejected,
-		blueprint.ErrVolumeClaimTemplates, errNotControlled} {
+		blueprint.ErrVolumeClaimTemplates, errNotControlled, errOutOfBounds} {
 		if errors.Is(err, target) {
 			return true
 		}

@@ -106,4 +106,3 @@ func launchTypeOf(sb *agentsv1beta1.Sandbox) string {
 	}
 	return agentsv1beta1.LaunchTypeCold
 }
-

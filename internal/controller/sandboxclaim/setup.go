@@ -65,6 +65,7 @@ func boundSandboxChanged(e event.UpdateEvent) bool {
 		!slices.Equal(o.Status.PodIPs, n.Status.PodIPs) ||
 		conditionMoved(o, n, agentsv1beta1.SandboxConditionReady) ||
 		conditionMoved(o, n, agentsv1beta1.SandboxConditionFinished) ||
+		resizeObserved(o, n) ||
 		!equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences)
 }
 
@@ -77,6 +78,14 @@ func conditionMoved(o, n *agentsv1beta1.Sandbox, condType string) bool {
 		return a != b
 	}
 	return a.Status != b.Status || a.Reason != b.Reason || a.Message != b.Message
+}
+
+// resizeObserved reports whether the Resized condition moved or now speaks of another generation:
+// after an adoption a claim waits for the condition of the adopted generation, which may read
+// exactly like the member's before it (resize.go).
+func resizeObserved(o, n *agentsv1beta1.Sandbox) bool {
+	a, b := meta.FindStatusCondition(o.Status.Conditions, agentsv1beta1.SandboxConditionResized), meta.FindStatusCondition(n.Status.Conditions, agentsv1beta1.SandboxConditionResized)
+	return conditionMoved(o, n, agentsv1beta1.SandboxConditionResized) || (a != nil && b != nil && a.ObservedGeneration != b.ObservedGeneration)
 }
 
 // warmQueueEvents keeps the in-memory queue of adoptable members in step with the cache. It

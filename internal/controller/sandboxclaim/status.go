@@ -21,6 +21,7 @@ func setStatus(claim *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox,
 	setReady(claim, sb, err)
 	setFinished(claim, sb)
 	setSettingsDelivered(claim, sb, err)
+	setResized(claim, sb, err)
 	switch {
 	case sb != nil:
 		claim.Status.Sandbox = extensionsv1beta1.SandboxClaimSandboxStatus{Name: sb.Name, PodIPs: sb.Status.PodIPs}
@@ -54,9 +55,14 @@ func setReady(claim *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox, 
 // reasonFor maps an error of a pass to the claim's Ready reason and message.
 func reasonFor(err error) (reason, message string) {
 	var settings *settingsError
+	var resize *resizeError
 	switch {
 	case errors.As(err, &settings):
 		return settings.reason, settings.msg
+	case errors.As(err, &resize):
+		return resize.reason, resize.msg
+	case errors.Is(err, errOutOfBounds):
+		return extensionsv1beta1.ClaimReasonResourcesOutOfBounds, err.Error()
 	case errors.Is(err, errWarmPoolNotFound):
 		return extensionsv1beta1.ClaimReasonWarmPoolNotFound, err.Error()
 	case errors.Is(err, errTemplateNotFound):

@@ -15,6 +15,7 @@ import (
 
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/kube"
+	"github.com/paddock-dev/paddock/internal/podresize"
 	"github.com/paddock-dev/paddock/internal/warmpool"
 )
 
@@ -38,6 +39,9 @@ func (r *Reconciler) creationBlocker(ctx context.Context, pool *extensionsv1beta
 		return creation{extensionsv1beta1.PoolReasonNameTooLong, fmt.Sprintf(
 			"member names %q plus %d characters are %d long, over the %d a Sandbox's Pod and Service names allow; rename the pool to at most %d characters",
 			pool.Name+"-", memberSuffixLen, n, validation.DNS1035LabelMaxLength, validation.DNS1035LabelMaxLength-1-memberSuffixLen)}, nil
+	}
+	if _, err := podresize.Idle(pool.Annotations); err != nil {
+		return creation{extensionsv1beta1.PoolReasonInvalidWarmResources, err.Error() + " (docs/design/warm-resources.md)"}, nil
 	}
 	if tpl == nil || tpl.Spec.PodTemplate.Spec.RuntimeClassName == nil {
 		return creation{}, nil

@@ -16,6 +16,7 @@ import (
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/blueprint"
+	"github.com/paddock-dev/paddock/internal/podresize"
 	"github.com/paddock-dev/paddock/internal/warmpool"
 )
 
@@ -140,6 +141,8 @@ func (r *Reconciler) createMembers(ctx context.Context, pool *extensionsv1beta1.
 	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}.String()
 	r.expectations.ExpectCreates(key, n)
 	sent := 0
+	idle, _ := podresize.Idle(pool.Annotations) // creationBlocker refuses bad values before any create
+	opts := blueprint.PoolOptions{SafeToEvict: r.opts.SafeToEvict, Idle: idle}
 	for _, size := range warmpool.Batches(n) {
 		var (
 			wg   sync.WaitGroup
@@ -148,7 +151,7 @@ func (r *Reconciler) createMembers(ctx context.Context, pool *extensionsv1beta1.
 		)
 		for range size {
 			wg.Go(func() {
-				sb := blueprint.PoolMember(pool, tpl, blueprint.PoolOptions{SafeToEvict: r.opts.SafeToEvict})
+				sb := blueprint.PoolMember(pool, tpl, opts)
 				err := r.createNamed(ctx, sb)
 				if err == nil {
 					r.expectations.Created(key, sb.UID)

@@ -21,6 +21,7 @@ import (
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/activity"
 	"github.com/paddock-dev/paddock/internal/httpjson"
+	"github.com/paddock-dev/paddock/internal/podresize"
 )
 
 // create serves POST /sandboxes: parse the body once, find the template's pool, create the claim,
@@ -53,6 +54,11 @@ func (f *FrontDoor) create(w http.ResponseWriter, r *http.Request, ns string) {
 		return
 	}
 	claim, err := f.createClaim(r.Context(), ns, pool, req)
+	if apierrors.IsInvalid(err) {
+		// Admission refused the claim (the warm-resources policy names the metadata key at fault).
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	if err != nil {
 		f.internal(w, err)
 		return
@@ -94,6 +100,9 @@ type createRequest struct {
 	env []extensionsv1beta1.EnvVar
 	// network are the claim's egress annotations (networkAnnotations), nil for none.
 	network map[string]string
+	// resources are the metadata keys paddock.dev/cpu and paddock.dev/memory, which choose the
+	// sandbox's resources within its pool's bounds (docs/design/warm-resources.md).
+	resources map[string]string
 }
 
 // parseCreate checks a create body and returns what it asks for, or an error naming the field.
@@ -121,6 +130,17 @@ func parseCreate(body e2bapi.CreateRequest) (createRequest, error) {
 			return req, fmt.Errorf("encoding metadata: %w", err)
 		}
 		req.metadata = string(b)
+	}
+	for _, k := range []string{extensionsv1beta1.CPUAnnotation, extensionsv1beta1.MemoryAnnotation} {
+		if v, ok := body.Metadata[k]; ok {
+			if req.resources == nil {
+				req.resources = map[string]string{}
+			}
+			req.resources[k] = v
+		}
+	}
+	if _, err := podresize.Requested(req.resources); err != nil {
+		return req, fmt.Errorf("metadata: %w", err)
 	}
 	for k, v := range body.EnvVars {
 		if k == "" {
@@ -158,7 +178,8 @@ func (req createRequest) idlePolicy() activity.Policy {
 }
 
 // newClaim builds the SandboxClaim for an E2B create: named by the sandbox ID, from pool, with the
-// metadata and template ID in annotations, envVars as env (served warm through claim settings when
+// metadata and template ID in annotations (and the metadata keys paddock.dev/cpu and memory as the
+// claim's own annotations), envVars as env (served warm through claim settings when
 // the pool's template opts in), and the timeout as an expiry that deletes the claim.
 // With autoPause the timeout is the claim's idle timeout instead, and the claim never expires.
 func newClaim(namespace, id, pool string, req createRequest, now time.Time) *extensionsv1beta1.SandboxClaim {
@@ -179,6 +200,7 @@ func newClaim(namespace, id, pool string, req createRequest, now time.Time) *ext
 		c.Annotations[e2bapi.MetadataAnnotation] = req.metadata
 	}
 	maps.Copy(c.Annotations, req.network)
+	maps.Copy(c.Annotations, req.resources)
 	return c
 }
 

@@ -55,6 +55,7 @@ func TestParseCreateRefusesWithTheField(t *testing.T) {
 		{"timeout beyond the bound", e2bapi.CreateRequest{Timeout: ptr.To[int64](maxTimeoutSeconds + 1)}, "timeout"},
 		{"autoResume without autoPause", e2bapi.CreateRequest{AutoResume: &e2bapi.AutoResumeOptions{Enabled: &on}}, "autoPause"},
 		{"unnamed env var", e2bapi.CreateRequest{EnvVars: map[string]string{"": "x"}}, "envVars"},
+		{"cpu not a quantity", e2bapi.CreateRequest{Metadata: map[string]string{"paddock.dev/cpu": "fast"}}, "metadata: metadata.annotations[paddock.dev/cpu]: fast is not a quantity"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := parseCreate(tc.body); err == nil || !strings.Contains(err.Error(), tc.field) {
@@ -113,5 +114,22 @@ func TestAutoPauseMakesTheTimeoutAnIdleTimeout(t *testing.T) {
 				t.Errorf("endAt %s, want the creation plus the timeout while nothing was recorded", d.EndAt)
 			}
 		})
+	}
+}
+
+// TestCreateChoosesResourcesThroughMetadata: the metadata keys paddock.dev/cpu and memory become
+// the claim's annotations, which its pool's bounds and the in-place resize act on; other metadata
+// stays metadata only.
+func TestCreateChoosesResourcesThroughMetadata(t *testing.T) {
+	req, err := parseCreate(e2bapi.CreateRequest{Metadata: map[string]string{"paddock.dev/cpu": "2", "paddock.dev/memory": "1Gi", "run": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClaim("ns", "abc", "pool", req, time.Now())
+	if c.Annotations[extensionsv1beta1.CPUAnnotation] != "2" || c.Annotations[extensionsv1beta1.MemoryAnnotation] != "1Gi" {
+		t.Errorf("claim annotations %v lack the chosen resources", c.Annotations)
+	}
+	if _, ok := c.Annotations["run"]; ok {
+		t.Errorf("plain metadata became an annotation: %v", c.Annotations)
 	}
 }

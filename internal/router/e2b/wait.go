@@ -17,6 +17,7 @@ import (
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	e2bapi "github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/podresize"
 	"github.com/paddock-dev/paddock/internal/router/headers"
 	"github.com/paddock-dev/paddock/internal/router/resolve"
 )
@@ -118,6 +119,11 @@ func (f *FrontDoor) readySandbox(ctx context.Context, ns, name string, uid types
 	}
 	if _, rerr := resolve.FromSandbox(sb, headers.Target{Namespace: ns, Name: sb.Name, Port: f.cfg.DaemonPort}, f.cfg.Policy); rerr != nil {
 		return nil, rerr.Detail, false
+	}
+	// A warm Sandbox growing to the claim's resources answers before it has them, and may still
+	// be given up for a cold one (docs/design/warm-resources.md): the create waits.
+	if resizing, why := podresize.Resizing(sb); resizing {
+		return nil, why, false
 	}
 	return sb, "", false
 }

@@ -1,0 +1,29 @@
+package v1alpha1
+
+// Condition types of a SandboxSnapshot.
+const (
+	// ConditionCaptured is True once the image holding the capture is stored; False with the
+	// cause while waiting or after a failure.
+	ConditionCaptured = "Captured"
+	// ConditionTemplateReady is True once the SandboxTemplate running the image is published.
+	ConditionTemplateReady = "TemplateReady"
+	// ConditionReady is True when Captured and TemplateReady are.
+	ConditionReady = "Ready"
+)
+
+// Reasons of the snapshot conditions.
+const (
+	ReasonSandboxNotFound      = "SandboxNotFound"
+	ReasonSandboxNotReady      = "SandboxNotReady"
+	ReasonContainerNotFound    = "ContainerNotFound"
+	ReasonStorageNotConfigured = "StorageNotConfigured"
+	ReasonCaptureRunning       = "CaptureRunning"
+	ReasonCaptureFailed        = "CaptureFailed"
+	// ReasonCaptureLost: the capture Pod vanished or was evicted before it reported a result.
+	ReasonCaptureLost       = "CaptureLost"
+	ReasonCaptured          = "Captured"
+	ReasonTemplatePending   = "TemplatePending"
+	ReasonTemplateConflict  = "TemplateConflict"
+	ReasonTemplatePublished = "TemplatePublished"
+	ReasonReady             = "Ready"
+)

@@ -13,17 +13,23 @@ const (
 
 // Reasons of the snapshot conditions.
 const (
-	ReasonSandboxNotFound      = "SandboxNotFound"
-	ReasonSandboxNotReady      = "SandboxNotReady"
-	ReasonContainerNotFound    = "ContainerNotFound"
-	ReasonStorageNotConfigured = "StorageNotConfigured"
-	ReasonCaptureRunning       = "CaptureRunning"
-	ReasonCaptureFailed        = "CaptureFailed"
+	ReasonSandboxNotFound   = "SandboxNotFound"
+	ReasonSandboxNotReady   = "SandboxNotReady"
+	ReasonContainerNotFound = "ContainerNotFound"
+	// ReasonCaptureNotConfigured: the controller runs without a repository or capture image.
+	ReasonCaptureNotConfigured = "CaptureNotConfigured"
+	// ReasonSourceTemplateNotFound: the Sandbox names a SandboxTemplate that no longer exists, so
+	// the spec to publish is unknown (the Sandbox's own may hold a claim's settings).
+	ReasonSourceTemplateNotFound = "SourceTemplateNotFound"
+	ReasonCaptureRunning         = "CaptureRunning"
+	ReasonCaptureFailed          = "CaptureFailed"
 	// ReasonCaptureLost: the capture Pod vanished or was evicted before it reported a result.
-	ReasonCaptureLost       = "CaptureLost"
-	ReasonCaptured          = "Captured"
-	ReasonTemplatePending   = "TemplatePending"
-	ReasonTemplateConflict  = "TemplateConflict"
+	ReasonCaptureLost      = "CaptureLost"
+	ReasonCaptured         = "Captured"
+	ReasonTemplatePending  = "TemplatePending"
+	ReasonTemplateConflict = "TemplateConflict"
+	// ReasonTemplateMissing: the published template was deleted; the image remains.
+	ReasonTemplateMissing   = "TemplateMissing"
 	ReasonTemplatePublished = "TemplatePublished"
 	ReasonReady             = "Ready"
 )

@@ -11,6 +11,8 @@ const (
 	SnapshotNamespaceAnnotation = "snapshots.paddock.dev/namespace"
 	// SnapshotNameAnnotation on a capture Pod names the snapshot.
 	SnapshotNameAnnotation = "snapshots.paddock.dev/name"
+	// SnapshotContainerAnnotation on a capture Pod names the source container it captures.
+	SnapshotContainerAnnotation = "snapshots.paddock.dev/container"
 )
 
 // Finalizer keeps a snapshot until its capture Pod, which no owner reference collects, is gone.

@@ -21,13 +21,12 @@ const captureContainerName = "capture"
 
 // source is what the controller observed of the Sandbox to capture.
 type source struct {
-	nodeName       string
-	containerID    string // without the "containerd://" scheme
-	containerName  string
-	runtimeClass   string
-	baseImage      string // the image the container runs, by digest when the node reports one
-	templateSpec   extensionsv1beta1.SandboxTemplateSpec
-	fromTemplateOf string // the SandboxTemplate the spec was copied from; empty for the Sandbox's own
+	nodeName      string
+	containerID   string // without the "containerd://" scheme
+	containerName string
+	runtimeClass  string
+	baseImage     string // the image the container runs, by digest when the node reports one
+	templateSpec  extensionsv1beta1.SandboxTemplateSpec
 }
 
 // capturePodName is the capture Pod of snap in the controller's namespace.

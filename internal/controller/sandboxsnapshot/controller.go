@@ -87,7 +87,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) advance(ctx context.Context, snap *snapshotsv1alpha1.SandboxSnapshot) (ctrl.Result, error) {
 	switch snap.Status.Phase {
 	case snapshotsv1alpha1.SnapshotPhaseReady:
-		return r.publish(ctx, snap)
+		return r.publish(ctx, snap, true)
 	case snapshotsv1alpha1.SnapshotPhaseFailed:
 		return ctrl.Result{}, r.deleteCapturePod(ctx, snap)
 	}
@@ -170,7 +170,7 @@ func (r *Reconciler) observeCapture(ctx context.Context, snap *snapshotsv1alpha1
 			setFailed(snap, r.now(), snapshotsv1alpha1.ReasonCaptureFailed, fmt.Sprintf("capture Pod %s: %s", name, res.Error))
 		default:
 			setCaptured(snap, r.now(), res.Image, res.SizeBytes, res.PausedMilliseconds)
-			return r.publish(ctx, snap)
+			return r.publish(ctx, snap, false)
 		}
 		return ctrl.Result{}, nil
 	case corev1.PodFailed:
@@ -191,9 +191,11 @@ func (r *Reconciler) observeCapture(ctx context.Context, snap *snapshotsv1alpha1
 	return ctrl.Result{RequeueAfter: r.opts.PollInterval}, nil
 }
 
-// publish makes sure the SandboxTemplate of a captured snapshot exists, then removes the
-// capture Pod, whose annotation held the spec to publish.
-func (r *Reconciler) publish(ctx context.Context, snap *snapshotsv1alpha1.SandboxSnapshot) (ctrl.Result, error) {
+// publish makes sure the SandboxTemplate of a captured snapshot exists, then, with cleanup,
+// removes the capture Pod, whose annotation held the spec to publish. Cleanup waits for a pass
+// that read the snapshot as Ready: a pass reading an older status with the Pod already gone
+// would take the capture for lost.
+func (r *Reconciler) publish(ctx context.Context, snap *snapshotsv1alpha1.SandboxSnapshot, cleanup bool) (ctrl.Result, error) {
 	snap.Status.TemplateName = templateName(snap)
 	key := types.NamespacedName{Namespace: snap.Namespace, Name: snap.Status.TemplateName}
 	tpl := &extensionsv1beta1.SandboxTemplate{}
@@ -206,7 +208,7 @@ func (r *Reconciler) publish(ctx context.Context, snap *snapshotsv1alpha1.Sandbo
 			return ctrl.Result{RequeueAfter: 30 * r.opts.PollInterval}, nil
 		}
 		setTemplateReady(snap, metav1.ConditionTrue, snapshotsv1alpha1.ReasonTemplatePublished, "SandboxTemplate "+key.Name+" runs the snapshot")
-		return ctrl.Result{}, r.deleteCapturePod(ctx, snap)
+		return r.cleanup(ctx, snap, cleanup)
 	case !apierrors.IsNotFound(err):
 		return ctrl.Result{}, err
 	}
@@ -233,6 +235,14 @@ func (r *Reconciler) publish(ctx context.Context, snap *snapshotsv1alpha1.Sandbo
 		return ctrl.Result{}, fmt.Errorf("creating SandboxTemplate %s: %w", key, err)
 	}
 	setTemplateReady(snap, metav1.ConditionTrue, snapshotsv1alpha1.ReasonTemplatePublished, "SandboxTemplate "+key.Name+" runs the snapshot")
+	return r.cleanup(ctx, snap, cleanup)
+}
+
+// cleanup deletes the capture Pod now, or asks for the pass that will.
+func (r *Reconciler) cleanup(ctx context.Context, snap *snapshotsv1alpha1.SandboxSnapshot, now bool) (ctrl.Result, error) {
+	if !now {
+		return ctrl.Result{RequeueAfter: r.opts.PollInterval}, nil
+	}
 	return ctrl.Result{}, r.deleteCapturePod(ctx, snap)
 }
 

@@ -31,13 +31,13 @@ import (
 
 // node is a private containerd and a loopback registry holding a busybox image.
 type node struct {
-	t        *testing.T
+	t        testing.TB
 	socket   string
 	registry string
 	base     string // the busybox image by digest
 }
 
-func startNode(t *testing.T) *node {
+func startNode(t testing.TB) *node {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("needs root (containerd, overlay mounts); the e2e tests run as root")

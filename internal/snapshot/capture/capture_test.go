@@ -246,4 +246,3 @@ func TestRunRefuses(t *testing.T) {
 		}
 	}
 }
-

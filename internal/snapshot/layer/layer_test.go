@@ -20,7 +20,7 @@ type entry struct {
 	Name     string
 	Type     byte
 	Mode     int64
-	Uid, Gid int
+	UID, GID int
 	Link     string
 	Content  string
 }
@@ -41,7 +41,7 @@ func readLayer(t *testing.T, b []byte) []entry {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, entry{Name: h.Name, Type: h.Typeflag, Mode: h.Mode, Uid: h.Uid, Gid: h.Gid, Link: h.Linkname, Content: string(data)})
+		out = append(out, entry{Name: h.Name, Type: h.Typeflag, Mode: h.Mode, UID: h.Uid, GID: h.Gid, Link: h.Linkname, Content: string(data)})
 	}
 }
 
@@ -91,7 +91,7 @@ func TestUpperDirTree(t *testing.T) {
 	must(t, os.Symlink("../../../../"+outside+"/secret", filepath.Join(root, "etc/rel-link")))
 	must(t, os.Link(filepath.Join(root, "etc/app.conf"), filepath.Join(root, "etc/app.hard")))
 	must(t, unix.Mkfifo(filepath.Join(root, "etc/pipe"), 0o640))
-	must(t, unix.Mknod(filepath.Join(root, "etc/deleted"), unix.S_IFCHR|0o000, 0)) // overlay whiteout
+	must(t, unix.Mknod(filepath.Join(root, "etc/deleted"), unix.S_IFCHR, 0)) // overlay whiteout: character device 0:0
 	must(t, os.MkdirAll(filepath.Join(root, "opt/fresh"), 0o750))
 	must(t, unix.Setxattr(filepath.Join(root, "opt/fresh"), "trusted.overlay.opaque", []byte("y"), 0))
 	must(t, os.Chmod(filepath.Join(root, "opt/fresh"), 0o750))
@@ -116,7 +116,7 @@ func TestUpperDirTree(t *testing.T) {
 		{Name: "opt/fresh/.wh..wh..opq", Type: tar.TypeReg, Mode: 0o600},
 		{Name: "usr/", Type: tar.TypeDir, Mode: 0o755},
 		{Name: "usr/bin/", Type: tar.TypeDir, Mode: 0o755},
-		{Name: "usr/bin/tool", Type: tar.TypeReg, Mode: 0o4755, Uid: 1000, Gid: 2000, Content: "#!/bin/sh\n"},
+		{Name: "usr/bin/tool", Type: tar.TypeReg, Mode: 0o4755, UID: 1000, GID: 2000, Content: "#!/bin/sh\n"},
 	}
 	if d := cmp.Diff(want, readLayer(t, b)); d != "" {
 		t.Errorf("layer (-want +got):\n%s", d)
@@ -247,7 +247,7 @@ func TestUpperDirRaces(t *testing.T) {
 	t.Run("file replaced by a FIFO", func(t *testing.T) {
 		root := t.TempDir()
 		write(t, filepath.Join(root, "f"), "data", 0o644)
-		u := &upper{writer: newWriter(io.Discard, opts()), beforeOpen: func(rel string) {
+		u := &upper{writer: newWriter(io.Discard, opts()), beforeOpen: func(string) {
 			must(t, os.Remove(filepath.Join(root, "f")))
 			must(t, unix.Mkfifo(filepath.Join(root, "f"), 0o644))
 		}}

@@ -53,7 +53,7 @@ func TestOverlayTarConverts(t *testing.T) {
 	}
 	want := []entry{
 		{Name: "etc/", Type: tar.TypeDir, Mode: 0o755},
-		{Name: "etc/app.conf", Type: tar.TypeReg, Mode: 0o640, Uid: 7, Gid: 8, Content: "xxx"},
+		{Name: "etc/app.conf", Type: tar.TypeReg, Mode: 0o640, UID: 7, GID: 8, Content: "xxx"},
 		{Name: "etc/app.hard", Type: tar.TypeLink, Mode: 0o640, Link: "etc/app.conf"},
 		{Name: "etc/.wh.gone", Type: tar.TypeReg, Mode: 0o600},
 		{Name: "etc/link", Type: tar.TypeSymlink, Mode: 0o777, Link: "../../../host"},
@@ -83,12 +83,12 @@ func TestOverlayTarRefuses(t *testing.T) {
 			want: "not a file earlier in this layer"},
 		"hard link to a directory": {hs: []*tar.Header{{Typeflag: tar.TypeDir, Name: "d/"}, {Typeflag: tar.TypeLink, Name: "x", Linkname: "d"}},
 			want: "not a file earlier in this layer"},
-		"device": {hs: []*tar.Header{{Typeflag: tar.TypeChar, Name: "dev/mem", Devmajor: 1, Devminor: 1}}, want: "/dev/mem: a device node (1:1)"},
-		"block device": {hs: []*tar.Header{{Typeflag: tar.TypeBlock, Name: "sda", Devmajor: 8}}, want: "/sda: a block device"},
+		"device":                {hs: []*tar.Header{{Typeflag: tar.TypeChar, Name: "dev/mem", Devmajor: 1, Devminor: 1}}, want: "/dev/mem: a device node (1:1)"},
+		"block device":          {hs: []*tar.Header{{Typeflag: tar.TypeBlock, Name: "sda", Devmajor: 8}}, want: "/sda: a block device"},
 		"whiteout-looking name": {hs: []*tar.Header{{Typeflag: tar.TypeReg, Name: "tmp/.wh.passwd"}}, want: `names starting with ".wh."`},
 		"over the budget": {hs: []*tar.Header{{Typeflag: tar.TypeReg, Name: "big", Size: 2048}}, o: func(o *Options) { o.MaxBytes = 1024 },
 			want: "/big: its 2048 bytes would take the layer past its limit of 1024 bytes"},
-		"too deep": {hs: []*tar.Header{{Typeflag: tar.TypeDir, Name: "a/b/c/d/"}}, o: func(o *Options) { o.MaxDepth = 2 }, want: "deeper than 2"},
+		"too deep":     {hs: []*tar.Header{{Typeflag: tar.TypeDir, Name: "a/b/c/d/"}}, o: func(o *Options) { o.MaxDepth = 2 }, want: "deeper than 2"},
 		"unknown type": {hs: []*tar.Header{{Typeflag: 'Z', Name: "odd"}}, want: "is not a file, directory"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -198,10 +199,10 @@ func claimOptions(o *Options) sandboxclaim.Options {
 }
 
 // snapshotOptions is what the flags in o give the SandboxSnapshot controller; capture Pods run
-// in the controller's own namespace.
+// in --snapshot-capture-namespace, else in the controller's own namespace.
 func snapshotOptions(o *Options) sandboxsnapshot.Options {
 	return sandboxsnapshot.Options{
-		Namespace:        ownNamespace(),
+		Namespace:        cmp.Or(o.SnapshotCaptureNamespace, ownNamespace()),
 		Repository:       o.SnapshotRepository,
 		CaptureImage:     o.SnapshotCaptureImage,
 		InsecureRegistry: o.SnapshotInsecureRegistry,

@@ -85,6 +85,8 @@ type Options struct {
 	SnapshotInsecureRegistry bool
 	SnapshotContainerdSocket string
 	SnapshotNodePaths        []string
+	// SnapshotCaptureNamespace is where capture Pods run; empty means the controller's own.
+	SnapshotCaptureNamespace string
 
 	// RouterNamespace and RouterPodLabels are what the default NetworkPolicy of a template admits.
 	RouterNamespace string
@@ -228,6 +230,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"Registry repository SandboxSnapshots are pushed under, as host[:port]/path (each gets <path>/<namespace>/<name>:<uid>); empty leaves snapshots Pending.")
 	fs.StringVar(&o.SnapshotCaptureImage, "snapshot-capture-image", o.SnapshotCaptureImage,
 		"Image of the privileged capture Pods SandboxSnapshots run on the source's node (paddock-snapshot); empty leaves snapshots Pending.")
+	fs.StringVar(&o.SnapshotCaptureNamespace, "snapshot-capture-namespace", o.SnapshotCaptureNamespace,
+		"Namespace of the privileged capture Pods; it must admit privileged Pods (pod-security.kubernetes.io/enforce: privileged). Empty means the controller's own namespace, which Paddock's install makes restricted.")
 	fs.BoolVar(&o.SnapshotInsecureRegistry, "snapshot-insecure-registry", o.SnapshotInsecureRegistry, "Push snapshots over plain HTTP (a dev registry).")
 	fs.StringVar(&o.SnapshotContainerdSocket, "snapshot-containerd-socket", o.SnapshotContainerdSocket, "The nodes' containerd socket, as capture Pods see it; empty means /run/containerd/containerd.sock.")
 	fs.Func("snapshot-node-paths", "Comma-separated node directories capture Pods mount at the same path (containerd's socket directory and root); empty means /run/containerd,/var/lib/containerd.",

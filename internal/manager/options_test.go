@@ -145,13 +145,13 @@ func TestMigrationProfileFlagsReachTheControllers(t *testing.T) {
 // a relative node path is refused, naming it.
 func TestSnapshotFlagsReachTheController(t *testing.T) {
 	o, err := parse(t, "--snapshot-repository=reg.test:5000/snaps", "--snapshot-capture-image=reg.test:5000/snapshot:v1",
-		"--snapshot-insecure-registry", "--snapshot-containerd-socket=/run/k/containerd.sock", "--snapshot-node-paths=/run/k, /var/lib/k")
+		"--snapshot-insecure-registry", "--snapshot-containerd-socket=/run/k/containerd.sock", "--snapshot-node-paths=/run/k, /var/lib/k",
+		"--snapshot-capture-namespace=paddock-capture")
 	if err != nil {
 		t.Fatalf("parsing: %v", err)
 	}
 	got := snapshotOptions(o)
-	got.Namespace = ""
-	want := sandboxsnapshot.Options{Repository: "reg.test:5000/snaps", CaptureImage: "reg.test:5000/snapshot:v1", InsecureRegistry: true,
+	want := sandboxsnapshot.Options{Namespace: "paddock-capture", Repository: "reg.test:5000/snaps", CaptureImage: "reg.test:5000/snapshot:v1", InsecureRegistry: true,
 		ContainerdSocket: "/run/k/containerd.sock", NodePaths: []string{"/run/k", "/var/lib/k"}}
 	if d := cmp.Diff(want, got, cmpopts.IgnoreFields(sandboxsnapshot.Options{}, "APIReader", "Clock")); d != "" {
 		t.Errorf("snapshot options (-want +got):\n%s", d)

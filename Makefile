@@ -41,6 +41,7 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs, RBAC, protobuf co
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./api/agents/... output:crd:dir=config/crd/core
 	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./api/extensions/... output:crd:dir=config/crd/extensions
+	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./api/snapshots/... output:crd:dir=config/crd/extensions
 	$(CONTROLLER_GEN) rbac:roleName=paddock-controller paths=./internal/manager/rbac/core/... output:rbac:dir=config/rbac/core
 	$(CONTROLLER_GEN) rbac:roleName=paddock-controller-extensions paths=./internal/manager/rbac/extensions/... output:rbac:dir=config/rbac/extensions
 	hack/generate-proto.sh

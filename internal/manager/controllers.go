@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/indexes"
 	"github.com/paddock-dev/paddock/internal/controller/sandbox"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxsnapshot"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
 	"github.com/paddock-dev/paddock/internal/sandboxdclient"
@@ -127,8 +129,14 @@ func setupExtensions(mgr ctrl.Manager, o *Options, tp trace.TracerProvider, key 
 	if err != nil {
 		return err
 	}
+	snapOpts := snapshotOptions(o)
+	snapOpts.APIReader = mgr.GetAPIReader()
+	snap, err := sandboxsnapshot.New(mgr.GetClient(), mgr.GetEventRecorder(sandboxsnapshot.ControllerName), snapOpts)
+	if err != nil {
+		return err
+	}
 	for name, setup := range map[string]interface{ SetupWithManager(ctrl.Manager) error }{
-		"SandboxTemplate": template, "SandboxWarmPool": pool, "SandboxClaim": claim,
+		"SandboxTemplate": template, "SandboxWarmPool": pool, "SandboxClaim": claim, "SandboxSnapshot": snap,
 	} {
 		if err := setup.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", name, err)
@@ -188,5 +196,18 @@ func claimOptions(o *Options) sandboxclaim.Options {
 		// --disable-claim-observability-annotations needs nothing: off is the default, and
 		// Validate refuses it together with --claim-observability-annotations.
 		ObservabilityAnnotations: o.ClaimObservabilityAnnotations,
+	}
+}
+
+// snapshotOptions is what the flags in o give the SandboxSnapshot controller; capture Pods run
+// in --snapshot-capture-namespace, else in the controller's own namespace.
+func snapshotOptions(o *Options) sandboxsnapshot.Options {
+	return sandboxsnapshot.Options{
+		Namespace:        cmp.Or(o.SnapshotCaptureNamespace, ownNamespace()),
+		Repository:       o.SnapshotRepository,
+		CaptureImage:     o.SnapshotCaptureImage,
+		InsecureRegistry: o.SnapshotInsecureRegistry,
+		ContainerdSocket: o.SnapshotContainerdSocket,
+		NodePaths:        o.SnapshotNodePaths,
 	}
 }

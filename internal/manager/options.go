@@ -80,6 +80,17 @@ type Options struct {
 	// unless ClaimObservabilityAnnotations asks, so it only conflicts with that option.
 	DisableClaimObservabilityAnnotations bool
 
+	// Snapshot* configure SandboxSnapshots (docs/design/snapshots.md): where images are pushed,
+	// the image of the capture Pods and the node paths they mount. Without a repository and an
+	// image, snapshots stay Pending with reason CaptureNotConfigured.
+	SnapshotRepository       string
+	SnapshotCaptureImage     string
+	SnapshotInsecureRegistry bool
+	SnapshotContainerdSocket string
+	SnapshotNodePaths        []string
+	// SnapshotCaptureNamespace is where capture Pods run; empty means the controller's own.
+	SnapshotCaptureNamespace string
+
 	// RouterNamespace and RouterPodLabels are what the default NetworkPolicy of a template admits.
 	RouterNamespace string
 	RouterPodLabels map[string]string
@@ -220,6 +231,27 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.SandboxdAllowUnauthenticatedNetwork, "sandboxd-allow-unauthenticated-network", o.SandboxdAllowUnauthenticatedNetwork,
 		"UNSAFE: set "+sandboxd.AllowUnauthenticatedNetworkEnv+"=true on every sandbox, so sandboxd serves calls without a token from the pod network as upstream's does; only NetworkPolicy (--sandbox-client-pod-labels) then limits who can run commands in sandboxes. "+
 			"For the upstream-unauthenticated-migration profile; needs --sandbox-credentials. New Pods only.")
+	fs.StringVar(&o.SnapshotRepository, "snapshot-repository", o.SnapshotRepository,
+		"Registry repository SandboxSnapshots are pushed under, as host[:port]/path (each gets <path>/<namespace>/<name>:<uid>); empty leaves snapshots Pending.")
+	fs.StringVar(&o.SnapshotCaptureImage, "snapshot-capture-image", o.SnapshotCaptureImage,
+		"Image of the privileged capture Pods SandboxSnapshots run on the source's node (paddock-snapshot); empty leaves snapshots Pending.")
+	fs.StringVar(&o.SnapshotCaptureNamespace, "snapshot-capture-namespace", o.SnapshotCaptureNamespace,
+		"Namespace of the privileged capture Pods; it must admit privileged Pods (pod-security.kubernetes.io/enforce: privileged). Empty means the controller's own namespace, which Paddock's install makes restricted.")
+	fs.BoolVar(&o.SnapshotInsecureRegistry, "snapshot-insecure-registry", o.SnapshotInsecureRegistry, "Push snapshots over plain HTTP (a dev registry).")
+	fs.StringVar(&o.SnapshotContainerdSocket, "snapshot-containerd-socket", o.SnapshotContainerdSocket, "The nodes' containerd socket, as capture Pods see it; empty means /run/containerd/containerd.sock.")
+	fs.Func("snapshot-node-paths", "Comma-separated node directories capture Pods mount at the same path (containerd's socket directory and root); empty means /run/containerd,/var/lib/containerd.",
+		func(s string) error {
+			o.SnapshotNodePaths = nil
+			for _, p := range strings.Split(s, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					if !strings.HasPrefix(p, "/") {
+						return fmt.Errorf("%q is not an absolute path", p)
+					}
+					o.SnapshotNodePaths = append(o.SnapshotNodePaths, p)
+				}
+			}
+			return nil
+		})
 	fs.Var(labelsValue{&o.ControllerPodLabels}, "controller-pod-labels", "Labels of this controller's Pods, as k=v[,k=v]; a template's default NetworkPolicy admits traffic from them in the controller's namespace (claim settings and idle activity are asked of sandboxd).")
 }
 

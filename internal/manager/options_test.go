@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/paddock-dev/paddock/internal/controller/sandboxsnapshot"
 )
 
 func parse(t *testing.T, args ...string) (*Options, error) {
@@ -135,5 +138,25 @@ func TestMigrationProfileFlagsReachTheControllers(t *testing.T) {
 	env := sandboxOptions(o).SandboxdEnv
 	if len(env) != 1 || env[0].Name != "SANDBOXD_ALLOW_UNAUTHENTICATED_NETWORK" || env[0].Value != "true" {
 		t.Errorf("sandboxd env %+v, want SANDBOXD_ALLOW_UNAUTHENTICATED_NETWORK=true", env)
+	}
+}
+
+// TestSnapshotFlagsReachTheController: the --snapshot-* flags configure the snapshot controller;
+// a relative node path is refused, naming it.
+func TestSnapshotFlagsReachTheController(t *testing.T) {
+	o, err := parse(t, "--snapshot-repository=reg.test:5000/snaps", "--snapshot-capture-image=reg.test:5000/snapshot:v1",
+		"--snapshot-insecure-registry", "--snapshot-containerd-socket=/run/k/containerd.sock", "--snapshot-node-paths=/run/k, /var/lib/k",
+		"--snapshot-capture-namespace=paddock-capture")
+	if err != nil {
+		t.Fatalf("parsing: %v", err)
+	}
+	got := snapshotOptions(o)
+	want := sandboxsnapshot.Options{Namespace: "paddock-capture", Repository: "reg.test:5000/snaps", CaptureImage: "reg.test:5000/snapshot:v1", InsecureRegistry: true,
+		ContainerdSocket: "/run/k/containerd.sock", NodePaths: []string{"/run/k", "/var/lib/k"}}
+	if d := cmp.Diff(want, got, cmpopts.IgnoreFields(sandboxsnapshot.Options{}, "APIReader", "Clock")); d != "" {
+		t.Errorf("snapshot options (-want +got):\n%s", d)
+	}
+	if _, err := parse(t, "--snapshot-node-paths=run/k"); err == nil || !strings.Contains(err.Error(), `"run/k" is not an absolute path`) {
+		t.Errorf("relative node path: error %v, want it named", err)
 	}
 }

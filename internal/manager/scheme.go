@@ -9,9 +9,10 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
 )
 
-// NewScheme returns a scheme with the Kubernetes built-in types, CRDs, and both Paddock API groups.
+// NewScheme returns a scheme with the Kubernetes built-in types, CRDs, and Paddock's API groups.
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
@@ -19,6 +20,7 @@ func NewScheme() *runtime.Scheme {
 		apiextensionsv1.AddToScheme,
 		agentsv1beta1.AddToScheme,
 		extensionsv1beta1.AddToScheme,
+		snapshotsv1alpha1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("building scheme: %v", err))

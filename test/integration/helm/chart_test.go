@@ -254,8 +254,9 @@ func TestCRDsAreGenerated(t *testing.T) {
 		}
 		want = append(want, files...)
 	}
-	if len(want) != 4 {
-		t.Fatalf("config/crd holds %d CRD files, want 4: %v", len(want), want)
+	// Sandbox, SandboxTemplate, SandboxWarmPool, SandboxClaim and SandboxSnapshot.
+	if len(want) != 5 {
+		t.Fatalf("config/crd holds %d CRD files, want 5: %v", len(want), want)
 	}
 	for _, path := range want {
 		generated, err := os.ReadFile(path)

@@ -1,0 +1,35 @@
+package v1alpha1
+
+// Condition types of a SandboxSnapshot.
+const (
+	// ConditionCaptured is True once the image holding the capture is stored; False with the
+	// cause while waiting or after a failure.
+	ConditionCaptured = "Captured"
+	// ConditionTemplateReady is True once the SandboxTemplate running the image is published.
+	ConditionTemplateReady = "TemplateReady"
+	// ConditionReady is True when Captured and TemplateReady are.
+	ConditionReady = "Ready"
+)
+
+// Reasons of the snapshot conditions.
+const (
+	ReasonSandboxNotFound   = "SandboxNotFound"
+	ReasonSandboxNotReady   = "SandboxNotReady"
+	ReasonContainerNotFound = "ContainerNotFound"
+	// ReasonCaptureNotConfigured: the controller runs without a repository or capture image.
+	ReasonCaptureNotConfigured = "CaptureNotConfigured"
+	// ReasonSourceTemplateNotFound: the Sandbox names a SandboxTemplate that no longer exists, so
+	// the spec to publish is unknown (the Sandbox's own may hold a claim's settings).
+	ReasonSourceTemplateNotFound = "SourceTemplateNotFound"
+	ReasonCaptureRunning         = "CaptureRunning"
+	ReasonCaptureFailed          = "CaptureFailed"
+	// ReasonCaptureLost: the capture Pod vanished or was evicted before it reported a result.
+	ReasonCaptureLost      = "CaptureLost"
+	ReasonCaptured         = "Captured"
+	ReasonTemplatePending  = "TemplatePending"
+	ReasonTemplateConflict = "TemplateConflict"
+	// ReasonTemplateMissing: the published template was deleted; the image remains.
+	ReasonTemplateMissing   = "TemplateMissing"
+	ReasonTemplatePublished = "TemplatePublished"
+	ReasonReady             = "Ready"
+)

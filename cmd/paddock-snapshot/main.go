@@ -1,0 +1,79 @@
+// Command paddock-snapshot runs in the capture Pods the SandboxSnapshot controller creates
+// (docs/design/snapshots.md): `paddock-snapshot capture --container-id=... --target=...` pauses
+// the container, writes its root filesystem's changes as one layer, resumes it, pushes the image
+// and writes the result (snapshot.Result) to the termination message. It listens on nothing.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/paddock-dev/paddock/internal/snapshot"
+	"github.com/paddock-dev/paddock/internal/snapshot/capture"
+	"github.com/paddock-dev/paddock/internal/snapshot/layer"
+)
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] != "capture" {
+		fmt.Fprintln(os.Stderr, "usage: paddock-snapshot capture --container-id=ID --base-image=REF --target=REPO:TAG [flags]")
+		os.Exit(2)
+	}
+	o, resultFile, socket, err := parse(os.Args[2:])
+	res := snapshot.Result{}
+	if err == nil {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		res = runCapture(ctx, socket, o)
+		stop()
+	} else {
+		res.Error = err.Error()
+	}
+	if werr := os.WriteFile(resultFile, res.Encode(), 0o644); werr != nil {
+		fmt.Fprintf(os.Stderr, "writing the result to %s: %v\n", resultFile, werr)
+	}
+	fmt.Println(string(res.Encode()))
+	if res.Error != "" {
+		os.Exit(1)
+	}
+}
+
+func runCapture(ctx context.Context, socket string, o capture.Options) snapshot.Result {
+	rt, err := capture.DialContainerd(socket)
+	if err != nil {
+		return snapshot.Result{Error: err.Error()}
+	}
+	defer rt.Close()
+	return capture.Run(ctx, rt, o)
+}
+
+func parse(args []string) (capture.Options, string, string, error) {
+	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
+	o := capture.Options{Layer: layer.Options{Limits: layer.DefaultLimits()}}
+	var socket, resultFile, runtimeClass string
+	fs.StringVar(&socket, "containerd-socket", "/run/containerd/containerd.sock", "containerd's socket on the node.")
+	fs.StringVar(&o.ContainerID, "container-id", "", "containerd ID of the container to capture.")
+	fs.StringVar(&o.BaseImage, "base-image", "", "Image the container runs, by digest.")
+	fs.StringVar(&o.Target, "target", "", "Repository and tag to push the snapshot to.")
+	fs.StringVar(&runtimeClass, "runtime-class", "", "RuntimeClass of the source Pod (informational; containerd reports the runtime).")
+	fs.BoolVar(&o.Insecure, "insecure-registry", false, "Pull and push over plain HTTP.")
+	fs.StringVar(&o.WorkDir, "work-dir", os.TempDir(), "Where the layer is kept while it is pushed.")
+	fs.Int64Var(&o.Layer.MaxBytes, "max-bytes", o.Layer.MaxBytes, "Most bytes of file content a snapshot may hold.")
+	fs.StringVar(&resultFile, "result-file", "/dev/termination-log", "Where the result is written (the Pod's termination message).")
+	if err := fs.Parse(args); err != nil {
+		return o, resultFile, socket, err
+	}
+	var errs []error
+	for _, f := range []struct{ flag, value string }{{"container-id", o.ContainerID}, {"base-image", o.BaseImage}, {"target", o.Target}} {
+		if f.value == "" {
+			errs = append(errs, fmt.Errorf("--%s is required", f.flag))
+		}
+	}
+	if o.Layer.MaxBytes <= 0 {
+		errs = append(errs, fmt.Errorf("--max-bytes=%d: must be greater than 0", o.Layer.MaxBytes))
+	}
+	return o, resultFile, socket, errors.Join(errs...)
+}

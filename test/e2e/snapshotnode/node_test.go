@@ -1,0 +1,266 @@
+// Package snapshotnode proves the node side of snapshots on a real containerd, runc and overlayfs
+// (the Debian packages `make e2e-deps` installs) without a cluster: a private containerd with its
+// own root, state and socket, images in an OCI registry on loopback, containers run with ctr. A
+// container writes files, deletes image files, changes modes and owners and makes links; the
+// capture pauses it, stores its writes as a layer and resumes it; a new container from the
+// snapshot image must list exactly the same tree. Hostile trees fail the capture and leave the
+// source running. Needs root, as the cluster tests do.
+package snapshotnode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+
+	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/snapshot/capture"
+	"github.com/paddock-dev/paddock/internal/snapshot/layer"
+	"github.com/paddock-dev/paddock/test/framework"
+)
+
+// node is a private containerd and a loopback registry holding a busybox image.
+type node struct {
+	t        testing.TB
+	socket   string
+	registry string
+	base     string // the busybox image by digest
+}
+
+func startNode(t testing.TB) *node {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root (containerd, overlay mounts); the e2e tests run as root")
+	}
+	for _, bin := range []string{"containerd", "ctr", "runc"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s not found: install the dev cluster's packages with make e2e-deps", bin)
+		}
+	}
+	// Under /var/lib, which holds an overlay upper directory where a temp dir in an overlay may not.
+	root, err := os.MkdirTemp("/var/lib", "paddock-snapshot-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := os.MkdirTemp("/run", "paddock-snapshot-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{t: t, socket: filepath.Join(state, "containerd.sock")}
+	config := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = %q\n[plugins.\"io.containerd.internal.v1.opt\"]\n  path = %q\n",
+		filepath.Join(root, "root"), filepath.Join(state, "state"), n.socket, filepath.Join(root, "opt"))
+	if err := os.WriteFile(filepath.Join(root, "config.toml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	cmd := exec.Command("containerd", "--config", filepath.Join(root, "config.toml"))
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Containers first (their shims hold mounts under root), then containerd, then its dirs.
+		out, _ := n.ctrOutput("task", "ls", "-q")
+		for _, id := range strings.Fields(out) {
+			_, _ = n.ctrOutput("task", "kill", "-s", "KILL", id)
+		}
+		for _, id := range strings.Fields(out) {
+			_, _ = n.ctrOutput("task", "rm", "-f", id)
+			_, _ = n.ctrOutput("container", "rm", id)
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = exec.Command("umount", "-R", filepath.Join(state, "state")).Run()
+		_ = os.RemoveAll(state)
+		_ = os.RemoveAll(root)
+		if t.Failed() {
+			t.Logf("containerd log:\n%s", logs.String())
+		}
+	})
+	framework.EventuallyWithin(t, 30*time.Second, func(context.Context) error {
+		_, err := n.ctrOutput("version")
+		return err
+	})
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(&bytes.Buffer{}, "", 0))))
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	n.registry = l.Addr().String()
+	tree, err := image.BusyboxTree("/bin/busybox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := image.FromTree(tree, image.Config{Cmd: []string{"sh"}, Env: []string{"PATH=/bin:/sbin:/usr/bin:/usr/sbin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := image.Push(context.Background(), img, n.registry+"/busybox:1"); err != nil {
+		t.Fatal(err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.base = n.registry + "/busybox@" + digest.String()
+	n.ctr("image", "pull", "--plain-http", n.base)
+	return n
+}
+
+func (n *node) ctrOutput(args ...string) (string, error) {
+	out, err := exec.Command("ctr", append([]string{"--address", n.socket, "--namespace", "k8s.io"}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+func (n *node) ctr(args ...string) string {
+	n.t.Helper()
+	out, err := n.ctrOutput(args...)
+	if err != nil {
+		n.t.Fatalf("ctr %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// run starts container id from img running script, then sleeping; it returns once the script
+// has written /ready.
+func (n *node) run(id, img, script string) {
+	n.t.Helper()
+	n.ctr("run", "-d", "--snapshotter", "overlayfs", img, id, "sh", "-c", script+" && touch /ready && exec sleep 100000")
+	framework.EventuallyWithin(n.t, 30*time.Second, func(context.Context) error {
+		_, err := n.ctrOutput("task", "exec", "--exec-id", "ready", id, "test", "-e", "/ready")
+		return err
+	})
+}
+
+// status is the task's status as ctr lists it (RUNNING, PAUSED, ...).
+func (n *node) status(id string) string {
+	n.t.Helper()
+	for _, line := range strings.Split(n.ctr("task", "ls"), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == id {
+			return f[2]
+		}
+	}
+	return ""
+}
+
+func (n *node) capture(id, tag string) (string, int64, int64, string) {
+	n.t.Helper()
+	rt, err := capture.DialContainerd(n.socket)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer rt.Close()
+	res := capture.Run(framework.Context(n.t, 2*time.Minute), rt, capture.Options{
+		ContainerID: id, BaseImage: n.base, Target: n.registry + "/ns/snap:" + tag, Insecure: true,
+		WorkDir: n.t.TempDir(), Layer: layer.Options{Limits: layer.DefaultLimits()},
+	})
+	return res.Image, res.SizeBytes, res.PausedMilliseconds, res.Error
+}
+
+// treeScript lists the root filesystem (one mount, so -xdev leaves out /proc, /sys, /dev) with
+// type, owner, mode, size, link target and content hash of every entry, sorted. /ready and the
+// listing's own traces are left out.
+const treeScript = `find / -xdev ! -path /ready | sort | while read -r f; do
+  s=$(stat -c '%F %u:%g %a %s' "$f")
+  case "$s" in
+    "symbolic link"*) echo "$f $s -> $(readlink "$f")" ;;
+    "regular"*) echo "$f $s $(md5sum < "$f")" ;;
+    *) echo "$f $s" ;;
+  esac
+done`
+
+// The source's writes: new files with modes and owners, a deleted image file, a replaced
+// directory (opaque), symlinks out of the tree, a hard link and a FIFO.
+const writes = `mkdir -p /work/sub &&
+echo hello > /work/a && chmod 600 /work/a &&
+echo owned > /work/sub/b && chown 1000:2000 /work/sub/b && chmod 4750 /work/sub/b &&
+dd if=/dev/urandom of=/work/random bs=1k count=300 2>/dev/null &&
+ln /work/a /work/a-hard &&
+ln -s ../../../../../../etc/shadow /work/escape && ln -s /etc/passwd /work/abs &&
+mkfifo /work/fifo &&
+rm /bin/ls &&
+rm -rf /sbin && mkdir /sbin && echo new > /sbin/only &&
+chmod 700 /usr`
+
+// TestCaptureRestoresTree: a Sandbox-like container's writes come back exactly in a container
+// started from the snapshot, and the source runs on.
+func TestCaptureRestoresTree(t *testing.T) {
+	n := startNode(t)
+	n.run("src", n.base, writes)
+	want := n.ctr("task", "exec", "--exec-id", "list", "src", "sh", "-c", treeScript)
+
+	img, size, paused, errMsg := n.capture("src", "1")
+	if errMsg != "" {
+		t.Fatalf("capture: %s", errMsg)
+	}
+	t.Logf("captured %s: layer %d bytes, source paused %d ms", img, size, paused)
+	if s := n.status("src"); s != "RUNNING" {
+		t.Fatalf("source is %s after the capture, want RUNNING", s)
+	}
+	n.ctr("image", "pull", "--plain-http", img)
+	n.run("fork", img, "true")
+	got := n.ctr("task", "exec", "--exec-id", "list", "fork", "sh", "-c", treeScript)
+	if got != want {
+		t.Errorf("the tree of a container from the snapshot differs from the source's:\n%s", lineDiff(want, got))
+	}
+	for _, must := range []string{"/work/sub/b regular file 1000:2000 4750 6", "/work/a regular file 0:0 600 6", "/usr directory 0:0 700", "/work/escape symbolic link 0:0 777 28 -> ../../../../../../etc/shadow", "/sbin/only regular file", "/work/fifo fifo"} {
+		if !strings.Contains(got, must) {
+			t.Errorf("the restored tree lacks %q", must)
+		}
+	}
+	if strings.Contains(got, "/bin/ls ") {
+		t.Error("/bin/ls, deleted in the source, is back")
+	}
+}
+
+// TestHostileTreeLeavesSourceRunning: a device node the sandbox made fails the capture, naming
+// it, and the source is resumed.
+func TestHostileTreeLeavesSourceRunning(t *testing.T) {
+	n := startNode(t)
+	n.run("src", n.base, "mkdir -p /work && mknod /work/disk b 8 0")
+	_, _, _, errMsg := n.capture("src", "hostile")
+	if !strings.Contains(errMsg, "/work/disk: a block device") {
+		t.Fatalf("capture error %q, want the block device refused", errMsg)
+	}
+	if s := n.status("src"); s != "RUNNING" {
+		t.Fatalf("source is %s after a failed capture, want RUNNING", s)
+	}
+}
+
+// lineDiff lists the lines only one side has.
+func lineDiff(want, got string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l] = true
+		}
+		return m
+	}
+	w, g := in(want), in(got)
+	var b strings.Builder
+	for _, l := range strings.Split(want, "\n") {
+		if !g[l] {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if !w[l] {
+			fmt.Fprintf(&b, "+ %s\n", l)
+		}
+	}
+	return b.String()
+}

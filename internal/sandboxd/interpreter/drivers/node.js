@@ -1,0 +1,120 @@
+// Paddock's JavaScript kernel driver (internal/sandboxd/interpreter). sandboxd runs it with
+// `node -e <this file>` and speaks JSON lines with it: requests arrive on fd 3, messages leave on
+// fd 4 (see doc.go). Cells are evaluated by Node's own REPL evaluator, which keeps state between
+// cells, supports top-level await and yields the last expression's value; console output becomes
+// message streams, and output written straight to fd 1 and 2 is read by sandboxd up to the mark
+// written there at the end of every cell.
+'use strict'
+const fs = require('node:fs')
+const readline = require('node:readline')
+const repl = require('node:repl')
+const { Console } = require('node:console')
+const { Writable, PassThrough } = require('node:stream')
+const util = require('node:util')
+
+const send = (msg) => {
+  // ASCII only: sandboxd forwards the bytes as they are.
+  const line = JSON.stringify(msg).replace(/[\u007f-\uffff]/g, (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'))
+  fs.writeSync(4, line + '\n')
+}
+
+const stream = (name) =>
+  new Writable({
+    decodeStrings: false,
+    write(chunk, _enc, cb) {
+      send({ type: name, text: typeof chunk === 'string' ? chunk : chunk.toString('utf8') })
+      cb()
+    },
+  })
+const console_ = new Console({ stdout: stream('stdout'), stderr: stream('stderr') })
+
+// The REPL reads nothing from a stream: cells arrive through server.eval. Its input and output are
+// idle pass-through streams so it never touches the process's stdin or stdout.
+const server = repl.start({
+  input: new PassThrough(),
+  output: new Writable({ write: (_c, _e, cb) => cb() }),
+  prompt: '',
+  terminal: false,
+  useGlobal: true,
+  ignoreUndefined: true,
+  breakEvalOnSigint: true,
+})
+globalThis.console = console_
+// SIGINT outside a running cell is ignored (Node would otherwise exit); during a cell the REPL
+// turns it into an interruption error.
+process.on('SIGINT', () => {})
+
+const display = (value) => {
+  const text = typeof value === 'string' ? util.inspect(value) : util.inspect(value, { depth: 4 })
+  send({ type: 'result', main: true, data: { 'text/plain': text } })
+}
+
+// The REPL reports a cell's exception (thrown, or a rejected top-level await) to its domain, not
+// to the eval callback; the listener hands it to the running cell.
+let failCell = null
+server._domain.on('error', (e) => failCell && failCell(e))
+
+const runCell = (code) =>
+  new Promise((resolve) => {
+    let finished = false
+    const finish = (err, value) => {
+      if (finished) return
+      finished = true
+      failCell = null
+      if (err) {
+        const e = err instanceof repl.Recoverable ? err.err : err
+        send({
+          type: 'error',
+          name: (e && e.name) || 'Error',
+          value: (e && e.message) || String(e),
+          traceback: (e && e.stack) || String(e),
+        })
+      } else if (value !== undefined) {
+        display(value)
+      }
+      resolve()
+    }
+    failCell = (e) => finish(e)
+    server.eval(code, server.context, 'cell', finish)
+  })
+
+const withEnv = async (env, fn) => {
+  const saved = {}
+  for (const [k, v] of Object.entries(env)) {
+    saved[k] = Object.prototype.hasOwnProperty.call(process.env, k) ? process.env[k] : undefined
+    process.env[k] = v
+  }
+  try {
+    await fn()
+  } finally {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k]
+      else process.env[k] = v
+    }
+  }
+}
+
+const mark = (marker) => {
+  const written = []
+  for (const [name, fd] of [['stdout', 1], ['stderr', 2]]) {
+    try {
+      fs.writeSync(fd, marker)
+      written.push(name)
+    } catch {}
+  }
+  return written
+}
+
+const main = async () => {
+  let marker = ''
+  send({ type: 'ready' })
+  const lines = readline.createInterface({ input: fs.createReadStream(null, { fd: 3 }), crlfDelay: Infinity })
+  for await (const line of lines) {
+    const req = JSON.parse(line)
+    if (req.marker) marker = req.marker
+    await withEnv(req.env || {}, () => runCell(req.code || ''))
+    send({ type: 'done', marks: marker ? mark(marker) : [] })
+  }
+  process.exit(0)
+}
+main()

@@ -12,11 +12,14 @@ const { Console } = require('node:console')
 const { Writable, PassThrough } = require('node:stream')
 const util = require('node:util')
 
-const send = (msg) => {
-  // ASCII only: sandboxd forwards the bytes as they are.
-  const line = JSON.stringify(msg).replace(/[\u007f-\uffff]/g, (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'))
-  fs.writeSync(4, line + '\n')
-}
+const send = (msg) => fs.writeSync(4, JSON.stringify(msg) + '\n')
+
+// trimStack drops the frames of Node's REPL and of this driver from a cell's stack trace.
+const trimStack = (stack) =>
+  stack
+    .split('\n')
+    .filter((l) => !/^\s+at .*(node:vm|node:repl|node:domain|\[eval\]|new Promise \(<anonymous>\))/.test(l))
+    .join('\n')
 
 const stream = (name) =>
   new Writable({
@@ -67,7 +70,7 @@ const runCell = (code) =>
           type: 'error',
           name: (e && e.name) || 'Error',
           value: (e && e.message) || String(e),
-          traceback: (e && e.stack) || String(e),
+          traceback: trimStack((e && e.stack) || String(e)),
         })
       } else if (value !== undefined) {
         display(value)

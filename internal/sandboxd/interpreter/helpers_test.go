@@ -17,7 +17,7 @@ import (
 const debianPython = "/usr/bin/python3"
 
 // newServer serves an interpreter over a temporary root until the test ends.
-func newServer(t testing.TB) (*Server, string) {
+func newServer(t testing.TB, opts ...func(*Config)) (*Server, string) {
 	t.Helper()
 	if _, err := os.Stat(debianPython); err != nil {
 		t.Fatalf("%s is missing: run make interpreter-deps", debianPython)
@@ -26,9 +26,13 @@ func newServer(t testing.TB) (*Server, string) {
 		t.Fatal("node is not on PATH: the JavaScript kernel needs Node.js")
 	}
 	dir := t.TempDir()
-	s := New(Config{Python: debianPython, Dir: dir, Environ: func() []string {
+	cfg := Config{Python: debianPython, Dir: dir, Environ: func() []string {
 		return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "SANDBOX_VISIBLE=yes"}
-	}, InterruptGrace: 2 * time.Second})
+	}, InterruptGrace: 2 * time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s := New(cfg)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(func() { srv.Close(); s.Close() })
 	return s, srv.URL

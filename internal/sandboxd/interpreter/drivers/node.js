@@ -43,9 +43,9 @@ const server = repl.start({
   breakEvalOnSigint: true,
 })
 globalThis.console = console_
-// SIGINT outside a running cell is ignored (Node would otherwise exit); during a cell the REPL
-// turns it into an interruption error.
-process.on('SIGINT', () => {})
+// No SIGINT listener of our own: during a cell the REPL turns SIGINT into an interruption error,
+// and a listener would make Node restore the default action (exit) while the REPL's evaluation
+// removes listeners. sandboxd sends SIGINT only while a cell runs.
 
 const display = (value) => {
   const text = typeof value === 'string' ? util.inspect(value) : util.inspect(value, { depth: 4 })
@@ -60,7 +60,7 @@ server._domain.on('error', (e) => failCell && failCell(e))
 const runCell = (code) =>
   new Promise((resolve) => {
     let finished = false
-    const finish = (err, value) => {
+    let finish = (err, value) => {
       if (finished) return
       finished = true
       failCell = null
@@ -78,7 +78,18 @@ const runCell = (code) =>
       resolve()
     }
     failCell = (e) => finish(e)
-    server.eval(code, server.context, 'cell', finish)
+    server.eval(code, server.context, 'cell', (err, value) => finish(err, value))
+    if (!finished) {
+      // The cell awaits: the REPL ends the wait at its own SIGINT event, which a non-terminal REPL
+      // never emits on its own.
+      const interrupt = () => server.emit('SIGINT')
+      process.on('SIGINT', interrupt)
+      const done = finish
+      finish = (err, value) => {
+        process.removeListener('SIGINT', interrupt)
+        done(err, value)
+      }
+    }
   })
 
 const withEnv = async (env, fn) => {

@@ -5,11 +5,11 @@
 // A context is one kernel process: Python and Node run a driver embedded in this package
 // (drivers/, passed with -c/-e, nothing written to disk), bash runs a prelude then one shell
 // command per cell. The driver reads one JSON request per line on fd 3 ({"code","env","marker"};
-// bash reads shell commands on stdin) and writes JSON messages on fd 4: ready, stdout, stderr,
-// result ({"main", "data": MIME bundle}), error ({"name","value","traceback"}) and done
-// ({"marks": streams}). What the kernel's processes write straight to fd 1 and 2 is read here
-// as stdout and stderr up to the random marker the driver writes there at the end of each cell,
-// so a cell's output is complete when its end is sent.
+// bash reads shell commands on stdin) and writes JSON messages on fd 4: ready, result ({"main",
+// "data": MIME bundle}), error ({"name","value","traceback"}) and done ({"marks": streams}).
+// Output, the cell's and its child processes', goes to fd 1 and 2 (one pipe each, so in order),
+// read here as stdout and stderr up to the random marker the driver writes there at the end of
+// each cell, so a cell's output is complete when its end is sent.
 //
 // Contract:
 //   - Kernels run as sandboxd's user, in their own process group, with Config.Environ (the

@@ -1,14 +1,13 @@
 // Paddock's JavaScript kernel driver (internal/sandboxd/interpreter). sandboxd runs it with
 // `node -e <this file>` and speaks JSON lines with it: requests arrive on fd 3, messages leave on
 // fd 4 (see doc.go). Cells are evaluated by Node's own REPL evaluator, which keeps state between
-// cells, supports top-level await and yields the last expression's value; console output becomes
-// message streams, and output written straight to fd 1 and 2 is read by sandboxd up to the mark
-// written there at the end of every cell.
+// cells, supports top-level await and yields the last expression's value. Output goes to fd 1 and
+// 2 (synchronous pipes on Linux), which sandboxd reads up to the mark written there at the end of
+// every cell.
 'use strict'
 const fs = require('node:fs')
 const readline = require('node:readline')
 const repl = require('node:repl')
-const { Console } = require('node:console')
 const { Writable, PassThrough } = require('node:stream')
 const util = require('node:util')
 
@@ -21,16 +20,6 @@ const trimStack = (stack) =>
     .filter((l) => !/^\s+at .*(node:vm|node:repl|node:domain|\[eval\]|new Promise \(<anonymous>\))/.test(l))
     .join('\n')
 
-const stream = (name) =>
-  new Writable({
-    decodeStrings: false,
-    write(chunk, _enc, cb) {
-      send({ type: name, text: typeof chunk === 'string' ? chunk : chunk.toString('utf8') })
-      cb()
-    },
-  })
-const console_ = new Console({ stdout: stream('stdout'), stderr: stream('stderr') })
-
 // The REPL reads nothing from a stream: cells arrive through server.eval. Its input and output are
 // idle pass-through streams so it never touches the process's stdin or stdout.
 const server = repl.start({
@@ -42,7 +31,6 @@ const server = repl.start({
   ignoreUndefined: true,
   breakEvalOnSigint: true,
 })
-globalThis.console = console_
 // No SIGINT listener of our own: during a cell the REPL turns SIGINT into an interruption error,
 // and a listener would make Node restore the default action (exit) while the REPL's evaluation
 // removes listeners. sandboxd sends SIGINT only while a cell runs.

@@ -1,8 +1,7 @@
 # Paddock's Python kernel driver (internal/sandboxd/interpreter). sandboxd runs it with
 # `python3 -u -c <this file>` and speaks JSON lines with it: requests arrive on fd 3, messages
-# leave on fd 4 (see doc.go for the protocol). sys.stdout and sys.stderr become message streams;
-# output written straight to fd 1 and 2 (subprocesses) is read by sandboxd, which waits for the
-# mark this driver writes there at the end of every cell.
+# leave on fd 4 (see doc.go for the protocol). Output goes to fd 1 and 2, which sandboxd reads
+# up to the mark this driver writes there at the end of every cell.
 import ast
 import asyncio
 import base64
@@ -33,7 +32,8 @@ def _send(msg):
 
 
 class _Stream(io.TextIOBase):
-    """A text stream that sends what it is given as stdout or stderr messages, line by line."""
+    """A line-buffered text stream on fd 1 or 2, which sandboxd reads: what the cell prints and
+    what its child processes write arrive through the same pipe, in order."""
 
     def __init__(self, name, fd):
         self._name, self._fd, self._buf, self._lock = name, fd, [], threading.Lock()
@@ -73,8 +73,9 @@ class _Stream(io.TextIOBase):
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
-        if text:
-            _send({"type": self._name, "text": text})
+        data = text.encode("utf-8", "surrogateescape")
+        while data:
+            data = data[os.write(self._fd, data):]
 
 
 sys.stdout = _Stream("stdout", 1)

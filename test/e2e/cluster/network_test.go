@@ -21,6 +21,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
 	"github.com/paddock-dev/paddock/internal/devcluster"
 	"github.com/paddock-dev/paddock/internal/standin"
 	"github.com/paddock-dev/paddock/sdk"
@@ -87,6 +88,22 @@ func testNetwork(t *testing.T) {
 	}
 	waitReady(t, ns, "peer")
 	node := nodeInternalIP(t, ctx)
+
+	// The node carries the bridge's range, so the managed policy's discovery denies it.
+	framework.Eventually(t, func(ctx context.Context) error {
+		np := &networkingv1.NetworkPolicy{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: sandboxtemplate.PolicyName(e2b.DefaultTemplate)}, np); err != nil {
+			return err
+		}
+		for _, rule := range np.Spec.Egress {
+			for _, peer := range rule.To {
+				if peer.IPBlock != nil && slices.Contains(peer.IPBlock.Except, "198.18.0.0/24") && slices.Contains(peer.IPBlock.Except, node+"/32") {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("the managed policy's egress %+v does not deny the pod range 198.18.0.0/24 and the node %s", np.Spec.Egress, node)
+	})
 
 	// From the peer, a pod with no policy of its own.
 	peerGets := func(ip string) func(context.Context) (string, error) {

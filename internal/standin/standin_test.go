@@ -121,9 +121,9 @@ func TestAnswer(t *testing.T) {
 				got = append(got, netip.AddrFrom4(r.A).String())
 			}
 		}
-		if m.Header.ID != 4242 || !m.Header.Response || m.Header.RCode != tc.rcode || !cmp.Equal(tc.answers, got) {
+		if m.ID != 4242 || !m.Response || m.RCode != tc.rcode || !cmp.Equal(tc.answers, got) {
 			t.Errorf("%s %s = id %d response %t rcode %s answers %v; want id 4242, a response, %s, %v",
-				tc.name, tc.typ, m.Header.ID, m.Header.Response, m.Header.RCode, got, tc.rcode, tc.answers)
+				tc.name, tc.typ, m.ID, m.Response, m.RCode, got, tc.rcode, tc.answers)
 		}
 	}
 	if got := Answer(p, []byte{1, 2, 3}); got != nil {

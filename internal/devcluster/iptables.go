@@ -44,7 +44,7 @@ func removeChains(tool, table string, owned func(chain string) bool) error {
 	// Rules go first, then chains: a chain is deleted only once nothing jumps to it. Chains of
 	// ours that jump to each other are flushed before any is deleted.
 	for _, line := range strings.Split(string(out), "\n") {
-		fields := strings.Fields(line)
+		fields := ruleFields(line)
 		switch {
 		case len(fields) == 2 && fields[0] == "-N" && owned(fields[1]):
 			present = append(present, fields[1])
@@ -64,6 +64,37 @@ func removeChains(tool, table string, owned func(chain string) bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ruleFields splits one line of `iptables -S` into arguments: iptables quotes an argument that
+// holds spaces (kube-router's comments do) in double quotes, with \" inside.
+func ruleFields(line string) []string {
+	var fields []string
+	var cur strings.Builder
+	inQuote, inField := false, false
+	for i := 0; i < len(line); i++ {
+		ch := line[i]
+		switch {
+		case inQuote && ch == '\\' && i+1 < len(line) && line[i+1] == '"':
+			cur.WriteByte('"')
+			i++
+		case ch == '"':
+			inQuote, inField = !inQuote, true
+		case !inQuote && (ch == ' ' || ch == '\t'):
+			if inField {
+				fields = append(fields, cur.String())
+				cur.Reset()
+				inField = false
+			}
+		default:
+			cur.WriteByte(ch)
+			inField = true
+		}
+	}
+	if inField {
+		fields = append(fields, cur.String())
+	}
+	return fields
 }
 
 func jumpsTo(fields []string, owned func(string) bool) bool {

@@ -68,7 +68,7 @@ func netpolReady() error {
 
 func hasJump(rules, from, to string) bool {
 	for _, line := range strings.Split(rules, "\n") {
-		f := strings.Fields(line)
+		f := ruleFields(line)
 		if len(f) > 2 && f[0] == "-A" && f[1] == from && jumpsTo(f, func(c string) bool { return c == to }) {
 			return true
 		}

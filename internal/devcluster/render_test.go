@@ -348,3 +348,21 @@ func TestRemoveRunscStateStackedMounts(t *testing.T) {
 		t.Errorf("%s after removal: %v; want it gone", root, err)
 	}
 }
+
+func TestRuleFields(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want []string
+	}{
+		{`-A INPUT -m comment --comment "kube-router netpol - 4IA2OSFRMVNDXBVV" -j KUBE-ROUTER-INPUT`,
+			[]string{"-A", "INPUT", "-m", "comment", "--comment", "kube-router netpol - 4IA2OSFRMVNDXBVV", "-j", "KUBE-ROUTER-INPUT"}},
+		{`-N KUBE-FIREWALL`, []string{"-N", "KUBE-FIREWALL"}},
+		{`-A X -m comment --comment "say \"hi\"" -j Y`, []string{"-A", "X", "-m", "comment", "--comment", `say "hi"`, "-j", "Y"}},
+		{`-A X -m comment --comment "" -j Y`, []string{"-A", "X", "-m", "comment", "--comment", "", "-j", "Y"}},
+		{"", nil},
+	} {
+		if diff := cmp.Diff(tc.want, ruleFields(tc.line)); diff != "" {
+			t.Errorf("ruleFields(%q) (-want +got):\n%s", tc.line, diff)
+		}
+	}
+}

@@ -32,3 +32,12 @@ const APIKeyPrefix = "pdk_e2b_"
 
 // DefaultPort is the E2B listener's port in the install bundles (--e2b-bind-address=:3000).
 const DefaultPort = 3000
+
+// NetworkAnnotation holds, on a front-door claim, the E2B network configuration (JSON) as the
+// create call or the last network update gave it, for getInfo; the policy the node enforces is
+// the claim's api/egress.PolicyAnnotation.
+const NetworkAnnotation = "e2b.paddock.dev/network"
+
+// AllowInternetAccessAnnotation holds create's allow_internet_access ("true" or "false") when it
+// was given.
+const AllowInternetAccessAnnotation = "e2b.paddock.dev/allow-internet-access"

@@ -114,6 +114,10 @@ type SandboxDetail struct {
 	Metadata        map[string]string `json:"metadata,omitempty"`
 	State           string            `json:"state"`
 	Lifecycle       *LifecycleDetail  `json:"lifecycle,omitempty"`
+	// Network is the egress configuration as create or the last update gave it; omitted when
+	// none was given.
+	Network             *NetworkConfig `json:"network,omitempty"`
+	AllowInternetAccess *bool          `json:"allowInternetAccess,omitempty"`
 }
 
 // ListedSandbox is an item of the list response: SandboxDetail without the token and domain.
@@ -184,3 +188,36 @@ const (
 	BuildStatusReady = "ready"
 	BuildStatusError = "error"
 )
+
+// NetworkConfig is create's `network` and getInfo's `network` (SandboxNetworkConfig).
+type NetworkConfig struct {
+	AllowOut    []string                 `json:"allowOut,omitempty"`
+	DenyOut     []string                 `json:"denyOut,omitempty"`
+	EgressProxy json.RawMessage          `json:"egressProxy,omitempty"`
+	Rules       map[string][]NetworkRule `json:"rules,omitempty"`
+	// Ingress options: accepted and stored; Paddock always requires the sandbox token on
+	// every port, and neither rewrites Host nor speaks TLS to sandbox ports.
+	AllowPublicTraffic *bool   `json:"allowPublicTraffic,omitempty"`
+	MaskRequestHost    *string `json:"maskRequestHost,omitempty"`
+	HTTPSPorts         []int   `json:"httpsPorts,omitempty"`
+}
+
+// NetworkRule is one entry of a rules domain: an optional header transform.
+type NetworkRule struct {
+	Transform *struct {
+		Headers map[string]string `json:"headers,omitempty"`
+	} `json:"transform,omitempty"`
+}
+
+// NetworkUpdate is the body of PUT /sandboxes/{id}/network: it replaces the whole egress
+// configuration; omitted fields are cleared.
+type NetworkUpdate struct {
+	AllowOut            []string                 `json:"allowOut,omitempty"`
+	DenyOut             []string                 `json:"denyOut,omitempty"`
+	EgressProxy         json.RawMessage          `json:"egressProxy,omitempty"`
+	Rules               map[string][]NetworkRule `json:"rules,omitempty"`
+	AllowInternetAccess *bool                    `json:"allow_internet_access,omitempty"`
+}
+
+// AllTraffic is E2B's ALL_TRAFFIC: the denyOut entry that makes allowOut an allow-list.
+const AllTraffic = "0.0.0.0/0"

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/egress"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/api/sandboxd"
 )
@@ -290,5 +291,46 @@ func TestValidateNameservers(t *testing.T) {
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("ValidateNameservers(%v) = %v, want %q", tc.addrs, err, tc.want)
 		}
+	}
+}
+
+func TestClaimEgressPolicyReplacesTheTemplates(t *testing.T) {
+	const tplPolicy, claimPolicy = `{"deny":["0.0.0.0/0"]}`, `{"allow":["pypi.org"],"deny":["0.0.0.0/0"]}`
+	tpl := template()
+	tpl.Spec.PodTemplate.ObjectMeta.Annotations = map[string]string{egress.PolicyAnnotation: tplPolicy}
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		want        string
+	}{
+		{"no claim policy: the template's", nil, tplPolicy},
+		{"the claim's", map[string]string{egress.PolicyAnnotation: claimPolicy}, claimPolicy},
+		{"an empty claim policy opens what the template closed", map[string]string{egress.PolicyAnnotation: `{}`}, `{}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := claim()
+			c.Annotations = tc.annotations
+			sb, err := ColdSandbox(c, tpl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := sb.Spec.PodTemplate.ObjectMeta.Annotations[egress.PolicyAnnotation]; got != tc.want {
+				t.Errorf("cold Sandbox's pod policy %q, want %q", got, tc.want)
+			}
+			pool := &extensionsv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "pool-uid"}}
+			member := PoolMember(pool, tpl, PoolOptions{})
+			if got := member.Spec.PodTemplate.ObjectMeta.Annotations[egress.PolicyAnnotation]; got != tplPolicy {
+				t.Errorf("warm member's pod policy %q, want the template's", got)
+			}
+			if err := Adopt(member, c, tpl); err != nil {
+				t.Fatal(err)
+			}
+			if got := member.Spec.PodTemplate.ObjectMeta.Annotations[egress.PolicyAnnotation]; got != tc.want {
+				t.Errorf("adopted member's pod policy %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := tpl.Spec.PodTemplate.ObjectMeta.Annotations[egress.PolicyAnnotation]; got != tplPolicy {
+		t.Errorf("the template was modified: %q", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/egress"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 )
 
@@ -72,7 +73,8 @@ func underAny(domain string, parents []string) bool {
 
 // ClaimPodMetadata is the pod-template metadata of a Sandbox bound to claim: the template's,
 // the claim's identity labels, and the claim's additional metadata, which may add keys but not
-// change the template's.
+// change the template's. The claim's own egress policy annotation (api/egress) replaces the
+// template's whole.
 func ClaimPodMetadata(claim *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.SandboxTemplate) (agentsv1beta1.PodMetadata, error) {
 	md := agentsv1beta1.PodMetadata{
 		Labels:      maps.Clone(tpl.Spec.PodTemplate.ObjectMeta.Labels),
@@ -88,8 +90,13 @@ func ClaimPodMetadata(claim *extensionsv1beta1.SandboxClaim, tpl *extensionsv1be
 	if md.Labels, err = mergeNoOverride("label", md.Labels, Labels(claim.Spec.AdditionalPodMetadata.Labels)); err != nil {
 		return md, err
 	}
-	md.Annotations, err = mergeNoOverride("annotation", md.Annotations, claim.Spec.AdditionalPodMetadata.Annotations)
-	return md, err
+	if md.Annotations, err = mergeNoOverride("annotation", md.Annotations, claim.Spec.AdditionalPodMetadata.Annotations); err != nil {
+		return md, err
+	}
+	if v, ok := claim.Annotations[egress.PolicyAnnotation]; ok {
+		md.Annotations = withKey(md.Annotations, egress.PolicyAnnotation, v)
+	}
+	return md, nil
 }
 
 // Labels converts a claim's typed label values to a plain map.

@@ -1,5 +1,10 @@
 package v1beta1
 
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
 // Condition types of a Sandbox.
 const (
 	// SandboxConditionReady is True when the Pod runs, is Ready, has an IP, and the Service
@@ -60,3 +65,27 @@ const (
 	SandboxReasonPodScheduled         = "PodScheduled"
 	SandboxReasonPodSchedulingUnknown = "PodSchedulingUnknown"
 )
+
+// Paddock's egress policy (api/egress, docs/design/egress.md): a condition upstream does not
+// have, present only while the Sandbox's pod template carries a policy and a Pod exists.
+const (
+	// SandboxConditionEgressPolicy is True when the node enforces the Sandbox's egress policy,
+	// False when it could not (the message says why and what is in force instead), Unknown until
+	// the node's egress component reports.
+	SandboxConditionEgressPolicy = "EgressPolicy"
+	SandboxReasonEgressApplied   = "Applied"
+	SandboxReasonEgressRejected  = "Rejected"
+	SandboxReasonEgressPending   = "Pending"
+)
+
+// CannotHostSandboxd returns the Ready condition of a Sandbox whose image or pod template cannot
+// host sandboxd (Ready False, reason ImageIncompatible or InjectionInvalid), nil otherwise:
+// waiting will not make such a Sandbox Ready, the template has to change.
+func (s *Sandbox) CannotHostSandboxd() *metav1.Condition {
+	ready := meta.FindStatusCondition(s.Status.Conditions, SandboxConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionFalse ||
+		(ready.Reason != SandboxReasonImageIncompatible && ready.Reason != SandboxReasonInjectionInvalid) {
+		return nil
+	}
+	return ready
+}

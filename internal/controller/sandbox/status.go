@@ -41,6 +41,7 @@ func computeStatus(sb *agentsv1beta1.Sandbox, obs *observation, clusterDomain st
 	setReady(sb, obs)
 	setPodScheduled(sb, obs)
 	setFinished(sb, obs)
+	setEgressPolicy(sb, obs)
 	setChildFields(sb, obs, clusterDomain)
 }
 

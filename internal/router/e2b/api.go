@@ -35,11 +35,12 @@ func (f *FrontDoor) routes() *http.ServeMux {
 	handle("POST /v2/sandboxes/{id}/connect", f.connect)
 	handle("POST /sandboxes/{id}/resume", f.connect)
 	handle("GET /sandboxes/{id}/metrics", f.metrics)
+	handle("PUT /sandboxes/{id}/network", f.updateNetwork)
 	handle("GET /templates", f.listTemplates)
 	handle("GET /templates/aliases/{alias}", f.templateAlias)
 	handle("/", func(w http.ResponseWriter, r *http.Request, _ string) {
 		writeError(w, http.StatusNotImplemented, fmt.Sprintf("%s %s is not served by Paddock's E2B front door yet "+
-			"(snapshots, fork, volumes, network updates and template builds are not implemented); see docs/design/e2b-front-door.md", r.Method, r.URL.Path))
+			"(snapshots, fork, volumes and template builds are not implemented); see docs/design/e2b-front-door.md", r.Method, r.URL.Path))
 	})
 	return mux
 }

@@ -48,6 +48,7 @@ func detailOf(c *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) e2ba
 		StartedAt: c.CreationTimestamp.UTC().Format(time.RFC3339), Metadata: metadataOf(c), State: stateOf(sb),
 		CPUCount: 1, MemoryMB: 512, Lifecycle: lifecycleDetailOf(c),
 	}
+	d.Network, d.AllowInternetAccess = networkOf(c)
 	switch l := c.Spec.Lifecycle; {
 	case l != nil && l.ShutdownTime != nil:
 		d.EndAt = l.ShutdownTime.UTC().Format(time.RFC3339)

@@ -33,7 +33,12 @@ func (f *FrontDoor) create(w http.ResponseWriter, r *http.Request, ns string) {
 	}
 	req, err := parseCreate(body)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		status := http.StatusBadRequest
+		var ref *refusal
+		if errors.As(err, &ref) {
+			status = ref.status
+		}
+		writeError(w, status, err.Error())
 		return
 	}
 	pool, err := f.poolFor(r.Context(), ns, req.templateID)
@@ -67,6 +72,10 @@ func (f *FrontDoor) create(w http.ResponseWriter, r *http.Request, ns string) {
 		f.cfg.Log.Error(derr, "deleting the claim of a failed create", "claim", klog.KObj(claim))
 	}
 	f.cfg.Log.Info("E2B create failed", "claim", klog.KObj(claim), "err", err.Error())
+	if errors.As(err, new(unservable)) {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("sandbox for template %q cannot be served: %v", req.templateID, err))
+		return
+	}
 	writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("sandbox for template %q was not ready in %s: %v", req.templateID, f.cfg.CreateTimeout, err))
 }
 
@@ -83,6 +92,8 @@ type createRequest struct {
 	metadata string
 	// env is envVars sorted by name.
 	env []extensionsv1beta1.EnvVar
+	// network are the claim's egress annotations (networkAnnotations), nil for none.
+	network map[string]string
 }
 
 // parseCreate checks a create body and returns what it asks for, or an error naming the field.
@@ -118,6 +129,11 @@ func parseCreate(body e2bapi.CreateRequest) (createRequest, error) {
 		req.env = append(req.env, extensionsv1beta1.EnvVar{Name: k, Value: v})
 	}
 	sort.Slice(req.env, func(i, j int) bool { return req.env[i].Name < req.env[j].Name })
+	network, ref := networkAnnotations(body.Network, body.AllowInternetAccess)
+	if ref != nil {
+		return req, ref
+	}
+	req.network = network
 	return req, nil
 }
 
@@ -162,6 +178,7 @@ func newClaim(namespace, id, pool string, req createRequest, now time.Time) *ext
 	if req.metadata != "" {
 		c.Annotations[e2bapi.MetadataAnnotation] = req.metadata
 	}
+	maps.Copy(c.Annotations, req.network)
 	return c
 }
 

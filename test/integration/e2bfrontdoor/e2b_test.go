@@ -20,6 +20,7 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/api/e2b"
+	"github.com/paddock-dev/paddock/api/egress"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/devcluster"
@@ -497,6 +498,29 @@ func TestCreateEndsWhenItsClaimIsDeleted(t *testing.T) {
 	}
 }
 
+// A template whose sandboxd injection the install cannot honour (this front door's controller runs
+// without --sandboxd-image) makes every Sandbox of it InjectionInvalid: create ends with a 503
+// carrying that condition as soon as its Sandbox reports it, instead of waiting out the create
+// timeout.
+func TestCreateFromATemplateThatCannotHostSandboxd(t *testing.T) {
+	h := start(t, 1)
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	framework.MustCreate(t, ctx, env.Client, builder.MakeTemplate("noinject-tpl", h.ns).InjectSandboxd().Port("envd", e2b.EnvdPort).Obj())
+	framework.MustCreate(t, ctx, env.Client, builder.MakeWarmPool("noinject", h.ns, "noinject-tpl").Replicas(1).Obj())
+	var r response
+	framework.Eventually(t, func(context.Context) error {
+		if r = h.call(t, http.MethodPost, "/v2/sandboxes", h.apiKey, map[string]any{"templateID": "noinject"}); r.status == http.StatusNotFound {
+			return fmt.Errorf("the front door does not know pool noinject yet: %s", r.body)
+		}
+		return nil
+	})
+	body := string(r.body)
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(body, agentsv1beta1.SandboxReasonInjectionInvalid) ||
+		!strings.Contains(body, "--sandboxd-image") || !strings.Contains(body, "cannot be served") {
+		t.Errorf("create from a template that cannot host sandboxd: %d %s; want 503 with the InjectionInvalid condition, at once", r.status, body)
+	}
+}
+
 // A template whose container does not declare the daemon's port 49983 can never be reached (the
 // router dials declared ports only): create ends as soon as a Sandbox is bound, with a 503 naming
 // the port, instead of waiting out the create timeout, and leaves no claim behind.
@@ -530,4 +554,72 @@ func TestCreateFromATemplateWithoutTheEnvdPort(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// E2B's network options become the claim's egress policy, reach the bound Sandbox's Pod
+// template, show in getInfo, and PUT /network replaces them on the running sandbox.
+func TestNetworkOptionsBecomeTheEgressPolicy(t *testing.T) {
+	h := start(t, 1)
+	sbx := h.create(t, "/v2/sandboxes", map[string]any{"allow_internet_access": false,
+		"network": map[string]any{"allowOut": []string{"pypi.org", "203.0.113.7"}, "denyOut": []string{"0.0.0.0/0"}, "allowPublicTraffic": false}})
+	const first = `{"allow":["pypi.org","203.0.113.7"],"deny":["0.0.0.0/0"]}`
+	claim := h.claim(t, sbx.SandboxID)
+	if got := claim.Annotations[egress.PolicyAnnotation]; got != first {
+		t.Fatalf("claim policy %q, want %q", got, first)
+	}
+	sandboxPolicy := func(want string) string {
+		var name string
+		framework.Eventually(t, func(context.Context) error {
+			sb := h.boundSandbox(t, h.claim(t, sbx.SandboxID))
+			name = sb.Name
+			if got := sb.Spec.PodTemplate.ObjectMeta.Annotations[egress.PolicyAnnotation]; got != want {
+				return fmt.Errorf("the Sandbox's pod template has policy %q, want %q", got, want)
+			}
+			return nil
+		})
+		return name
+	}
+	before := sandboxPolicy(first)
+	var d struct {
+		Network             *e2b.NetworkConfig `json:"network"`
+		AllowInternetAccess *bool              `json:"allowInternetAccess"`
+	}
+	h.call(t, http.MethodGet, "/sandboxes/"+sbx.SandboxID, h.apiKey, nil).into(t, &d)
+	if d.Network == nil || strings.Join(d.Network.AllowOut, ",") != "pypi.org,203.0.113.7" || d.AllowInternetAccess == nil || *d.AllowInternetAccess {
+		t.Fatalf("getInfo network %+v allowInternetAccess %v", d.Network, d.AllowInternetAccess)
+	}
+
+	if r := h.call(t, http.MethodPut, "/sandboxes/"+sbx.SandboxID+"/network", h.apiKey, map[string]any{"allowOut": []string{"example.test"}, "denyOut": []string{"0.0.0.0/0"}}); r.status != http.StatusNoContent {
+		t.Fatalf("updateNetwork: %d %s", r.status, r.body)
+	}
+	if after := sandboxPolicy(`{"allow":["example.test"],"deny":["0.0.0.0/0"]}`); after != before {
+		t.Errorf("the update replaced Sandbox %s with %s; it must apply to the running one", before, after)
+	}
+	d.Network, d.AllowInternetAccess = nil, nil
+	h.call(t, http.MethodGet, "/sandboxes/"+sbx.SandboxID, h.apiKey, nil).into(t, &d)
+	if d.Network == nil || strings.Join(d.Network.AllowOut, ",") != "example.test" || d.Network.AllowPublicTraffic == nil || d.AllowInternetAccess != nil {
+		t.Errorf("getInfo after the update: network %+v allowInternetAccess %v; want the new egress and create's ingress options", d.Network, d.AllowInternetAccess)
+	}
+	if r := h.call(t, http.MethodPut, "/sandboxes/"+sbx.SandboxID+"/network", h.apiKey, map[string]any{}); r.status != http.StatusNoContent {
+		t.Fatalf("updateNetwork {}: %d %s", r.status, r.body)
+	}
+	sandboxPolicy(`{}`)
+
+	for _, tc := range []struct {
+		path   string
+		body   map[string]any
+		status int
+	}{
+		{"/sandboxes/" + sbx.SandboxID + "/network", map[string]any{"allowOut": []string{"pypi.org"}}, http.StatusBadRequest},
+		{"/sandboxes/" + sbx.SandboxID + "/network", map[string]any{"rules": map[string]any{"a.test": []any{map[string]any{}}}}, http.StatusForbidden},
+		{"/sandboxes/nosuchsandbox/network", map[string]any{}, http.StatusNotFound},
+	} {
+		if r := h.call(t, http.MethodPut, tc.path, h.apiKey, tc.body); r.status != tc.status {
+			t.Errorf("PUT %s %v: %d %s, want %d", tc.path, tc.body, r.status, r.body, tc.status)
+		}
+	}
+	if r := h.call(t, http.MethodPost, "/v2/sandboxes", h.apiKey, map[string]any{"network": map[string]any{"denyOut": []string{"evil.test"}}}); r.status != http.StatusBadRequest ||
+		!strings.Contains(string(r.body), "denyOut[0]") {
+		t.Errorf("create with a domain in denyOut: %d %s, want 400 naming denyOut[0]", r.status, r.body)
+	}
 }

@@ -24,7 +24,7 @@ GO_TEST_FLAGS ?=
 # `make e2e-deps` installs the missing ones through hack/install-deps.sh, and Node.js with npm
 # when they are not on PATH (a NodeSource node bundles npm; Debian's does not).
 IMAGE_DEBIAN_PACKAGES := busybox-static bash-static
-DEV_DEBIAN_PACKAGES := containerd runc containernetworking-plugins $(IMAGE_DEBIAN_PACKAGES) mmdebstrap iproute2 iptables
+DEV_DEBIAN_PACKAGES := containerd runc containernetworking-plugins $(IMAGE_DEBIAN_PACKAGES) mmdebstrap iproute2 iptables ipset
 
 ##@ General
 
@@ -136,7 +136,7 @@ e2e-deps: ## Install the dev cluster's Debian packages and build its binaries (o
 	@# The MCP test drives paddock mcp with the official TypeScript client (npm ci in its testdata).
 	@command -v node >/dev/null && command -v npm >/dev/null || hack/install-deps.sh nodejs npm
 	@hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kube-scheduler kubelet kubectl >/dev/null
-	@hack/build-dev-tools.sh kwok coredns >/dev/null
+	@hack/build-dev-tools.sh kwok coredns kube-router >/dev/null
 	@hack/build-gvisor.sh >/dev/null
 
 .PHONY: dev

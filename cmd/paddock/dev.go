@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/paddock-dev/paddock/internal/devcluster"
+	"github.com/paddock-dev/paddock/internal/standin"
 )
 
 // defaultStateDir is where `paddock dev` keeps its cluster unless told otherwise.
@@ -50,7 +52,7 @@ func (o *devOptions) validateProfile(out io.Writer) error {
 		return nil
 	case devcluster.ProfileUpstreamUnauthenticatedMigration:
 		fmt.Fprintln(out, "WARNING: --profile="+devcluster.ProfileUpstreamUnauthenticatedMigration+": sandboxd serves commands without a token to anything on the pod network, "+
-			"and the router to Pods labelled paddock.dev/sandbox-client=true; this cluster enforces no NetworkPolicy, so every Pod can run commands in every sandbox by pod IP. For migrating from upstream only.")
+			"and the router to Pods labelled paddock.dev/sandbox-client=true; NetworkPolicy (enforced on this cluster) is then the only fence, so any Pod it lets through can run commands in a sandbox by pod IP. For migrating from upstream only.")
 		return nil
 	}
 	return fmt.Errorf("--profile=%q is not one of %s, %s", o.Profile, devcluster.ProfileDefault, devcluster.ProfileUpstreamUnauthenticatedMigration)
@@ -164,7 +166,7 @@ func newDevCommand() *cobra.Command {
 		},
 	}
 
-	dev.AddCommand(up, down, status, newDevRegistryCommand(), newDevProvisionerCommand())
+	dev.AddCommand(up, down, status, newDevRegistryCommand(), newDevProvisionerCommand(), newDevInternetCommand())
 	return dev
 }
 
@@ -182,6 +184,28 @@ func newDevRegistryCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&addr, "address", "127.0.0.1:5001", "loopback address to serve on")
 	cmd.Flags().StringVar(&dir, "dir", "", "directory for blobs")
+	_ = cmd.MarkFlagRequired("dir")
+	return cmd
+}
+
+// newDevInternetCommand is the internet stand-in `up` starts in a network namespace of its own.
+func newDevInternetCommand() *cobra.Command {
+	var dir, network string
+	cmd := &cobra.Command{
+		Use:    "internet",
+		Short:  "Serve the internet stand-in: .test hosts and their resolver (started by up in its own network namespace)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := netip.ParsePrefix(network)
+			if err != nil {
+				return fmt.Errorf("--network=%q: %w; want a CIDR such as 198.19.64.0/24", network, err)
+			}
+			return standin.Run(cmd.Context(), standin.Options{Dir: dir, Network: p, Hosts: standin.DefaultHosts})
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "state directory: the CA, added hosts and the control socket")
+	cmd.Flags().StringVar(&network, "network", "198.19.64.0/24", "the stand-in's address range")
 	_ = cmd.MarkFlagRequired("dir")
 	return cmd
 }

@@ -2,6 +2,7 @@ package blueprint
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -272,6 +273,24 @@ func TestColdSandbox(t *testing.T) {
 	c.Spec.AdditionalPodMetadata.Labels = map[string]extensionsv1beta1.LabelValue{"team": "b"}
 	if _, err := ColdSandbox(c, tpl); !errors.Is(err, ErrMetadataConflict) {
 		t.Errorf("conflicting label: err %v, want ErrMetadataConflict", err)
+	}
+}
+
+func TestValidateNameservers(t *testing.T) {
+	for _, tc := range []struct {
+		addrs []string
+		want  string
+	}{
+		{[]string{"198.19.64.53"}, ""},
+		{[]string{"8.8.8.8", "1.1.1.1", "2001:4860:4860::8888"}, ""},
+		{nil, "give 1 to 3 IP addresses, not 0"},
+		{[]string{"1.1.1.1", "1.1.1.2", "1.1.1.3", "1.1.1.4"}, "not 4"},
+		{[]string{"dns.google"}, `"dns.google" is not an IP address`},
+	} {
+		err := ValidateNameservers(tc.addrs)
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("ValidateNameservers(%v) = %v, want %q", tc.addrs, err, tc.want)
+		}
 	}
 }
 

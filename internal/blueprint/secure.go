@@ -1,6 +1,8 @@
 package blueprint
 
 import (
+	"fmt"
+	"net/netip"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,8 +14,25 @@ import (
 
 // PublicNameservers replace cluster DNS in secure-by-default sandboxes: the default
 // NetworkPolicy blocks private ranges, cluster DNS included, and public resolvers cannot
-// enumerate cluster services.
+// enumerate cluster services. The controller sets it once at start from --sandbox-nameservers
+// (the local dev cluster names its internet stand-in's resolver there).
 var PublicNameservers = []string{"8.8.8.8", "1.1.1.1"}
+
+// maxNameservers is the most nameservers a Pod's dnsConfig may hold.
+const maxNameservers = 3
+
+// ValidateNameservers checks --sandbox-nameservers: one to three IP addresses.
+func ValidateNameservers(addrs []string) error {
+	if len(addrs) == 0 || len(addrs) > maxNameservers {
+		return fmt.Errorf("--sandbox-nameservers: give 1 to %d IP addresses, not %d", maxNameservers, len(addrs))
+	}
+	for _, a := range addrs {
+		if _, err := netip.ParseAddr(a); err != nil {
+			return fmt.Errorf("--sandbox-nameservers: %q is not an IP address (a Pod's dnsConfig takes addresses, not names)", a)
+		}
+	}
+	return nil
+}
 
 // SecureByDefault reports whether the template relies on the default NetworkPolicy: managed,
 // with no custom rules.

@@ -7,13 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"time"
+
+	"github.com/paddock-dev/paddock/internal/standin"
 )
 
 // Binaries are the executables the cluster runs.
 type Binaries struct {
 	K8sDir    string // kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubelet
-	ToolsDir  string // kwok, kwok-stages/, coredns
+	ToolsDir  string // kwok, kwok-stages/, coredns, kube-router-VERSION
 	Paddock   string // this CLI, for the registry and provisioner subcommands
 	Pause     string // the pause program, for the pause image
 	GVisorDir string // runsc and containerd-shim-runsc-v1; empty without gVisor
@@ -28,6 +31,11 @@ type component struct {
 	env []string
 	// listens are the addresses it serves on, checked free before it starts.
 	listens []listen
+	// cloneflags start it in new namespaces (CLONE_NEWNET for the internet stand-in).
+	cloneflags uintptr
+	// attach, when set, is run with its pid after it starts, and again on an `up` that finds it
+	// running; it must be idempotent.
+	attach func(pid int) error
 	// ready probes it once.
 	ready   func(ctx context.Context) error
 	timeout time.Duration
@@ -45,16 +53,18 @@ const (
 	compControllers = "kube-controller-manager"
 	compScheduler   = "kube-scheduler"
 	compRegistry    = "registry"
+	compInternet    = "internet"
 	compContainerd  = "containerd"
 	compCoreDNS     = "coredns"
 	compKubelet     = "kubelet"
+	compNetpol      = "netpol"
 	compProvisioner = "provisioner"
 	compKWOK        = "kwok"
 )
 
 var componentOrder = []string{
-	compEtcd, compAPIServer, compControllers, compScheduler, compRegistry,
-	compContainerd, compCoreDNS, compKubelet, compProvisioner, compKWOK,
+	compEtcd, compAPIServer, compControllers, compScheduler, compRegistry, compInternet,
+	compContainerd, compCoreDNS, compKubelet, compNetpol, compProvisioner, compKWOK,
 }
 
 // components describes every component. Probes that need the API use client, which is nil
@@ -107,6 +117,14 @@ func (cl *cluster) components() map[string]component {
 			timeout: 20 * time.Second,
 		},
 		{
+			name: compInternet, binary: b.Paddock,
+			args:       []string{"dev", "internet", "--dir=" + c.InternetDir(), "--network=" + c.InternetCIDR.String()},
+			cloneflags: syscall.CLONE_NEWNET,
+			attach:     func(pid int) error { return standin.Attach(pid, c.InternetCIDR) },
+			ready:      func(ctx context.Context) error { return standin.NewClient(c.InternetDir()).Healthy(ctx) },
+			timeout:    20 * time.Second,
+		},
+		{
 			name: compContainerd, binary: "/usr/bin/containerd", args: []string{"--config=" + c.path("containerd", "config.toml")},
 			env:     containerdEnv(b.GVisorDir),
 			ready:   func(context.Context) error { return unixSocketServes(c.ContainerdSocket()) },
@@ -135,6 +153,11 @@ func (cl *cluster) components() map[string]component {
 				return cl.heartbeatSince(ctx, NodeName, c.process(compKubelet).startedAt())
 			},
 			timeout: 120 * time.Second,
+		},
+		{
+			name: compNetpol, binary: filepath.Join(b.ToolsDir, kubeRouterBinary), args: netpolArgs(c),
+			ready:   func(context.Context) error { return netpolReady() },
+			timeout: 60 * time.Second,
 		},
 		{
 			name: compProvisioner, binary: b.Paddock,
@@ -180,6 +203,11 @@ func (cl *cluster) ensure(ctx context.Context, comp component) (string, bool, er
 		return nil
 	}
 	if pid := p.pid(); pid != 0 {
+		if comp.attach != nil {
+			if err := comp.attach(pid); err != nil {
+				return "", false, err
+			}
+		}
 		if err := comp.ready(ctx); err == nil {
 			return fmt.Sprintf("already running (pid %d)", pid), false, nil
 		}
@@ -197,9 +225,14 @@ func (cl *cluster) ensure(ctx context.Context, comp component) (string, bool, er
 	if err := errors.Join(busy...); err != nil {
 		return "", false, err
 	}
-	pid, err := p.start(comp.binary, comp.args, comp.env)
+	pid, err := p.startWith(comp.binary, comp.args, comp.env, comp.cloneflags)
 	if err != nil {
 		return "", false, err
+	}
+	if comp.attach != nil {
+		if err := comp.attach(pid); err != nil {
+			return "", true, fmt.Errorf("%s (pid %d): %w", comp.name, pid, err)
+		}
 	}
 	if err := poll(ctx, comp.timeout, comp.ready, alive); err != nil {
 		if alive() != nil {

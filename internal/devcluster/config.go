@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strconv"
+
+	"github.com/paddock-dev/paddock/internal/standin"
 )
 
 // Config is what `paddock dev up` is asked for. Zero values are filled by Defaults.
@@ -30,6 +32,9 @@ type Config struct {
 	ServiceCIDR netip.Prefix
 	// KWOKCIDR is the range KWOK hands out to pods on fake nodes.
 	KWOKCIDR netip.Prefix
+	// InternetCIDR is the internet stand-in's range (internal/standin): its resolver and named
+	// hosts, in a network namespace of their own, routed from the node.
+	InternetCIDR netip.Prefix
 
 	Ports Ports
 
@@ -84,8 +89,12 @@ func Defaults(stateDir string) Config {
 		KWOKMaxPods: DefaultKWOKMaxPods,
 		NodeIP:      netip.MustParseAddr("198.18.255.1"),
 		PodCIDR:     netip.MustParsePrefix("198.18.0.0/24"),
-		ServiceCIDR: netip.MustParsePrefix("198.19.128.0/17"),
-		KWOKCIDR:    netip.MustParsePrefix("198.19.0.0/17"),
+		// The split of 198.18.0.0/15: pods 198.18.0.0/24, the node 198.18.255.1, KWOK pods
+		// 198.19.0.0/18, the internet stand-in 198.19.64.0/24 (of 198.19.64.0/18 kept for it),
+		// Services 198.19.128.0/17.
+		ServiceCIDR:  netip.MustParsePrefix("198.19.128.0/17"),
+		KWOKCIDR:     netip.MustParsePrefix("198.19.0.0/18"),
+		InternetCIDR: netip.MustParsePrefix("198.19.64.0/24"),
 		Ports: Ports{
 			EtcdClient: 23790, EtcdPeer: 23800, APIServer: 6443,
 			ControllerManager: 10257, Scheduler: 10259,
@@ -121,7 +130,7 @@ func (c Config) Validate() error {
 	ranges := []struct {
 		flag string
 		p    netip.Prefix
-	}{{"pod CIDR", c.PodCIDR}, {"service CIDR", c.ServiceCIDR}, {"KWOK CIDR", c.KWOKCIDR}}
+	}{{"pod CIDR", c.PodCIDR}, {"service CIDR", c.ServiceCIDR}, {"KWOK CIDR", c.KWOKCIDR}, {"internet stand-in CIDR", c.InternetCIDR}}
 	for i, r := range ranges {
 		if !r.p.IsValid() || !r.p.Addr().Is4() || !testBed.Contains(r.p.Addr()) || r.p.Bits() < testBed.Bits() {
 			errs = append(errs, fmt.Errorf("%s %s must be an IPv4 range inside %s", r.flag, r.p, testBed))
@@ -135,6 +144,9 @@ func (c Config) Validate() error {
 				errs = append(errs, fmt.Errorf("%s %s overlaps %s %s; pick disjoint ranges", r.flag, r.p, o.flag, o.p))
 			}
 		}
+	}
+	if c.InternetCIDR.IsValid() && c.InternetCIDR.Bits() > 26 {
+		errs = append(errs, fmt.Errorf("internet stand-in CIDR %s is too small; want a /26 or wider (its resolver is the 53rd address)", c.InternetCIDR))
 	}
 	errs = append(errs, c.Ports.validate()...)
 	return errors.Join(errs...)
@@ -195,6 +207,19 @@ func (c Config) PauseImage() string { return c.RegistryHost() + "/pause:dev" }
 
 // BusyboxImage is the shell image `up` builds and pushes.
 func (c Config) BusyboxImage() string { return c.RegistryHost() + "/busybox:dev" }
+
+// InternetDir is the internet stand-in's state directory: its CA (standin.CACertPath) and its
+// control socket (standin.NewClient).
+func (c Config) InternetDir() string { return c.path("internet") }
+
+// InternetResolver is the stand-in's DNS resolver: sandboxes' nameserver on the local cluster.
+func (c Config) InternetResolver() netip.Addr {
+	p, err := standin.NewPlan(c.InternetCIDR, nil)
+	if err != nil {
+		return netip.Addr{} // Validate reports the range
+	}
+	return p.Resolver
+}
 
 // kubernetesServiceIP is the first address of the service range, the `kubernetes` Service.
 func (c Config) kubernetesServiceIP() netip.Addr { return c.ServiceCIDR.Addr().Next() }

@@ -5,7 +5,10 @@
 // one state directory, so the cluster outlives the command that started it and `down` finds
 // everything again. The recipe is /work/shared/guides/LOCAL-CLUSTER.md: etcd, kube-apiserver,
 // controller manager, scheduler, containerd + runc + the CNI bridge, one kubelet, an in-process OCI
-// registry on loopback, CoreDNS on the node address, a hostPath dynamic provisioner and KWOK.
+// registry on loopback, CoreDNS on the node address, kube-router's network policy controller
+// (NetworkPolicy is enforced), the internet stand-in (internal/standin) in a network namespace of
+// its own, a hostPath dynamic provisioner and KWOK. Policy routing keeps every packet of the pods
+// on the machine: from the pod bridge only the pod and stand-in ranges are routed.
 //
 // Pure parts (configuration, flag validation, rendered files and arguments) are table-tested;
 // the rest is proven by test/e2e/cluster.

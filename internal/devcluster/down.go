@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/paddock-dev/paddock/internal/standin"
 )
 
 // DownOptions tune `paddock dev down`.
@@ -46,19 +48,23 @@ func Down(ctx context.Context, cfg Config, opts DownOptions) error {
 	}
 	stop(compKWOK, 5*time.Second)
 	stop(compProvisioner, 5*time.Second)
+	stop(compNetpol, 10*time.Second)
 	// The kubelet goes first so it does not restart the sandboxes removed next.
 	stop(compKubelet, 10*time.Second)
 	do("remove pod sandboxes", func() error { return removeSandboxes(ctx, cfg) })
 	stop(compContainerd, 10*time.Second)
 	do("stop leftover shims", func() error { return killShims(ctx, cfg) })
 	do("remove gVisor's runtime state", func() error { return removeRunscState(runscStateRoot) })
-	for _, name := range []string{compCoreDNS, compRegistry, compScheduler, compControllers, compAPIServer, compEtcd} {
+	for _, name := range []string{compCoreDNS, compInternet, compRegistry, compScheduler, compControllers, compAPIServer, compEtcd} {
 		stop(name, 10*time.Second)
 	}
 	do("unmount", func() error { return unmountUnder(cfg.StateDir) })
 	if ownsHost(cfg) {
 		do("remove interfaces", deleteInterfaces)
+		do("remove the internet stand-in's link", standin.Detach)
+		do("remove the egress guard's ip rules", removeGuard)
 		do("remove kubelet iptables chains", removeKubeletChains)
+		do("remove kube-router's iptables chains and ipsets", removeNetpolRules)
 		do("release the host", func() error { return releaseHost(cfg) })
 	} else {
 		cl.printf("  - interfaces and iptables chains belong to another dev cluster; left alone\n")

@@ -17,7 +17,7 @@ import (
 
 // Packages are the Debian packages the real node needs.
 // busybox-static and bash-static go into the sandbox image; mmdebstrap builds env-base.
-var Packages = []string{"containerd", "runc", "containernetworking-plugins", "busybox-static", "bash-static", "mmdebstrap", "iproute2", "iptables"}
+var Packages = []string{"containerd", "runc", "containernetworking-plugins", "busybox-static", "bash-static", "mmdebstrap", "iproute2", "iptables", "ipset"}
 
 func requireRoot() error {
 	if os.Geteuid() != 0 {

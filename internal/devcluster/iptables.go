@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 )
 
@@ -25,29 +26,29 @@ func removeKubeletChains() error {
 			continue
 		}
 		for table, chains := range kubeletChains {
-			errs = append(errs, removeChains(tool, table, chains))
+			errs = append(errs, removeChains(tool, table, func(c string) bool { return slices.Contains(chains, c) }))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func removeChains(tool, table string, chains []string) error {
+// removeChains deletes the chains of table that owned selects, with the rules of other chains
+// that jump to them.
+func removeChains(tool, table string, owned func(chain string) bool) error {
 	out, err := exec.Command(tool, "-w", "-t", table, "-S").Output()
 	if err != nil {
 		return nil // the table does not exist here, so neither do the chains
 	}
-	owned := map[string]bool{}
-	for _, c := range chains {
-		owned[c] = true
-	}
-	present := map[string]bool{}
+	var present []string
 	var errs []error
+	// Rules go first, then chains: a chain is deleted only once nothing jumps to it. Chains of
+	// ours that jump to each other are flushed before any is deleted.
 	for _, line := range strings.Split(string(out), "\n") {
-		fields := strings.Fields(line)
+		fields := ruleFields(line)
 		switch {
-		case len(fields) == 2 && fields[0] == "-N" && owned[fields[1]]:
-			present[fields[1]] = true
-		case len(fields) > 3 && fields[0] == "-A" && !owned[fields[1]] && jumpsTo(fields, owned):
+		case len(fields) == 2 && fields[0] == "-N" && owned(fields[1]):
+			present = append(present, fields[1])
+		case len(fields) > 3 && fields[0] == "-A" && !owned(fields[1]) && jumpsTo(fields, owned):
 			// A rule in another chain that jumps to ours: delete it by its exact spec.
 			args := append([]string{"-w", "-t", table, "-D"}, fields[1:]...)
 			if b, err := exec.Command(tool, args...).CombinedOutput(); err != nil {
@@ -55,11 +56,8 @@ func removeChains(tool, table string, chains []string) error {
 			}
 		}
 	}
-	for _, c := range chains {
-		if !present[c] {
-			continue
-		}
-		for _, op := range []string{"-F", "-X"} {
+	for _, op := range []string{"-F", "-X"} {
+		for _, c := range present {
 			if b, err := exec.Command(tool, "-w", "-t", table, op, c).CombinedOutput(); err != nil {
 				errs = append(errs, fmt.Errorf("%s -t %s %s %s: %s", tool, table, op, c, strings.TrimSpace(string(b))))
 			}
@@ -68,9 +66,40 @@ func removeChains(tool, table string, chains []string) error {
 	return errors.Join(errs...)
 }
 
-func jumpsTo(fields []string, owned map[string]bool) bool {
+// ruleFields splits one line of `iptables -S` into arguments: iptables quotes an argument that
+// holds spaces (kube-router's comments do) in double quotes, with \" inside.
+func ruleFields(line string) []string {
+	var fields []string
+	var cur strings.Builder
+	inQuote, inField := false, false
+	for i := 0; i < len(line); i++ {
+		ch := line[i]
+		switch {
+		case inQuote && ch == '\\' && i+1 < len(line) && line[i+1] == '"':
+			cur.WriteByte('"')
+			i++
+		case ch == '"':
+			inQuote, inField = !inQuote, true
+		case !inQuote && (ch == ' ' || ch == '\t'):
+			if inField {
+				fields = append(fields, cur.String())
+				cur.Reset()
+				inField = false
+			}
+		default:
+			cur.WriteByte(ch)
+			inField = true
+		}
+	}
+	if inField {
+		fields = append(fields, cur.String())
+	}
+	return fields
+}
+
+func jumpsTo(fields []string, owned func(string) bool) bool {
 	for i := 0; i+1 < len(fields); i++ {
-		if (fields[i] == "-j" || fields[i] == "-g") && owned[fields[i+1]] {
+		if (fields[i] == "-j" || fields[i] == "-g") && owned(fields[i+1]) {
 			return true
 		}
 	}

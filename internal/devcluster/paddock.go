@@ -187,6 +187,11 @@ func (cl *cluster) adaptDeployment(u *unstructured.Unstructured) error {
 	c.ImagePullPolicy = corev1.PullAlways
 	// One real node: a second replica would only take CPU from the tests.
 	d.Spec.Replicas = ptr.To[int32](1)
+	if d.Name == "paddock-controller" {
+		// Sandboxes resolve through the internet stand-in: the public resolvers of the default
+		// are unreachable from this machine's pods, on purpose.
+		setArg(c, "--sandbox-nameservers=", cl.cfg.InternetResolver().String())
+	}
 	if d.Name == "paddock-router" {
 		if cl.routerAuthz != "" {
 			setArg(c, "--authz-mode=", cl.routerAuthz)

@@ -30,6 +30,12 @@ func (c Config) process(name string) process {
 // start runs binary with args in a session of its own, with stdout and stderr appended to the
 // component's log, and records its pid. The process outlives the command that started it.
 func (p process) start(binary string, args []string, env []string) (int, error) {
+	return p.startWith(binary, args, env, 0)
+}
+
+// startWith is start with extra clone flags: CLONE_NEWNET starts the process in a network
+// namespace of its own, which it holds for as long as it runs.
+func (p process) startWith(binary string, args []string, env []string, cloneflags uintptr) (int, error) {
 	for _, dir := range []string{filepath.Dir(p.pidFile), filepath.Dir(p.logFile)} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return 0, err
@@ -44,7 +50,7 @@ func (p process) start(binary string, args []string, env []string) (int, error) 
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Cloneflags: cloneflags}
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start %s (%s): %w", p.name, binary, err)
 	}

@@ -271,7 +271,8 @@ options:
 func kubeletResolvConf(c Config) string { return "nameserver " + c.NodeIP.String() + "\n" }
 
 // corefile renders CoreDNS's configuration: the kubernetes plugin answers for the cluster domain
-// and reverse zones; nothing is forwarded, since the cluster has no outside network.
+// and reverse zones; every other name goes to the internet stand-in's resolver, the only
+// "outside" this cluster has (it knows .test names and nothing else).
 func corefile(c Config) string {
 	return fmt.Sprintf(`.:%d {
     bind %s
@@ -283,10 +284,11 @@ func corefile(c Config) string {
         fallthrough in-addr.arpa ip6.arpa
         ttl 5
     }
+    forward . %s
     cache 5
     loadbalance
 }
-`, c.Ports.DNS, c.NodeIP, loopback(c.Ports.DNSReady), ClusterDomain, c.KubeconfigPath())
+`, c.Ports.DNS, c.NodeIP, loopback(c.Ports.DNSReady), ClusterDomain, c.KubeconfigPath(), c.InternetResolver())
 }
 
 // kubeconfig renders a kubeconfig with one cluster, one token user and one context, all named

@@ -117,8 +117,41 @@ func TestCorefile(t *testing.T) {
 			t.Errorf("Corefile lacks %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "forward") {
-		t.Errorf("Corefile forwards queries off the machine:\n%s", got)
+	// The only upstream is the internet stand-in's resolver, on this machine.
+	var forwards []string
+	for _, line := range strings.Split(got, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "forward" {
+			forwards = append(forwards, strings.Join(f, " "))
+		}
+	}
+	if diff := cmp.Diff([]string{"forward . 198.19.64.53"}, forwards); diff != "" {
+		t.Errorf("Corefile forwards (-want +got):\n%s", diff)
+	}
+}
+
+func TestGuardRules(t *testing.T) {
+	var got []string
+	for _, r := range guardRules(testCfg) {
+		got = append(got, strings.Join(r, " "))
+	}
+	want := []string{
+		"priority 19818 iif paddock-br to 198.18.0.0/24 lookup main",
+		"priority 19818 iif paddock-br to 198.19.64.0/24 lookup main",
+		"priority 19819 iif paddock-br unreachable",
+		"priority 19818 iif paddock-inet to 198.18.0.0/24 lookup main",
+		"priority 19818 iif paddock-inet to 198.19.64.0/24 lookup main",
+		"priority 19819 iif paddock-inet unreachable",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("guard rules (-want +got):\n%s", diff)
+	}
+}
+
+func TestNetpolArgsOpenNoPort(t *testing.T) {
+	got := pick(netpolArgs(testCfg), "--run-firewall", "--run-router", "--run-service-proxy", "--health-port", "--metrics-port", "--service-cluster-ip-range", "--hostname-override")
+	want := []string{"--run-firewall=true", "--run-router=false", "--run-service-proxy=false", "--health-port=0", "--metrics-port=0", "--service-cluster-ip-range=198.19.128.0/17", "--hostname-override=paddock-dev"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("kube-router arguments (-want +got):\n%s", diff)
 	}
 }
 
@@ -133,7 +166,7 @@ func TestArgsStayInsideTheTestBed(t *testing.T) {
 	want := map[string][]string{
 		"apiserver": {"--bind-address=198.18.255.1", "--service-cluster-ip-range=198.19.128.0/17", "--authorization-mode=Node,RBAC"},
 		"kubelet":   {"--node-ip=198.18.255.1", "--hostname-override=paddock-dev"},
-		"kwok":      {"--cidr=198.19.0.0/17", "--manage-nodes-with-label-selector=type=kwok", "--config=/state/kwok/kwok.yaml", "--config=/s/a.yaml", "--config=/s/b.yaml"},
+		"kwok":      {"--cidr=198.19.0.0/18", "--manage-nodes-with-label-selector=type=kwok", "--config=/state/kwok/kwok.yaml", "--config=/s/a.yaml", "--config=/s/b.yaml"},
 		"etcd":      {"--listen-client-urls=http://127.0.0.1:23790", "--listen-peer-urls=http://127.0.0.1:23800"},
 		"kcm":       {"--controllers=*,-nodeipam", "--bind-address=127.0.0.1"},
 	}
@@ -313,5 +346,23 @@ func TestRemoveRunscStateStackedMounts(t *testing.T) {
 	}
 	if _, err := os.Stat(root); !os.IsNotExist(err) {
 		t.Errorf("%s after removal: %v; want it gone", root, err)
+	}
+}
+
+func TestRuleFields(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want []string
+	}{
+		{`-A INPUT -m comment --comment "kube-router netpol - 4IA2OSFRMVNDXBVV" -j KUBE-ROUTER-INPUT`,
+			[]string{"-A", "INPUT", "-m", "comment", "--comment", "kube-router netpol - 4IA2OSFRMVNDXBVV", "-j", "KUBE-ROUTER-INPUT"}},
+		{`-N KUBE-FIREWALL`, []string{"-N", "KUBE-FIREWALL"}},
+		{`-A X -m comment --comment "say \"hi\"" -j Y`, []string{"-A", "X", "-m", "comment", "--comment", `say "hi"`, "-j", "Y"}},
+		{`-A X -m comment --comment "" -j Y`, []string{"-A", "X", "-m", "comment", "--comment", "", "-j", "Y"}},
+		{"", nil},
+	} {
+		if diff := cmp.Diff(tc.want, ruleFields(tc.line)); diff != "" {
+			t.Errorf("ruleFields(%q) (-want +got):\n%s", tc.line, diff)
+		}
 	}
 }

@@ -8,14 +8,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/paddock-dev/paddock/internal/standin"
 )
 
 // UpOptions tune `paddock dev up`.
@@ -102,7 +106,13 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 			if err := claimHost(cfg); err != nil {
 				return "", false, err
 			}
-			return nodeInterface + " " + cfg.NodeIP.String(), false, ensureNodeInterface(cfg.NodeIP)
+			if err := ensureNodeInterface(cfg.NodeIP); err != nil {
+				return "", false, err
+			}
+			if err := ensureGuard(cfg); err != nil {
+				return "", false, err
+			}
+			return nodeInterface + " " + cfg.NodeIP.String() + "; pods and the stand-in route to " + cfg.PodCIDR.String() + " and " + cfg.InternetCIDR.String() + " only", false, nil
 		}},
 	}...)
 	for _, name := range componentOrder {
@@ -113,7 +123,7 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 		case compRegistry:
 			steps = append(steps, step{"images", cl.pushImages})
 		case compKubelet:
-			steps = append(steps, step{"storage class", cl.ensureStorageClass}, step{"gvisor runtime class", cl.ensureGVisorRuntimeClass})
+			steps = append(steps, step{"node pod range", cl.ensureNodePodCIDR}, step{"storage class", cl.ensureStorageClass}, step{"gvisor runtime class", cl.ensureGVisorRuntimeClass})
 		case compKWOK:
 			steps = append(steps, step{"kwok nodes", cl.ensureKWOKNodes})
 		}
@@ -142,6 +152,8 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 	}
 	cl.printf("\nUse it with:\n  export KUBECONFIG=%s\n  kubectl get nodes\n  kubectl run demo --image %s -- sleep 3600\nImages: push to %s (plain HTTP on loopback). Stop it with: paddock dev down --state-dir %s\n",
 		cfg.KubeconfigPath(), cfg.BusyboxImage(), cfg.RegistryHost(), cfg.StateDir)
+	cl.printf("Internet stand-in: %s resolved by %s (%s), CA %s; nothing leaves this machine.\n",
+		strings.Join(standin.DefaultHosts, ", "), cfg.InternetResolver(), cfg.InternetCIDR, standin.CACertPath(cfg.InternetDir()))
 	if cl.env != nil {
 		cl.printf("Sandboxes run %s (Debian with Python, Node.js, git, curl and a C toolchain; docs/environments.md) or the minimal %s.\n",
 			cfg.EnvBaseImage(), cfg.SandboxImage())
@@ -174,7 +186,7 @@ func (cl *cluster) buildBinaries(ctx context.Context) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	tools, builtTools, err := cl.script(ctx, filepath.Join(src, "hack", "build-dev-tools.sh"), "kwok", "coredns")
+	tools, builtTools, err := cl.script(ctx, filepath.Join(src, "hack", "build-dev-tools.sh"), "kwok", "coredns", "kube-router")
 	if err != nil {
 		return "", false, err
 	}
@@ -351,6 +363,29 @@ func (cl *cluster) heartbeatSince(ctx context.Context, name string, t time.Time)
 		}
 	}
 	return fmt.Errorf("node %s has not reported since its kubelet started at %s", name, t.Format(time.RFC3339))
+}
+
+// ensureNodePodCIDR records the CNI bridge's range as the real node's spec.podCIDRs. The
+// controller manager's node IPAM is off (the bridge hands out addresses), so nothing else sets
+// it, and without it the managed NetworkPolicy's discovery, which reads Nodes' podCIDRs, would
+// not deny the pod range. The field can be set once; a node that has another range is an error.
+func (cl *cluster) ensureNodePodCIDR(ctx context.Context) (string, bool, error) {
+	want := cl.cfg.PodCIDR.String()
+	node, err := cl.client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+	if err != nil {
+		return "", false, err
+	}
+	switch {
+	case slices.Equal(node.Spec.PodCIDRs, []string{want}):
+		return want, false, nil
+	case node.Spec.PodCIDR != "" || len(node.Spec.PodCIDRs) > 0:
+		return "", false, fmt.Errorf("node %s has spec.podCIDRs %v, not the bridge's %s; it cannot change: paddock dev down and up again", NodeName, node.Spec.PodCIDRs, want)
+	}
+	patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, want, want)
+	if _, err := cl.client.CoreV1().Nodes().Patch(ctx, NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+		return "", false, fmt.Errorf("set node %s spec.podCIDRs to %s: %w", NodeName, want, err)
+	}
+	return want, true, nil
 }
 
 func (cl *cluster) waitDefaultServiceAccount(ctx context.Context) (string, bool, error) {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paddock-dev/paddock/api/sandboxd"
+	"github.com/paddock-dev/paddock/internal/blueprint"
 	"github.com/paddock-dev/paddock/internal/controller/idle"
 	"github.com/paddock-dev/paddock/internal/controller/indexes"
 	"github.com/paddock-dev/paddock/internal/controller/sandbox"
@@ -29,6 +30,9 @@ import (
 // SetupControllers registers the cache indexes and the controllers o enables; tp traces the
 // Sandbox controller's passes.
 func SetupControllers(ctx context.Context, mgr ctrl.Manager, o *Options, tp trace.TracerProvider) error {
+	// Set once before any controller runs: warm members, cold sandboxes and template hashes
+	// must all see the same DNS configuration.
+	blueprint.PublicNameservers = append([]string(nil), o.SandboxNameservers...)
 	if err := indexes.RegisterFor(ctx, mgr.GetFieldIndexer(), o.Extensions); err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paddock-dev/paddock/api/sandboxd"
+	"github.com/paddock-dev/paddock/internal/blueprint"
 	"github.com/paddock-dev/paddock/internal/controller/sandbox"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxclaim"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
@@ -110,6 +111,10 @@ type Options struct {
 	// turns discovery on (the default).
 	SandboxEgressDenyCIDRs []string
 	SandboxEgressDiscovery bool
+	// SandboxNameservers are the DNS servers of sandboxes under a template's default
+	// NetworkPolicy, which denies the cluster's DNS (public resolvers by default; the local
+	// dev cluster's internet stand-in there).
+	SandboxNameservers []string
 
 	// AllowedLabelDomainsFile lists the label domains a claim's additionalPodMetadata may use,
 	// one per line; a missing file means the built-in list.
@@ -161,6 +166,7 @@ func NewOptions() *Options {
 		RouterPodLabels:                      template.RouterPodLabels,
 		ControllerPodLabels:                  template.ControllerPodLabels,
 		SandboxEgressDiscovery:               template.EgressDiscovery,
+		SandboxNameservers:                   append([]string(nil), blueprint.PublicNameservers...),
 		AllowedLabelDomainsFile:              "/etc/sandbox-config/allowed-label-domains",
 		SandboxCredentials:                   true,
 		MetricsSecure:                        true,
@@ -216,6 +222,16 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 				}
 			}
 			return egress.Validate(o.SandboxEgressDenyCIDRs)
+		})
+	fs.Func("sandbox-nameservers", "Comma-separated IP addresses (at most 3) of the DNS servers of sandboxes under a template's default NetworkPolicy, which denies the cluster's DNS (default "+strings.Join(blueprint.PublicNameservers, ",")+").",
+		func(s string) error {
+			o.SandboxNameservers = nil
+			for _, a := range strings.Split(s, ",") {
+				if a = strings.TrimSpace(a); a != "" {
+					o.SandboxNameservers = append(o.SandboxNameservers, a)
+				}
+			}
+			return blueprint.ValidateNameservers(o.SandboxNameservers)
 		})
 	fs.BoolVar(&o.SandboxEgressDiscovery, "sandbox-egress-discovery", o.SandboxEgressDiscovery,
 		"Deny the default NetworkPolicy's egress to the cluster's own ranges, discovered from Nodes (podCIDRs, InternalIPs), ServiceCIDRs and the kubernetes Service's EndpointSlices.")

@@ -10,11 +10,17 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -46,21 +52,22 @@ func testEnvBase(t *testing.T) {
 	if rc == nil || *rc != devcluster.GVisorRuntimeClass {
 		t.Fatalf("paddock dev up's base template has RuntimeClass %v; want %s", rc, devcluster.GVisorRuntimeClass)
 	}
-	runc := &extensionsv1beta1.SandboxTemplate{}
-	runc.Name, runc.Namespace, runc.Annotations, runc.Spec = "base-runc", ns, base.Annotations, *base.Spec.DeepCopy()
-	runc.Spec.PodTemplate.Spec.RuntimeClassName = nil
-	framework.MustCreate(t, ctx, c, runc)
-	for _, name := range []string{e2b.DefaultTemplate, runc.Name} {
+	runc := copyTemplateOnRunc(t, ctx, c, ns, e2b.DefaultTemplate)
+	for _, name := range []string{e2b.DefaultTemplate, runc} {
 		framework.MustCreate(t, ctx, c, poolOf(ns, name, 1))
 	}
 
 	key, url := e2bAPIKey(t, ctx, c, ns), e2bURL(t, ctx, c)
 	probe := "paddock-" + rand.String(12)
-	server := serveEnvFiles(t, nodeInternalIP(t, ctx), probe)
+	nodeIP := nodeInternalIP(t, ctx)
+	server := serveEnvFiles(t, nodeIP, probe)
+	// The managed policy denies the node; a policy of the test's own admits its file server's
+	// port, as an operator would admit a package mirror (NetworkPolicies add up).
+	allowEnvFiles(t, ctx, ns, nodeIP, server)
 	dir := e2bClientDir(t, ctx)
 	env := append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key,
 		"E2B_PKG="+e2bSDKs[0], "SERVER_URL="+server, "PROBE="+probe)
-	for _, tc := range []struct{ runtime, template string }{{"gVisor", e2b.DefaultTemplate}, {"runc", runc.Name}} {
+	for _, tc := range []struct{ runtime, template string }{{"gVisor", e2b.DefaultTemplate}, {"runc", runc}} {
 		t.Run(tc.runtime, func(t *testing.T) {
 			waitPoolReady(t, c, ns, tc.template, 1)
 			out, err := node(t, ctx, dir, append(env, "E2B_TEMPLATE="+tc.template), "envbase.mjs")
@@ -68,6 +75,33 @@ func testEnvBase(t *testing.T) {
 				t.Fatalf("env-base under %s: %v", tc.runtime, err)
 			}
 		})
+	}
+}
+
+// allowEnvFiles lets every pod of ns reach the file server at serverURL on the node.
+func allowEnvFiles(t *testing.T, ctx context.Context, ns, node, serverURL string) {
+	t.Helper()
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatalf("the env-base file server %s has no port: %v", serverURL, err)
+	}
+	tcp := corev1.ProtocolTCP
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "env-files", Namespace: ns},
+		Spec: networkingv1.NetworkPolicySpec{
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress: []networkingv1.NetworkPolicyEgressRule{{
+				To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: node + "/32"}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr(intstr.FromInt(port))}},
+			}},
+		},
+	}
+	if _, err := suite.client.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -17,6 +17,10 @@ type hostSnapshot struct {
 	Interfaces []string
 	Mounts     []string // mount points under the state dir or in the network-namespace dirs
 	IPTables   string   // iptables-save and ip6tables-save without counters and comments
+	// Routing is the policy rules and every routing table (ip rule, ip route show table all),
+	// and IPSets the names of the ipsets (kube-router's, while it runs).
+	Routing string
+	IPSets  string
 	// RunscState is what lies under gVisor's shim root (/run/containerd/runsc).
 	RunscState []string
 }
@@ -35,6 +39,8 @@ func snapshotHost(stateDir string) (hostSnapshot, error) {
 		return s, err
 	}
 	s.IPTables = iptablesRules()
+	s.Routing = command("ip", "-4", "rule", "show") + command("ip", "-4", "route", "show", "table", "all")
+	s.IPSets = command("ipset", "list", "-n")
 	_ = filepath.WalkDir("/run/containerd/runsc", func(p string, _ os.DirEntry, err error) error {
 		if err == nil {
 			s.RunscState = append(s.RunscState, p)
@@ -65,6 +71,15 @@ func mountsWithin(dirs ...string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, sc.Err()
+}
+
+// command returns what name prints, or nothing when it is missing or fails.
+func command(name string, args ...string) string {
+	out, err := exec.Command(name, args...).Output()
+	if err != nil {
+		return ""
+	}
+	return string(out)
 }
 
 var counters = regexp.MustCompile(`\[\d+:\d+\]`)

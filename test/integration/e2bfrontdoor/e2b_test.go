@@ -357,23 +357,33 @@ func TestKillDeletesTheClaim(t *testing.T) {
 	})
 }
 
-// The `base` template and pool that `paddock dev up` installs pass admission as they are.
+// The `base` and `code-interpreter-v1` templates and pools that `paddock dev up` installs pass
+// admission as they are.
 func TestDevClusterBasePoolIsAdmitted(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := framework.Context(t, framework.DefaultTimeout)
+	cfg := devcluster.Defaults("/var/lib/paddock-dev")
 	for _, gvisor := range []bool{false, true} {
-		tpl, pool := devcluster.E2BTemplate(devcluster.Defaults("/var/lib/paddock-dev").EnvBaseImage(), gvisor), devcluster.E2BPool()
-		tpl.Namespace, pool.Namespace = ns, ns
-		if gvisor {
-			tpl.Name += "-gvisor"
-			pool.Name += "-gvisor"
-			pool.Spec.TemplateRef.Name = tpl.Name
-		}
-		if err := env.Client.Create(ctx, tpl, client.DryRunAll); err != nil {
-			t.Errorf("template (gVisor %v): %v", gvisor, err)
-		}
-		if err := env.Client.Create(ctx, pool, client.DryRunAll); err != nil {
-			t.Errorf("pool: %v", err)
+		for _, c := range []struct {
+			tpl  *extensionsv1beta1.SandboxTemplate
+			pool *extensionsv1beta1.SandboxWarmPool
+		}{
+			{devcluster.E2BTemplate(cfg.EnvBaseImage(), gvisor), devcluster.E2BPool()},
+			{devcluster.CodeInterpreterTemplate(cfg.CodeInterpreterImage(), gvisor), devcluster.CodeInterpreterPool()},
+		} {
+			tpl, pool := c.tpl, c.pool
+			tpl.Namespace, pool.Namespace = ns, ns
+			if gvisor {
+				tpl.Name += "-gvisor"
+				pool.Name += "-gvisor"
+				pool.Spec.TemplateRef.Name = tpl.Name
+			}
+			if err := env.Client.Create(ctx, tpl, client.DryRunAll); err != nil {
+				t.Errorf("template %s: %v", tpl.Name, err)
+			}
+			if err := env.Client.Create(ctx, pool, client.DryRunAll); err != nil {
+				t.Errorf("pool %s: %v", pool.Name, err)
+			}
 		}
 	}
 }

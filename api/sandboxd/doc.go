@@ -21,6 +21,9 @@ const (
 	// EnvdAccessTokenEnv is an extra token E2B clients may send as X-Access-Token (besides
 	// TokenEnv's); signed /files URLs are then made with it.
 	EnvdAccessTokenEnv = "SANDBOXD_ENVD_ACCESS_TOKEN"
+	// InterpreterPortEnv sets the port of the code interpreter E2B's @e2b/code-interpreter SDK
+	// calls (InterpreterPort in a code-interpreter template; 0, the default, turns it off).
+	InterpreterPortEnv = "SANDBOXD_INTERPRETER_PORT"
 	// AllowUnauthenticatedEnv ("true") lets sandboxd serve without a sandbox token. Development
 	// only: without it, and without a token, sandboxd refuses to start.
 	AllowUnauthenticatedEnv = "SANDBOXD_ALLOW_UNAUTHENTICATED"
@@ -78,6 +81,9 @@ const DefaultRootDir = "/workspace"
 
 // EnvdPort is the port E2B's SDKs call a sandbox's daemon on (envd's fixed port).
 const EnvdPort = 49983
+
+// InterpreterPort is the port @e2b/code-interpreter calls the code interpreter on.
+const InterpreterPort = 49999
 
 // Activity endpoints (scale to zero, docs/compatibility.md "Idle policy"). Both take the sandbox
 // token or the control token; neither counts as activity itself except keepalive.

@@ -130,7 +130,7 @@ func serve(ctx context.Context, opts Options, forward <-chan os.Signal) error {
 		return err
 	}
 	closeAll := func() {
-		for _, l := range []net.Listener{ls.GRPC, ls.REST, ls.Legacy, ls.Envd} {
+		for _, l := range []net.Listener{ls.GRPC, ls.REST, ls.Legacy, ls.Envd, ls.Interpreter} {
 			if l != nil {
 				l.Close()
 			}
@@ -251,6 +251,7 @@ func listen(opts Options) (server.Listeners, error) {
 		return l
 	}
 	ls.GRPC, ls.REST, ls.Legacy, ls.Envd = bind(opts.GRPCPort), bind(opts.RESTPort), bind(opts.LegacyPort), bind(opts.EnvdPort)
+	ls.Interpreter = bind(opts.InterpreterPort)
 	if err != nil {
 		for _, l := range bound {
 			l.Close()

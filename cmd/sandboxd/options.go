@@ -24,6 +24,9 @@ type Options struct {
 	LegacyPort           int
 	EnvdPort             int
 	EnvdAccessToken      string
+	InterpreterPort      int
+	InterpreterPython    string
+	InterpreterNode      string
 	RootDir              string
 	Token                string
 	TokenFile            string
@@ -103,6 +106,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet, lookup env) {
 	num(&o.LegacyPort, "legacy-port", sandboxd.LegacyPortEnv, sandboxd.LegacyPort, "port of the legacy Python-runtime API (/execute, /upload, ...); 0 turns it off")
 	num(&o.EnvdPort, "envd-port", sandboxd.EnvdPortEnv, sandboxd.EnvdPort, "port of E2B's in-sandbox protocol (envd: Connect process/filesystem services, /files, /health) for the unmodified E2B SDKs; 0 turns it off")
 	str(&o.EnvdAccessToken, "envd-access-token", sandboxd.EnvdAccessTokenEnv, "", "extra token E2B clients may send as X-Access-Token to the envd port, besides the sandbox token; signed /files URLs are then made with it")
+	num(&o.InterpreterPort, "interpreter-port", sandboxd.InterpreterPortEnv, 0, "port of the code interpreter @e2b/code-interpreter calls (E2B's is "+strconv.Itoa(sandboxd.InterpreterPort)+"; POST /execute, /contexts, /health), with envd's credentials; 0 turns it off")
+	str(&o.InterpreterPython, "interpreter-python", "SANDBOXD_INTERPRETER_PYTHON", "python3", "Python the code interpreter's python kernels run (looked up in PATH when bare)")
+	str(&o.InterpreterNode, "interpreter-node", "SANDBOXD_INTERPRETER_NODE", "node", "Node.js the code interpreter's javascript kernels run (looked up in PATH when bare)")
 	str(&o.RootDir, "root-dir", sandboxd.RootDirEnv, sandboxd.DefaultRootDir, "sandbox root: created if missing; every client path is confined to it and commands start in it")
 	str(&o.Token, "token", sandboxd.TokenEnv, "", "sandbox token every API call except health must carry (Authorization: Bearer <token>, gRPC metadata authorization, or X-Access-Token); prefer the environment variable: a flag is readable by every process in /proc/<pid>/cmdline")
 	str(&o.TokenFile, "token-file", "SANDBOXD_TOKEN_FILE", "", "file holding the sandbox token, used when --token is empty; the sandbox's commands must not be able to read it (they run as sandboxd's user), so prefer the environment variable")
@@ -151,9 +157,13 @@ func (o *Options) Validate() error {
 	checkPort("rest-port", o.RESTPort, 1)
 	checkPort("legacy-port", o.LegacyPort, 0)
 	checkPort("envd-port", o.EnvdPort, 0)
-	if !distinctPorts(o.GRPCPort, o.RESTPort, o.LegacyPort, o.EnvdPort) {
-		errs = append(errs, fmt.Errorf("--grpc-port=%d, --rest-port=%d, --legacy-port=%d and --envd-port=%d must all differ (0 turns the legacy and envd ports off)",
-			o.GRPCPort, o.RESTPort, o.LegacyPort, o.EnvdPort))
+	checkPort("interpreter-port", o.InterpreterPort, 0)
+	if !distinctPorts(o.GRPCPort, o.RESTPort, o.LegacyPort, o.EnvdPort, o.InterpreterPort) {
+		errs = append(errs, fmt.Errorf("--grpc-port=%d, --rest-port=%d, --legacy-port=%d, --envd-port=%d and --interpreter-port=%d must all differ (0 turns the legacy, envd and interpreter ports off)",
+			o.GRPCPort, o.RESTPort, o.LegacyPort, o.EnvdPort, o.InterpreterPort))
+	}
+	if o.InterpreterPort != 0 && (o.InterpreterPython == "" || o.InterpreterNode == "") {
+		errs = append(errs, errors.New("--interpreter-python and --interpreter-node must not be empty while --interpreter-port is set; name the interpreters (default python3 and node)"))
 	}
 	if o.RootDir == "" {
 		errs = append(errs, errors.New("--root-dir is empty; pass the sandbox root, e.g. /workspace (sandboxd never defaults to /)"))
@@ -239,6 +249,8 @@ func (o *Options) Config(environ []string) server.Config {
 		LegacyExecTimeout:           o.LegacyExecTimeout,
 		ShutdownTimeout:             o.ShutdownTimeout,
 		HTTPIdleTimeout:             o.HTTPIdleTimeout,
+		InterpreterPython:           o.InterpreterPython,
+		InterpreterNode:             o.InterpreterNode,
 	}
 }
 

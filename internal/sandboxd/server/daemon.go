@@ -21,6 +21,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/portforward"
 	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
 	"github.com/paddock-dev/paddock/internal/sandboxd/envd"
+	"github.com/paddock-dev/paddock/internal/sandboxd/interpreter"
 	"github.com/paddock-dev/paddock/internal/sandboxd/pathsafe"
 	"github.com/paddock-dev/paddock/internal/sandboxd/process"
 )
@@ -70,6 +71,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// HTTPIdleTimeout is the keep-alive idle timeout of the HTTP servers.
 	HTTPIdleTimeout time.Duration
+	// InterpreterPython and InterpreterNode are the commands of the code interpreter's Python and
+	// JavaScript kernels (default python3 and node from PATH).
+	InterpreterPython, InterpreterNode string
 }
 
 // maxJSONBody bounds the JSON request bodies (legacy /execute, claim settings).
@@ -89,6 +93,8 @@ type Daemon struct {
 	activity activity
 	// peers classifies the peers of tokenless calls (AcceptPortForward, AllowUnauthenticatedNetwork).
 	peers portforward.Recognizer
+	// interp is the code interpreter while its listener is served (Serve sets it first).
+	interp *interpreter.Server
 }
 
 // New opens the sandbox root and prepares the daemon; it serves nothing until Serve.
@@ -128,29 +134,22 @@ type Listeners struct {
 	GRPC, REST, Legacy net.Listener
 	// Envd serves E2B's in-sandbox protocol (Connect over HTTP/1.1 and h2c, /files, /health).
 	Envd net.Listener
+	// Interpreter serves the code interpreter of @e2b/code-interpreter (internal/sandboxd/interpreter).
+	Interpreter net.Listener
 }
 
 // EnvdServer returns the E2B envd protocol server over the daemon's root, processes and claim.
 // Its calls pass the same Authorize as every other API (so a locked warm member refuses them),
 // with --envd-access-token standing for the sandbox token.
 func (d *Daemon) EnvdServer() *envd.Server {
-	token, authorize := d.cfg.Token, d.AuthorizeCredentials
-	if e2b := d.cfg.EnvdAccessToken; e2b != "" {
-		token = e2b
-		authorize = func(creds ...string) error {
-			for _, c := range creds {
-				if tokenEqual(c, e2b) {
-					return d.AuthorizeCredentials(d.cfg.Token)
-				}
-			}
-			return d.AuthorizeCredentials(creds...)
-		}
+	token := d.cfg.Token
+	if d.cfg.EnvdAccessToken != "" {
+		token = d.cfg.EnvdAccessToken
 	}
 	// Every authorized envd call is activity (E2B's data plane); its commands count while they
 	// run, through the shared process manager.
-	authorized := authorize
-	authorize = func(creds ...string) error {
-		err := authorized(creds...)
+	authorize := func(creds ...string) error {
+		err := d.AuthorizeCredentials(d.e2bCredentials(creds)...)
 		if err == nil {
 			d.activity.touch(time.Now())
 		}
@@ -169,11 +168,34 @@ func (d *Daemon) EnvdServer() *envd.Server {
 	})
 }
 
+// e2bCredentials are creds with --envd-access-token, which E2B clients present, standing for
+// the sandbox token.
+func (d *Daemon) e2bCredentials(creds []string) []string {
+	if d.cfg.EnvdAccessToken == "" {
+		return creds
+	}
+	out := make([]string, len(creds))
+	for i, c := range creds {
+		out[i] = c
+		if tokenEqual(c, d.cfg.EnvdAccessToken) {
+			out[i] = d.cfg.Token
+		}
+	}
+	return out
+}
+
 // Serve serves until ctx ends, then shuts down: health turns 503, processes get SIGTERM then
 // SIGKILL, HTTP and gRPC servers stop within ShutdownTimeout.
 func (d *Daemon) Serve(ctx context.Context, ls Listeners) error {
+	if ls.Interpreter != nil {
+		// Before any listener serves: the claim-settings handler warms it.
+		d.interp = interpreter.New(interpreter.Config{
+			Python: d.cfg.InterpreterPython, Node: d.cfg.InterpreterNode, Dir: d.root.Dir(),
+			Environ: func() []string { return process.MergeEnv(d.cfg.Environ, d.claims.Env()) },
+		})
+	}
 	var httpServers []*http.Server
-	errs := make(chan error, 4)
+	errs := make(chan error, 5)
 	serveHTTP := func(l net.Listener, h http.Handler, protocols *http.Protocols) {
 		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: d.cfg.HTTPIdleTimeout, Protocols: protocols,
 			ConnContext: d.peers.ConnContext}
@@ -195,6 +217,12 @@ func (d *Daemon) Serve(ctx context.Context, ls Listeners) error {
 		protocols.SetUnencryptedHTTP2(true)
 		serveHTTP(ls.Envd, e.Handler(), protocols)
 	}
+	if ls.Interpreter != nil {
+		serveHTTP(ls.Interpreter, d.InterpreterHandler(d.interp.Handler()), nil)
+		if !d.locked.Load() {
+			go d.interp.Warm()
+		}
+	}
 	var grpcServer *grpc.Server
 	if ls.GRPC != nil {
 		grpcServer = d.GRPCServer()
@@ -206,7 +234,7 @@ func (d *Daemon) Serve(ctx context.Context, ls Listeners) error {
 	if d.cfg.Token == "" {
 		klog.InfoS("WARNING: sandboxd serves WITHOUT AUTHENTICATION (--allow-unauthenticated): anyone who reaches its ports can run commands in this sandbox; development only")
 	}
-	klog.InfoS("sandboxd serving", "locked", d.locked.Load(), "root", d.root.Dir(), "rest", addr(ls.REST), "grpc", addr(ls.GRPC), "legacy", addr(ls.Legacy), "envd", addr(ls.Envd))
+	klog.InfoS("sandboxd serving", "locked", d.locked.Load(), "root", d.root.Dir(), "rest", addr(ls.REST), "grpc", addr(ls.GRPC), "legacy", addr(ls.Legacy), "envd", addr(ls.Envd), "interpreter", addr(ls.Interpreter))
 
 	var serveErr error
 	select {
@@ -230,6 +258,10 @@ func (d *Daemon) shutdown(httpServers []*http.Server, grpcServer *grpc.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	d.procs.Shutdown(ctx)
+	if d.interp != nil {
+		// Running cells end (ExecutionAborted), so their streams do not hold the HTTP shutdown.
+		d.interp.Close()
+	}
 	for _, srv := range httpServers {
 		if err := srv.Shutdown(ctx); err != nil {
 			srv.Close()

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/paddock-dev/paddock/api/e2b"
+	"github.com/paddock-dev/paddock/test/framework"
+)
+
+// debianPython is the Python the interpreter's kernels run in these tests (make interpreter-deps).
+const debianPython = "/usr/bin/python3"
+
+// interpreterCall sends one request to the code interpreter on port with the given header (name
+// "" for none) and returns the status and the body.
+func interpreterCall(ctx context.Context, port int, method, path, body, header, value string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("http://127.0.0.1:%d%s", port, path), strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if header != "" {
+		req.Header.Set(header, value)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	var sb strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		sb.WriteString(sc.Text() + "\n")
+	}
+	return resp.StatusCode, sb.String(), sc.Err()
+}
+
+// cellOutput runs code in language with the sandbox token and returns what it printed and the
+// text of its error, if any.
+func cellOutput(ctx context.Context, t *testing.T, port int, token, language, code string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"code": code, "language": language})
+	status, out, err := interpreterCall(ctx, port, http.MethodPost, "/execute", string(body), e2b.AccessTokenHeader, token)
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("POST /execute: %d %v\n%s", status, err, out)
+	}
+	var sb strings.Builder
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		for _, k := range []string{"text", "value", "traceback"} {
+			if s, ok := m[k].(string); ok {
+				sb.WriteString(s)
+			}
+		}
+	}
+	return sb.String()
+}
+
+// TestInterpreterAsAnAttacker runs the real daemon as the sandbox's user with its tokens in its
+// environment and attacks the code interpreter's port: no token, a wrong token, a locked warm
+// member, and cells that try to read sandboxd's credentials or call its APIs without them.
+func TestInterpreterAsAnAttacker(t *testing.T) {
+	if _, err := os.Stat(debianPython); err != nil {
+		t.Fatalf("%s is missing: run make interpreter-deps", debianPython)
+	}
+	port := freePort(t)
+	d := startAsSandboxUser(t, "--interpreter-port="+strconv.Itoa(port), "--interpreter-python="+debianPython)
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	framework.Eventually(t, func(ctx context.Context) error {
+		status, _, err := interpreterCall(ctx, port, http.MethodGet, "/health", "", "", "")
+		if err == nil && status != http.StatusOK {
+			err = fmt.Errorf("GET /health = %d", status)
+		}
+		return err
+	})
+
+	wrong := randomToken(t, "sandbox-")
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodPost, "/execute", `{"code":"1"}`},
+		{http.MethodGet, "/contexts", ""},
+		{http.MethodPost, "/contexts", "{}"},
+		{http.MethodPost, "/contexts/x/restart", ""},
+		{http.MethodDelete, "/contexts/x", ""},
+	} {
+		for _, h := range []string{e2b.AccessTokenHeader, e2b.TrafficAccessTokenHeader, "Authorization"} {
+			value := wrong
+			if h == "Authorization" {
+				value = "Bearer " + wrong
+			}
+			if status, body, err := interpreterCall(ctx, port, c.method, c.path, c.body, h, value); err != nil || status != http.StatusUnauthorized {
+				t.Errorf("%s %s with another sandbox's token in %s: %d %v %s, want 401", c.method, c.path, h, status, err, body)
+			}
+		}
+	}
+	for _, h := range []string{e2b.AccessTokenHeader, e2b.TrafficAccessTokenHeader} {
+		if status, body, err := interpreterCall(ctx, port, http.MethodGet, "/contexts", "", h, d.token); err != nil || status != http.StatusOK {
+			t.Errorf("GET /contexts with the sandbox token in %s: %d %v %s", h, status, err, body)
+		}
+	}
+
+	if out := cellOutput(ctx, t, port, d.token, "bash", "id -u"); strings.TrimSpace(out) != strconv.Itoa(sandboxUID) {
+		t.Fatalf("cells run as uid %q, want %d", out, sandboxUID)
+	}
+	for _, a := range tokenAttempts(strconv.Itoa(d.cmd.Process.Pid)) {
+		out := cellOutput(ctx, t, port, d.token, "bash", a.script)
+		leaked := strings.Contains(out, d.token) || strings.Contains(out, d.control)
+		opened := strings.Contains(out, "-OPENED") || strings.Contains(out, "-LISTED") || strings.Contains(out, "MAPS-READ")
+		t.Logf("a bash cell tried %-50s held=%v %s", a.what, !leaked && !opened, firstLine(out))
+		if leaked || opened {
+			t.Errorf("%s: a cell read sandboxd's credentials or process:\n%s", a.what, out)
+		}
+	}
+	pyOut := cellOutput(ctx, t, port, d.token, "python",
+		"import os\nprint(dict(os.environ))\nfor p in ('/proc/%d/environ' % os.getppid(), '/proc/%d/cmdline' % os.getppid()):\n    try:\n        print(open(p, 'rb').read())\n    except OSError as e:\n        print(p, e)")
+	if strings.Contains(pyOut, d.token) || strings.Contains(pyOut, d.control) || !strings.Contains(pyOut, "Permission denied") {
+		t.Errorf("a python cell read sandboxd's credentials, or its environ was readable:\n%s", pyOut)
+	}
+
+	// A cell calling sandboxd's APIs on loopback without a token is not the port-forward.
+	for name, path := range map[string]string{"interpreter": fmt.Sprintf("http://127.0.0.1:%d/contexts", port)} {
+		out := cellOutput(ctx, t, port, d.token, "bash", getEnv+"="+path+" "+d.cmd.Path)
+		t.Logf("a cell called the %s API without a token: %s", name, strings.TrimSpace(out))
+		if !strings.Contains(out, "STATUS 401") {
+			t.Errorf("the %s API from a cell without a token: %q, want 401", name, out)
+		}
+	}
+}
+
+// TestInterpreterLockedMember refuses the sandbox token on an unclaimed warm member until claim
+// settings arrive; health stays open.
+func TestInterpreterLockedMember(t *testing.T) {
+	port := freePort(t)
+	d := startAsSandboxUser(t, "--interpreter-port="+strconv.Itoa(port), "--interpreter-python="+debianPython, "--require-claim")
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	framework.Eventually(t, func(ctx context.Context) error {
+		status, _, err := interpreterCall(ctx, port, http.MethodGet, "/health", "", "", "")
+		if err == nil && status != http.StatusOK {
+			err = fmt.Errorf("GET /health = %d", status)
+		}
+		return err
+	})
+	for _, c := range []struct{ method, path, body string }{{http.MethodPost, "/execute", `{"code":"1"}`}, {http.MethodGet, "/contexts", ""}, {http.MethodPost, "/contexts", "{}"}} {
+		if status, body, err := interpreterCall(ctx, port, c.method, c.path, c.body, e2b.AccessTokenHeader, d.token); err != nil || status != http.StatusForbidden {
+			t.Errorf("%s %s with the sandbox token on a locked member: %d %v %s, want 403", c.method, c.path, status, err, body)
+		}
+		if status, body, err := interpreterCall(ctx, port, c.method, c.path, c.body, "", ""); err != nil || status != http.StatusForbidden {
+			t.Errorf("%s %s without a token (the port-forward's shape) on a locked member: %d %v %s, want 403", c.method, c.path, status, err, body)
+		}
+	}
+}

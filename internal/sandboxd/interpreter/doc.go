@@ -1,0 +1,30 @@
+// Package interpreter is sandboxd's code interpreter: the HTTP service E2B's
+// @e2b/code-interpreter SDK calls on port 49999 (GET /health, POST /execute answered as NDJSON,
+// /contexts create, list, restart and delete), over kernels that keep state per context.
+//
+// A context is one kernel process: Python and Node run a driver embedded in this package
+// (drivers/, passed with -c/-e, nothing written to disk), bash runs a prelude then one shell
+// command per cell. The driver reads one JSON request per line on fd 3 ({"code","env","marker"};
+// bash reads shell commands on stdin) and writes JSON messages on fd 4: ready, stdout, stderr,
+// result ({"main", "data": MIME bundle}), error ({"name","value","traceback"}) and done
+// ({"marks": streams}). What the kernel's processes write straight to fd 1 and 2 is read here
+// as stdout and stderr up to the random marker the driver writes there at the end of each cell,
+// so a cell's output is complete when its end is sent.
+//
+// Contract:
+//   - Kernels run as sandboxd's user, in their own process group, with Config.Environ (the
+//     environment the sandbox's commands get: no sandbox or control token); per-call env_vars
+//     are set inside the kernel for that cell and restored after it, as E2B does.
+//   - The cells of one context run in order; contexts run in parallel, each in its own process,
+//     so a cell that never ends holds only its own context.
+//   - A client that goes away (the SDK's timeoutMs closes the connection) interrupts its cell
+//     with SIGINT to the kernel's process group, then again after InterruptGrace, and the
+//     kernel is killed and restarted only after twice that; an interrupted cell keeps the
+//     context's state.
+//   - A kernel that dies during a cell ends it with a KernelDied error and is restarted at once
+//     (state lost); restart and delete end a running cell with ContextRestarting and
+//     ExecutionAborted, as E2B's server does.
+//   - Kernels start when first needed (the default Python one at Warm, which sandboxd calls
+//     once the sandbox is claimed, so kernels get the claim's environment) and stop at Close.
+//   - Handler authorizes nothing; sandboxd wraps it with the sandbox token check.
+package interpreter

@@ -27,7 +27,7 @@ const (
 	// InterpreterPort is the code interpreter's port (@e2b/code-interpreter's fixed port), served
 	// by sandboxd with --interpreter-port and reached like envd: through the data plane with the
 	// sandbox token.
-	InterpreterPort = 49999
+	InterpreterPort = sandboxd.InterpreterPort
 	// InterpreterTemplate is @e2b/code-interpreter's default templateID.
 	InterpreterTemplate = "code-interpreter-v1"
 	// EnvdVersion is the envd version reported to the SDK. It is a feature switch there: 0.5.7 and

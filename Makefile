@@ -105,19 +105,24 @@ test-integration: k8s-binaries $(HELM) $(KUSTOMIZE) e2b-deps image-deps ## Run i
 # through the router's E2B front door) run the unmodified npm e2b SDK with the machine's Node.js.
 E2B_CLIENT := test/integration/e2b/client
 E2B_FRONTDOOR_CLIENT := test/integration/e2bfrontdoor/client
+# test/integration/interpreter runs the unmodified @e2b/code-interpreter against sandboxd's interpreter.
+INTERPRETER_CLIENT := test/integration/interpreter/client
 
 .PHONY: image-deps
 image-deps: ## Install the Debian packages the sandbox image is built from (test/integration/sandboximage runs it).
 	@hack/install-deps.sh $(IMAGE_DEBIAN_PACKAGES)
 
 .PHONY: e2b-deps
-e2b-deps: $(E2B_CLIENT)/node_modules/.package-lock.json $(E2B_FRONTDOOR_CLIENT)/node_modules/.package-lock.json ## Install the pinned E2B SDKs of the E2B tiers (npm ci).
+e2b-deps: $(E2B_CLIENT)/node_modules/.package-lock.json $(E2B_FRONTDOOR_CLIENT)/node_modules/.package-lock.json $(INTERPRETER_CLIENT)/node_modules/.package-lock.json ## Install the pinned E2B SDKs of the E2B tiers (npm ci).
 
 $(E2B_CLIENT)/node_modules/.package-lock.json: $(E2B_CLIENT)/package-lock.json $(E2B_CLIENT)/package.json
 	cd $(E2B_CLIENT) && npm ci --no-audit --no-fund
 
 $(E2B_FRONTDOOR_CLIENT)/node_modules/.package-lock.json: $(E2B_FRONTDOOR_CLIENT)/package-lock.json $(E2B_FRONTDOOR_CLIENT)/package.json
 	cd $(E2B_FRONTDOOR_CLIENT) && npm ci --no-audit --no-fund
+
+$(INTERPRETER_CLIENT)/node_modules/.package-lock.json: $(INTERPRETER_CLIENT)/package-lock.json $(INTERPRETER_CLIENT)/package.json
+	cd $(INTERPRETER_CLIENT) && npm ci --no-audit --no-fund
 
 .PHONY: test-e2e
 test-e2e: e2e-deps $(HELM) $(KUSTOMIZE) ## Run end-to-end tests: bring a local dev cluster up (as root), test it, take it down.

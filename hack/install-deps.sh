@@ -7,7 +7,10 @@ set -euo pipefail
 hack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 packages=()
-for p in protobuf-compiler "$@"; do
+# Debian's Python with numpy, pandas and matplotlib: the code interpreter's tests run their kernels
+# with /usr/bin/python3 (internal/sandboxd/interpreter, test/integration/interpreter).
+interpreter_packages=(python3 python3-numpy python3-pandas python3-matplotlib)
+for p in protobuf-compiler "${interpreter_packages[@]}" "$@"; do
   dpkg -s "$p" >/dev/null 2>&1 || packages+=("$p")
 done
 if [[ ${#packages[@]} -gt 0 ]]; then

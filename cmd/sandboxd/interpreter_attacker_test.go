@@ -15,7 +15,7 @@ import (
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
-// debianPython is the Python the interpreter's kernels run in these tests (make interpreter-deps).
+// debianPython is the Python the interpreter's kernels run in these tests (hack/install-deps.sh).
 const debianPython = "/usr/bin/python3"
 
 // interpreterCall sends one request to the code interpreter on port with the given header (name
@@ -72,7 +72,7 @@ func cellOutput(ctx context.Context, t *testing.T, port int, token, language, co
 // member, and cells that try to read sandboxd's credentials or call its APIs without them.
 func TestInterpreterAsAnAttacker(t *testing.T) {
 	if _, err := os.Stat(debianPython); err != nil {
-		t.Fatalf("%s is missing: run make interpreter-deps", debianPython)
+		t.Fatalf("%s is missing: run hack/install-deps.sh", debianPython)
 	}
 	port := freePort(t)
 	d := startAsSandboxUser(t, "--interpreter-port="+strconv.Itoa(port), "--interpreter-python="+debianPython)

@@ -13,14 +13,14 @@ import (
 )
 
 // debianPython is the interpreter the tests run: Debian's, with python3-numpy, -pandas and
-// -matplotlib (hack/install-deps.sh through make interpreter-deps).
+// -matplotlib (hack/install-deps.sh).
 const debianPython = "/usr/bin/python3"
 
 // newServer serves an interpreter over a temporary root until the test ends.
 func newServer(t testing.TB, opts ...func(*Config)) (*Server, string) {
 	t.Helper()
 	if _, err := os.Stat(debianPython); err != nil {
-		t.Fatalf("%s is missing: run make interpreter-deps", debianPython)
+		t.Fatalf("%s is missing: run hack/install-deps.sh", debianPython)
 	}
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Fatal("node is not on PATH: the JavaScript kernel needs Node.js")

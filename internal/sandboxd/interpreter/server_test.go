@@ -256,3 +256,28 @@ func pyString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// BenchmarkExecute is runCode('1+1') through the handler over loopback HTTP: request, stream of
+// number_of_executions, result and end_of_execution, against a warm Python kernel.
+// Run: go test ./internal/sandboxd/interpreter/ -run '^$' -bench Execute
+func BenchmarkExecute(b *testing.B) {
+	_, url := newServer(b)
+	body := []byte(`{"code":"1+1"}`)
+	client := &http.Client{}
+	run := func() {
+		resp, err := client.Post(url+"/execute", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || !bytes.Contains(out, []byte(`"text":"2"`)) {
+			b.Fatalf("runCode('1+1'): %v %s", err, out)
+		}
+	}
+	run()
+	b.ResetTimer()
+	for range b.N {
+		run()
+	}
+}

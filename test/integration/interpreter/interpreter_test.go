@@ -29,7 +29,7 @@ import (
 // portLock serializes every process on this machine that serves the interpreter's debug port.
 const portLock = "/tmp/paddock-e2b-interpreter-port.lock"
 
-// debianPython has numpy, pandas and matplotlib (make interpreter-deps).
+// debianPython has numpy, pandas and matplotlib (hack/install-deps.sh).
 const debianPython = "/usr/bin/python3"
 
 const (
@@ -47,7 +47,7 @@ type daemon struct {
 func startDaemon(t testing.TB) daemon {
 	t.Helper()
 	if _, err := os.Stat(debianPython); err != nil {
-		t.Fatalf("%s is missing: run make interpreter-deps", debianPython)
+		t.Fatalf("%s is missing: run hack/install-deps.sh", debianPython)
 	}
 	lock, err := os.OpenFile(portLock, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {

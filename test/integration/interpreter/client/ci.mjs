@@ -16,9 +16,10 @@ const sbx = connect(token)
 
 let failed = 0
 async function check(name, fn) {
+  const t0 = performance.now()
   try {
     await fn()
-    console.log(`ok ${name}`)
+    console.log(`ok ${name} (${Math.round(performance.now() - t0)} ms)`)
   } catch (err) {
     failed++
     console.log(`FAIL ${name}: ${err?.stack ?? err}`)
@@ -251,3 +252,5 @@ if (failed) {
   process.exit(1)
 }
 console.log('all checks passed')
+// Exit now rather than when the runtime's idle keep-alive connections close.
+process.exit(0)

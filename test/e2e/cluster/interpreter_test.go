@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/json"
 	"fmt"
+	"image/png"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,10 +51,26 @@ func testCodeInterpreter(t *testing.T) {
 	key, url := e2bAPIKey(t, ctx, c, ns), e2bURL(t, ctx, c)
 	dir := framework.NodePackage(t, filepath.Join(framework.RepoRoot(), "test", "integration", "interpreter", "client"))
 	waitPoolReady(t, c, ns, e2b.InterpreterTemplate, 1)
-	env := append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key, fmt.Sprintf("ROUND_TRIPS=%d", interpreterRoundTrips))
+	chart := filepath.Join(t.TempDir(), "chart.png")
+	env := append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key,
+		fmt.Sprintf("ROUND_TRIPS=%d", interpreterRoundTrips), "PNG_OUT="+chart)
 	out, err := node(t, ctx, dir, env, "cluster.mjs")
 	if err != nil || strings.Contains(out, "FAIL") {
 		t.Fatalf("@e2b/code-interpreter through the front door: %v", err)
+	}
+	// The 600x400 figure's PNG decodes whole; bbox_inches='tight' cuts the canvas to what is
+	// drawn and pads it by 0.1 in.
+	f, err := os.Open(chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("the chart's PNG does not decode: %v", err)
+	}
+	if w, h := img.Bounds().Dx(), img.Bounds().Dy(); w < 480 || w > 620 || h < 320 || h > 420 {
+		t.Errorf("the chart's PNG is %dx%d; want about 600x400", w, h)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	var timings struct {

@@ -1,8 +1,10 @@
 // cluster.mjs drives the unmodified @e2b/code-interpreter SDK (client/package.json) through the E2B
 // front door of a cluster, as a user would: E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY set, and
-// Sandbox.create() with the SDK's default template, code-interpreter-v1. test/e2e/cluster runs it.
+// Sandbox.create() with the SDK's default template, code-interpreter-v1. test/e2e/cluster runs it,
+// with PNG_OUT, a file the chart's PNG is written to.
 // It prints "ok <check>" or "FAIL <check>: <reason>" per check, then one JSON line of timings
 // ({"createToFirstResultMs", "roundTripMs": [...]}), and exits 1 on any failure.
+import { writeFileSync } from 'node:fs'
 import { Sandbox, TimeoutError } from '@e2b/code-interpreter'
 
 let failed = 0
@@ -59,9 +61,13 @@ try {
     expect(!r.error, `error ${show(r.error)}`)
     const png = r.results.find((x) => x.png)
     expect(png, `no PNG among ${show(r.results.map((x) => x.formats()))}`)
+    expect(png.text === '<Figure size 600x400 with 1 Axes>', `text ${png.text}`)
+    // bbox_inches='tight', as IPython's inline backend: the canvas cut to what is drawn, plus
+    // 0.1 in of padding on each side.
     const [w, h] = pngSize(png.png)
-    expect(w === 600 && h === 400, `PNG is ${w}x${h}, want 600x400`)
+    expect(w >= 480 && w <= 620 && h >= 320 && h <= 420, `PNG is ${w}x${h}, want about 600x400`)
     expect(png.chart?.type === 'line' && png.chart.title === 'Squares', `chart ${show(png.chart)}`)
+    if (process.env.PNG_OUT) writeFileSync(process.env.PNG_OUT, Buffer.from(png.png, 'base64'))
   })
 
   await check('timeoutMs interrupts a cell that never ends, and the context keeps its state', async () => {

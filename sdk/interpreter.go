@@ -43,13 +43,13 @@ func NewInterpreter(e Endpoint) (*Interpreter, error) {
 }
 
 // Interpreter returns the sandbox's code interpreter: through the router when Options.RouterURL
-// is set, else straight to the first pod IP on port 49999. The sandbox's template must start
-// sandboxd with --interpreter-port=49999 and declare the port (the code-interpreter template
-// does).
+// is set, else straight to the first pod IP on Options.InterpreterPort. The sandbox's template
+// must start sandboxd with --interpreter-port=49999 and declare the port (the code-interpreter
+// template does).
 func (s *Sandbox) Interpreter() (*Interpreter, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, err := s.endpoint(sandboxd.InterpreterPort)
+	e, err := s.endpoint(s.c.opts.InterpreterPort)
 	if err != nil {
 		return nil, err
 	}

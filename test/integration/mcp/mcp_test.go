@@ -53,7 +53,7 @@ func newFixture(t *testing.T, cfg mcp.Config) *fixture {
 			t.Fatal(err)
 		}
 	}
-	root := sandboxdtest.ServeInterpreter(t, ls)
+	root := sandboxdtest.ServeInterpreter(t, ls, "")
 	env.PlayKubelet(t, ns, "127.0.0.1") // the test's sandboxd listens on loopback
 	framework.MustCreate(t, ctx, env.Client, builder.MakeTemplate("tpl", ns).EnvVarsInjectionPolicy(extensionsv1beta1.EnvVarsInjectionPolicyAllowed).Obj())
 	for _, p := range []string{"pool", "other"} {

@@ -108,8 +108,8 @@ func (s *Server) runCode(ctx context.Context, _ *mcp.CallToolRequest, in RunCode
 // every PNG as image content after it, so the model sees its charts.
 func (s *Server) codeResult(ex *sdk.Execution, timedOut bool, seconds int) (*mcp.CallToolResult, RunCodeOutput, error) {
 	stdout, stderr := newCappedBuffer(s.cfg.MaxOutputBytes), newCappedBuffer(s.cfg.MaxOutputBytes)
-	stdout.Write([]byte(ex.Stdout))
-	stderr.Write([]byte(ex.Stderr))
+	_, _ = stdout.Write([]byte(ex.Stdout)) // a cappedBuffer's Write never fails
+	_, _ = stderr.Write([]byte(ex.Stderr))
 	out := RunCodeOutput{Stdout: stdout.String(), Stderr: stderr.String(), Results: []CodeResultInfo{}, TimedOut: timedOut,
 		Truncated: stdout.Truncated() || stderr.Truncated()}
 	if timedOut {
@@ -119,7 +119,7 @@ func (s *Server) codeResult(ex *sdk.Execution, timedOut bool, seconds int) (*mcp
 	var text strings.Builder
 	for _, r := range ex.Results {
 		value := newCappedBuffer(s.cfg.MaxOutputBytes)
-		value.Write([]byte(r.Text))
+		_, _ = value.Write([]byte(r.Text))
 		out.Truncated = out.Truncated || value.Truncated()
 		out.Results = append(out.Results, CodeResultInfo{Text: value.String(), IsMainResult: r.IsMainResult, Formats: r.Formats()})
 		if r.PNG != "" {

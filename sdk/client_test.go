@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -125,12 +124,7 @@ func (e errorString) Error() string { return string(e) }
 // TestLookupAndResumeSurfaceAPIErrors injects API failures (the fake client is used only for
 // that): they come back naming the object and are not mistaken for a missing claim.
 func TestLookupAndResumeSurfaceAPIErrors(t *testing.T) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scheme := apiScheme(t)
 	claim := &extensionsv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
 	claim.Status.Sandbox.Name = "sb"
 	sandbox := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "sb"}}

@@ -27,6 +27,9 @@ var terminalReasons = map[string]bool{
 	extensionsv1beta1.ClaimReasonVolumeClaimTemplatesError: true,
 	extensionsv1beta1.ClaimReasonExpired:                   true,
 	extensionsv1beta1.ClaimReasonSandboxExpired:            true,
+	// The claim mirrors its Sandbox's Ready: an image or pod template that cannot host sandboxd.
+	agentsv1beta1.SandboxReasonImageIncompatible: true,
+	agentsv1beta1.SandboxReasonInjectionInvalid:  true,
 }
 
 // waiter is the state of one wait: what the object last said, so a timeout can say why.
@@ -121,6 +124,10 @@ func newListWatch(c client.WithWatch, namespace, name string, newList func() cli
 	}
 	return &listWatch{cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, raw metav1.ListOptions) (runtime.Object, error) {
+			// The reflector lists at resourceVersion "0", which the API server may answer from a
+			// watch cache that has not yet seen the claim this client created a moment ago: the
+			// wait would then report a live object gone. Ask for a consistent read instead.
+			raw.ResourceVersion, raw.ResourceVersionMatch = "", ""
 			list := newList()
 			if err := c.List(ctx, list, opts(raw)); err != nil {
 				return nil, fmt.Errorf("listing %s/%s: %w", namespace, name, err)

@@ -11,6 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
@@ -42,6 +45,7 @@ func TestClaimReadyStateMachine(t *testing.T) {
 		{"ready and bound", watch.Event{Type: watch.Modified, Object: claimWith("3", "sb", ready("True", "DependenciesReady", ""))}, true, nil, "DependenciesReady"},
 		{"template missing fails fast", watch.Event{Type: watch.Modified, Object: claimWith("3", "", ready("False", extensionsv1beta1.ClaimReasonTemplateNotFound, "no tpl"))}, false, ErrClaimFailed, extensionsv1beta1.ClaimReasonTemplateNotFound},
 		{"expired fails fast", watch.Event{Type: watch.Modified, Object: claimWith("3", "sb", ready("False", extensionsv1beta1.ClaimReasonExpired, ""))}, false, ErrClaimFailed, extensionsv1beta1.ClaimReasonExpired},
+		{"an image that cannot host sandboxd fails fast", watch.Event{Type: watch.Modified, Object: claimWith("3", "sb", ready("False", agentsv1beta1.SandboxReasonImageIncompatible, "no /bin/sh"))}, false, ErrClaimFailed, agentsv1beta1.SandboxReasonImageIncompatible},
 		{"unknown keeps waiting", watch.Event{Type: watch.Modified, Object: claimWith("3", "sb", ready("Unknown", "ReconcilerError", "boom"))}, false, nil, "ReconcilerError"},
 		{"deleted", watch.Event{Type: watch.Deleted, Object: claimWith("4", "sb")}, false, ErrSandboxGone, ""},
 		{"foreign object ignored", watch.Event{Type: watch.Modified, Object: &metav1.Status{}}, false, nil, ""},
@@ -210,4 +214,40 @@ func TestSandboxConditionStateMachine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUntilListsConsistently serves lists at resourceVersion "0" from a stale cache that has not
+// seen the claim yet, as the API server's watch cache may right after a create: the wait must
+// not take the claim for gone.
+func TestUntilListsConsistently(t *testing.T) {
+	claim := claimWith("", "sb", ready("True", "DependenciesReady", ""))
+	staleCache := interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		var lo client.ListOptions
+		lo.ApplyOptions(opts)
+		if lo.Raw != nil && lo.Raw.ResourceVersion == "0" {
+			return nil // an empty list: the cache lags behind the create
+		}
+		return c.List(ctx, list, opts...)
+	}}
+	kube := fake.NewClientBuilder().WithScheme(apiScheme(t)).WithObjects(claim).WithInterceptorFuncs(staleCache).
+		WithIndex(&extensionsv1beta1.SandboxClaim{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).Build()
+	w := &waiter{object: "SandboxClaim", namespace: "ns", name: "c"}
+	lw := newListWatch(kube, "ns", "c", func() client.ObjectList { return &extensionsv1beta1.SandboxClaimList{} })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := w.until(ctx, lw, &extensionsv1beta1.SandboxClaim{}, w.claimReady); err != nil {
+		t.Fatalf("until = %v, want the ready claim", err)
+	}
+}
+
+// apiScheme knows Paddock's API types, for the fake client of error-injection tests.
+func apiScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return scheme
 }

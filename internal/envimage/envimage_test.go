@@ -25,6 +25,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/image/imagetest"
 )
 
 // testRecipe is small enough that the fake builder's package list can satisfy it.
@@ -392,24 +393,11 @@ func writeFile(t *testing.T, content string) string {
 // listing names every entry of the layer, with the content of non-empty files.
 func listing(t *testing.T, l v1.Layer) []string {
 	t.Helper()
-	rc, err := l.Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
 	var got []string
-	r := tar.NewReader(rc)
-	for {
-		h, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return got
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, _ := io.ReadAll(r)
-		got = append(got, strings.TrimSpace(h.Name+" "+string(data)))
+	for _, e := range imagetest.Entries(t, l) {
+		got = append(got, strings.TrimSpace(e.Header.Name+" "+string(e.Data)))
 	}
+	return got
 }
 
 // code-interpreter is env-base plus Python's data stack: every env-base package, the same suite,

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"io"
 	"net/http/httptest"
@@ -20,6 +19,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/paddock-dev/paddock/internal/image/imagetest"
 )
 
 func TestBusyboxTreeSkipsTheBinaryName(t *testing.T) {
@@ -149,22 +150,9 @@ func layerListing(t *testing.T, img v1.Image) []string {
 	if err != nil || len(layers) != 1 {
 		t.Fatalf("layers = %d, %v; want exactly one", len(layers), err)
 	}
-	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
 	var got []string
-	r := tar.NewReader(rc)
-	for {
-		h, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return got
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		line := h.Name
+	for _, e := range imagetest.Entries(t, layers[0]) {
+		h, line := e.Header, e.Header.Name
 		switch h.Typeflag {
 		case tar.TypeDir:
 			line += " dir " + modeString(h.Mode)
@@ -174,11 +162,11 @@ func layerListing(t *testing.T, img v1.Image) []string {
 		case tar.TypeSymlink:
 			line += " -> " + h.Linkname
 		default:
-			data, _ := io.ReadAll(r)
-			line += " file " + modeString(h.Mode) + " " + string(data)
+			line += " file " + modeString(h.Mode) + " " + string(e.Data)
 		}
 		got = append(got, line)
 	}
+	return got
 }
 
 func modeString(m int64) string { return strconv.FormatInt(m, 8) }

@@ -1,5 +1,10 @@
 package v1beta1
 
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
 // Condition types of a Sandbox.
 const (
 	// SandboxConditionReady is True when the Pod runs, is Ready, has an IP, and the Service
@@ -60,3 +65,15 @@ const (
 	SandboxReasonPodScheduled         = "PodScheduled"
 	SandboxReasonPodSchedulingUnknown = "PodSchedulingUnknown"
 )
+
+// CannotHostSandboxd returns the Ready condition of a Sandbox whose image or pod template cannot
+// host sandboxd (Ready False, reason ImageIncompatible or InjectionInvalid), nil otherwise:
+// waiting will not make such a Sandbox Ready, the template has to change.
+func (s *Sandbox) CannotHostSandboxd() *metav1.Condition {
+	ready := meta.FindStatusCondition(s.Status.Conditions, SandboxConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionFalse ||
+		(ready.Reason != SandboxReasonImageIncompatible && ready.Reason != SandboxReasonInjectionInvalid) {
+		return nil
+	}
+	return ready
+}

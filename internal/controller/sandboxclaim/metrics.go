@@ -8,7 +8,7 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
-	"github.com/paddock-dev/paddock/internal/blueprint"
+	"github.com/paddock-dev/paddock/internal/podmeta"
 )
 
 // Metric label values for unknown things.
@@ -64,7 +64,7 @@ func countCreation(claim *extensionsv1beta1.SandboxClaim, sb *agentsv1beta1.Sand
 		condition = "ready"
 	}
 	claimCreations.WithLabelValues(claim.Namespace, templateOf(sb), launch, claim.Spec.WarmPoolRef.Name, condition,
-		NormaliseCreatedBy(claim.Labels[agentsv1beta1.CreatedByLabel])).Inc()
+		podmeta.NormalizeCreatedBy(claim.Labels[agentsv1beta1.CreatedByLabel])).Inc()
 }
 
 // observeStartup records the latencies of a claim whose Ready just turned True in a status write
@@ -107,11 +107,3 @@ func launchTypeOf(sb *agentsv1beta1.Sandbox) string {
 	return agentsv1beta1.LaunchTypeCold
 }
 
-// NormaliseCreatedBy bounds the created_by metric label to known clients.
-func NormaliseCreatedBy(v string) string {
-	switch v {
-	case "go-client", "python-client", blueprint.CreatedByController:
-		return v
-	}
-	return unknownValue
-}

@@ -27,9 +27,8 @@ func observeMembers(pool *extensionsv1beta1.SandboxWarmPool, tpl *extensionsv1be
 		}
 		scheduled := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionPodScheduled)
 		incompatible := ""
-		if ready := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady); ready != nil && ready.Status == metav1.ConditionFalse &&
-			(ready.Reason == agentsv1beta1.SandboxReasonImageIncompatible || ready.Reason == agentsv1beta1.SandboxReasonInjectionInvalid) {
-			incompatible = ready.Message
+		if c := sb.CannotHostSandboxd(); c != nil {
+			incompatible = c.Message
 		}
 		out = append(out, warmpool.Member{
 			Name:            sb.Name,

@@ -67,6 +67,10 @@ func (f *FrontDoor) create(w http.ResponseWriter, r *http.Request, ns string) {
 		f.cfg.Log.Error(derr, "deleting the claim of a failed create", "claim", klog.KObj(claim))
 	}
 	f.cfg.Log.Info("E2B create failed", "claim", klog.KObj(claim), "err", err.Error())
+	if errors.As(err, new(unservable)) {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("sandbox for template %q cannot be served: %v", req.templateID, err))
+		return
+	}
 	writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("sandbox for template %q was not ready in %s: %v", req.templateID, f.cfg.CreateTimeout, err))
 }
 

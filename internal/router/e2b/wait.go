@@ -3,7 +3,6 @@ package e2b
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -36,6 +35,11 @@ var claimFailures = map[string]bool{
 	extensionsv1beta1.ClaimReasonVolumeClaimTemplatesError: true,
 }
 
+// unservable is a create that waiting cannot complete: the template or the claim has to change.
+type unservable string
+
+func (u unservable) Error() string { return string(u) }
+
 // awaitDaemon follows the claim on the front door's watch until the claim is in the cache (where
 // the data plane looks it up), a Sandbox is bound to it (the controller's adoption patch, or its
 // cold create), that Sandbox is Ready and routable, and its daemon answers e2bapi.ProbePath with
@@ -52,7 +56,7 @@ func (f *FrontDoor) awaitDaemon(ctx context.Context, c *extensionsv1beta1.Sandbo
 		present, msg, failed := claimState(ctx, f, c)
 		switch {
 		case failed:
-			return nil, fmt.Errorf("claim %s/%s cannot be served: %s", c.Namespace, c.Name, msg)
+			return nil, unservable(fmt.Sprintf("claim %s/%s cannot be served: %s", c.Namespace, c.Name, msg))
 		case present:
 			seen = true
 		case seen:
@@ -61,7 +65,7 @@ func (f *FrontDoor) awaitDaemon(ctx context.Context, c *extensionsv1beta1.Sandbo
 		// The data plane finds a sandbox through its claim in this cache: until the claim is
 		// there, the SDK's first command would be answered "sandbox not found".
 		if sb, why, fatal := f.readySandbox(ctx, c.Namespace, c.Name, c.UID); fatal {
-			return nil, errors.New(why)
+			return nil, unservable(why)
 		} else if !present {
 			last = fmt.Sprintf("the front door's cache does not show claim %s/%s yet", c.Namespace, c.Name)
 		} else if sb == nil {
@@ -99,11 +103,15 @@ func claimState(ctx context.Context, f *FrontDoor, want *extensionsv1beta1.Sandb
 }
 
 // readySandbox is the routable Sandbox bound to the claim in the cache, or nil and why not;
-// fatal when waiting cannot help: the bound Sandbox does not declare the daemon's port, which
-// the router's address policy requires of every port it dials.
+// fatal when waiting cannot help: the bound Sandbox's image or pod template cannot host sandboxd,
+// or it does not declare the daemon's port, which the router's address policy requires of every
+// port it dials.
 func (f *FrontDoor) readySandbox(ctx context.Context, ns, name string, uid types.UID) (sb *agentsv1beta1.Sandbox, why string, fatal bool) {
 	if sb = f.cachedSandbox(ctx, ns, uid); sb == nil {
 		return nil, fmt.Sprintf("no Sandbox is bound to claim %s/%s yet", ns, name), false
+	}
+	if c := sb.CannotHostSandboxd(); c != nil {
+		return nil, fmt.Sprintf("Sandbox %s/%s cannot serve the E2B SDK: %s: %s", ns, sb.Name, c.Reason, c.Message), true
 	}
 	if !resolve.DeclaresPort(sb, f.cfg.DaemonPort) {
 		return nil, fmt.Sprintf("Sandbox %s/%s does not declare container port %d, where the E2B SDK reaches its daemon (envd); add it to the template's sandboxd container", ns, sb.Name, f.cfg.DaemonPort), true

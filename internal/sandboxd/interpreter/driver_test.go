@@ -1,6 +1,8 @@
 package interpreter
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -136,4 +138,27 @@ func TestUnsupportedLanguage(t *testing.T) {
 	if e == nil || e["name"] != "UnsupportedLanguage" || !strings.Contains(e["value"].(string), "python, javascript (js) or bash") {
 		t.Fatalf("error %v", e)
 	}
+}
+
+// TestPythonShellAndMagics runs IPython's !command and %cd lines, and streams a partial line.
+func TestPythonShellAndMagics(t *testing.T) {
+	_, url := newServer(t)
+	lines := execute(t, url, map[string]any{"code": "import os\nos.makedirs('d', exist_ok=True)\n%cd d\n!echo shell-out; echo shell-err >&2\nos.path.basename(os.getcwd())"})
+	if got := mainText(lines); got != "d" {
+		t.Errorf("%%cd: cwd %q, lines %v", got, lines)
+	}
+	if got := stdout(lines, lineStdout); !strings.Contains(got, "shell-out\nshell-err\n") {
+		t.Errorf("!command output %q", got)
+	}
+	if e := errorOf(execute(t, url, map[string]any{"code": "%timeit 1"})); e == nil || !strings.Contains(e["value"].(string), "%timeit is not supported") {
+		t.Errorf("unsupported magic: %v", e)
+	}
+	flag := filepath.Join(t.TempDir(), "seen")
+	sc, cancel := stream(t, url, map[string]any{"code": "import os, time\nprint('partial', end='')\nwhile not os.path.exists(" + pyString(flag) + "): time.sleep(0.01)"})
+	defer cancel()
+	waitFor(t, sc, `"partial"`)
+	if err := os.WriteFile(flag, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, sc, lineEnd)
 }

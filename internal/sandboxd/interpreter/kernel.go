@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -64,9 +65,11 @@ type kernel struct {
 	exited    chan struct{} // closed when the process has exited
 	exitErr   error
 
-	mu     sync.Mutex
-	sink   func(message) // the running cell's; nil between cells
-	reason stopReason
+	mu   sync.Mutex
+	sink func(message) // the running cell's; nil between cells
+	// reason is why sandboxd ended the kernel (a stopReason): apart from mu, which a cell's
+	// stream writes hold, so stopping never waits for a slow client.
+	reason atomic.Int32
 }
 
 // startKernel starts a kernel process for lang in dir with env. Its stdio, fd 3 and fd 4 are
@@ -215,29 +218,21 @@ func (k *kernel) signal(sig syscall.Signal) {
 
 // stop kills the kernel's process group and waits for the process to exit.
 func (k *kernel) stop(reason stopReason) {
-	k.mu.Lock()
-	if k.reason == stopNone {
-		k.reason = reason
-	}
-	k.mu.Unlock()
+	k.reason.CompareAndSwap(int32(stopNone), int32(reason))
 	k.signal(syscall.SIGKILL)
 	k.req.Close()
 	<-k.exited
 }
 
-func (k *kernel) stopped() stopReason {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.reason
-}
+func (k *kernel) stopped() stopReason { return stopReason(k.reason.Load()) }
 
 // cellOutcome is how a cell ended.
 type cellOutcome int
 
 const (
-	cellDone     cellOutcome = iota // the driver reported done
-	cellExited                      // the kernel process ended during the cell
-	cellAbandoned                   // the caller went away and the cell was interrupted
+	cellDone      cellOutcome = iota // the driver reported done
+	cellExited                       // the kernel process ended during the cell
+	cellAbandoned                    // the caller went away and the cell was interrupted
 )
 
 // execute runs one cell and calls emit with its messages (stdout, stderr, result, error) as
@@ -314,11 +309,7 @@ func (k *kernel) execute(ctx context.Context, code string, env map[string]string
 				nudge = time.After(grace)
 				continue
 			}
-			k.mu.Lock()
-			if k.reason == stopNone {
-				k.reason = stopInterruptFailed
-			}
-			k.mu.Unlock()
+			k.reason.CompareAndSwap(int32(stopNone), int32(stopInterruptFailed))
 			k.signal(syscall.SIGKILL)
 			nudge = nil
 		}

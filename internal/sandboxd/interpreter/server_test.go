@@ -281,3 +281,19 @@ func BenchmarkExecute(b *testing.B) {
 		run()
 	}
 }
+
+// TestInterruptIgnored kills and restarts a kernel whose cell ignores SIGINT: the context then
+// works again, without its state.
+func TestInterruptIgnored(t *testing.T) {
+	_, url := newServer(t, func(c *Config) { c.InterruptGrace = 100 * time.Millisecond })
+	execute(t, url, map[string]any{"code": "lost = 1"})
+	sc, cancel := stream(t, url, map[string]any{"code": "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('deaf', flush=True)\nwhile True: time.sleep(0.01)"})
+	waitFor(t, sc, "deaf")
+	cancel()
+	if got := mainText(execute(t, url, map[string]any{"code": "1+1"})); got != "2" {
+		t.Errorf("after the kill: %q", got)
+	}
+	if e := errorOf(execute(t, url, map[string]any{"code": "lost"})); e == nil || e["name"] != "NameError" {
+		t.Errorf("the killed kernel's state: %v", e)
+	}
+}

@@ -38,6 +38,8 @@ type e2bTarget struct {
 	v, e     e2bSandbox
 	member   *agentsv1beta1.Sandbox
 	vBefore  e2bDetail
+	// templateUID is ns's `base` template's UID, the build ID GET /templates shows ns's key.
+	templateUID string
 }
 
 type e2bSandbox struct{ id, token string }
@@ -61,6 +63,11 @@ func setUpE2BTarget(t *testing.T, ctx context.Context, c client.Client, ns, outs
 	x := &e2bTarget{api: "http://" + net.JoinHostPort(routerIP, strconv.Itoa(e2b.DefaultPort)), domain: routerE2BDomain(t, ctx),
 		ns: ns, key: key, otherKey: otherKey}
 	waitPoolReady(t, c, ns, e2b.DefaultTemplate, 3)
+	var tpl extensionsv1beta1.SandboxTemplate
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: e2b.DefaultTemplate}, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	x.templateUID = string(tpl.UID)
 	x.v, x.e = x.create(t, ctx), x.create(t, ctx)
 	x.member = readyE2BMember(t, c, ns)
 	x.vBefore = x.detail(t, ctx, x.v.id)
@@ -232,6 +239,7 @@ func (x *e2bTarget) e2bProbes(keys []namedKey, tokenA string) []probe {
 	for _, k := range keys {
 		name, key := k.name, k.key
 		list := func(p probe) probe { p.listOK = true; p.secrets = append(p.secrets, v); return p }
+		template := func(p probe) probe { p.secrets = append(p.secrets, x.templateUID); return p }
 		probes = append(probes,
 			list(x.control("list (v1), "+name, http.MethodGet, "/sandboxes", key, "")),
 			list(x.control("list (v2, running and paused), "+name, http.MethodGet, "/v2/sandboxes?state=running,paused", key, "")),
@@ -242,6 +250,9 @@ func (x *e2bTarget) e2bProbes(keys []namedKey, tokenA string) []probe {
 			x.control("connect to v (v2), "+name, http.MethodPost, "/v2/sandboxes/"+v+"/connect", key, `{"timeout":600}`),
 			x.control("connect to v (v1), "+name, http.MethodPost, "/sandboxes/"+v+"/connect", key, `{"timeout":600}`),
 			x.control("metrics of v, "+name, http.MethodGet, "/sandboxes/"+v+"/metrics", key, ""),
+			// ns's templates: a list of the caller's own namespace's must not show ns's.
+			template(list(x.control("list templates, "+name, http.MethodGet, "/templates", key, ""))),
+			template(list(x.control("alias "+e2b.DefaultTemplate+", "+name, http.MethodGet, "/templates/aliases/"+e2b.DefaultTemplate, key, ""))),
 		)
 	}
 	withTarget := func(p probe, target string) probe { p.target = "E2B data plane: " + target; return p }

@@ -520,6 +520,29 @@ func TestCreateEndsWhenItsClaimIsDeleted(t *testing.T) {
 	}
 }
 
+// A template whose sandboxd injection the install cannot honour (this front door's controller runs
+// without --sandboxd-image) makes every Sandbox of it InjectionInvalid: create ends with a 503
+// carrying that condition as soon as its Sandbox reports it, instead of waiting out the create
+// timeout.
+func TestCreateFromATemplateThatCannotHostSandboxd(t *testing.T) {
+	h := start(t, 1)
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	framework.MustCreate(t, ctx, env.Client, builder.MakeTemplate("noinject-tpl", h.ns).InjectSandboxd().Port("envd", e2b.EnvdPort).Obj())
+	framework.MustCreate(t, ctx, env.Client, builder.MakeWarmPool("noinject", h.ns, "noinject-tpl").Replicas(1).Obj())
+	var r response
+	framework.Eventually(t, func(context.Context) error {
+		if r = h.call(t, http.MethodPost, "/v2/sandboxes", h.apiKey, map[string]any{"templateID": "noinject"}); r.status == http.StatusNotFound {
+			return fmt.Errorf("the front door does not know pool noinject yet: %s", r.body)
+		}
+		return nil
+	})
+	body := string(r.body)
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(body, agentsv1beta1.SandboxReasonInjectionInvalid) ||
+		!strings.Contains(body, "--sandboxd-image") || !strings.Contains(body, "cannot be served") {
+		t.Errorf("create from a template that cannot host sandboxd: %d %s; want 503 with the InjectionInvalid condition, at once", r.status, body)
+	}
+}
+
 // A template whose container does not declare the daemon's port 49983 can never be reached (the
 // router dials declared ports only): create ends as soon as a Sandbox is bound, with a 503 naming
 // the port, instead of waiting out the create timeout, and leaves no claim behind.

@@ -37,6 +37,7 @@ class _Stream(io.TextIOBase):
 
     def __init__(self, name, fd):
         self._name, self._fd, self._buf, self._lock = name, fd, [], threading.Lock()
+        self._timer = None
 
     @property
     def encoding(self):
@@ -57,6 +58,11 @@ class _Stream(io.TextIOBase):
         with self._lock:
             self._buf.append(s)
             pending = "\n" in s or sum(map(len, self._buf)) >= 8192
+            if not pending and self._timer is None:
+                # A partial line (print(..., end='')) is sent after 0.1 s, as ipykernel does.
+                self._timer = threading.Timer(0.1, self.flush)
+                self._timer.daemon = True
+                self._timer.start()
         if pending:
             self.flush()
         return len(s)
@@ -64,6 +70,9 @@ class _Stream(io.TextIOBase):
     def flush(self):
         with self._lock:
             text, self._buf = "".join(self._buf), []
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
         if text:
             _send({"type": self._name, "text": text})
 
@@ -515,6 +524,62 @@ def _run(code_obj):
         _running = False
 
 
+def _shell(command):
+    """IPython's !command: runs command with the shell, its output going to the cell's."""
+    import subprocess
+
+    proc = subprocess.Popen(command, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    for chunk in iter(lambda: proc.stdout.read1(65536), b""):
+        sys.stdout.write(chunk.decode("utf-8", "replace"))
+    proc.wait()
+
+
+def _magic(line):
+    """The IPython line magics cells use most: %cd, %pip and %env; others are an error."""
+    name, _, arg = line.partition(" ")
+    arg = arg.strip()
+    if name == "cd":
+        os.chdir(os.path.expanduser(arg or "~"))
+        print(os.getcwd())
+    elif name == "pip":
+        _shell("%s -m pip %s" % (sys.executable, arg))
+    elif name == "env" and "=" in arg:
+        key, _, value = arg.partition("=")
+        os.environ[key.strip()] = value.strip()
+    else:
+        raise NameError("line magic %%%s is not supported by this interpreter (it supports %%cd, %%pip, %%env and !command)" % name)
+
+
+builtins.__paddock_shell__ = _shell
+builtins.__paddock_magic__ = _magic
+
+
+def _parse(code, filename):
+    """Parses code as Python; when that fails, as Python with IPython's !command and %magic lines
+    (which Python never accepts, so valid code is never rewritten)."""
+    try:
+        return ast.parse(code, filename, "exec")
+    except SyntaxError as err:
+        lines = code.splitlines(True)
+        changed = False
+        for i, line in enumerate(lines):
+            stripped = line.lstrip()
+            indent = line[: len(line) - len(stripped)]
+            text = stripped.rstrip("\r\n")
+            if text.startswith("!"):
+                lines[i] = "%s__paddock_shell__(%r)\n" % (indent, text[1:])
+                changed = True
+            elif text.startswith("%") and not text.startswith("%%"):
+                lines[i] = "%s__paddock_magic__(%r)\n" % (indent, text[1:])
+                changed = True
+        if not changed:
+            raise
+        try:
+            return ast.parse("".join(lines), filename, "exec")
+        except SyntaxError:
+            raise err from None
+
+
 def run_cell(code):
     """Runs code like an IPython cell: the last expression's value is the main result."""
     global _count
@@ -523,7 +588,7 @@ def run_cell(code):
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     try:
-        tree = ast.parse(code, filename, "exec")
+        tree = _parse(code, filename)
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = ast.Expression(tree.body.pop().value)

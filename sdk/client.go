@@ -18,6 +18,7 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/api/sandboxd"
 )
 
 // CreatedBy is the value of the created-by label on claims made by this SDK.
@@ -43,6 +44,10 @@ type Options struct {
 	// RESTPort is sandboxd's REST filesystem API port on the pod (default 8080), used by
 	// Sandbox.Files. Through the router it is sent as X-Sandbox-Port.
 	RESTPort int
+	// InterpreterPort is sandboxd's code interpreter port on the pod (default 49999, its
+	// --interpreter-port in the code-interpreter template), used by Sandbox.Interpreter. Through
+	// the router it is sent as X-Sandbox-Port.
+	InterpreterPort int
 	// Token, when set, is sent as "Authorization: Bearer <token>": to the router, the caller's
 	// own credential; straight to a pod, it replaces the sandbox token that is otherwise read
 	// from the Sandbox's Secret "<sandbox>-credentials" (data key "token").
@@ -84,6 +89,9 @@ func NewWithClient(kube client.WithWatch, opts Options) (*Client, error) {
 	if opts.RESTPort == 0 {
 		opts.RESTPort = defaultRESTPort
 	}
+	if opts.InterpreterPort == 0 {
+		opts.InterpreterPort = sandboxd.InterpreterPort
+	}
 	if opts.RuntimePort < 1 || opts.RuntimePort > 65535 {
 		return nil, fmt.Errorf("Options.RuntimePort=%d: must be between 1 and 65535 (the runtime's port on the pod, default 8888)", opts.RuntimePort)
 	}
@@ -92,6 +100,9 @@ func NewWithClient(kube client.WithWatch, opts Options) (*Client, error) {
 	}
 	if opts.RESTPort < 1 || opts.RESTPort > 65535 {
 		return nil, fmt.Errorf("Options.RESTPort=%d: must be between 1 and 65535 (sandboxd's REST port on the pod, default 8080)", opts.RESTPort)
+	}
+	if opts.InterpreterPort < 1 || opts.InterpreterPort > 65535 {
+		return nil, fmt.Errorf("Options.InterpreterPort=%d: must be between 1 and 65535 (sandboxd's code interpreter port on the pod, default 49999)", opts.InterpreterPort)
 	}
 	return &Client{kube: kube, opts: opts}, nil
 }

@@ -24,6 +24,12 @@ const (
 	TotalRunningHeader = "X-Total-Running"
 	// EnvdPort is the port of the in-sandbox daemon (sandboxd's --envd-port default).
 	EnvdPort = sandboxd.EnvdPort
+	// InterpreterPort is the code interpreter's port (@e2b/code-interpreter's fixed port), served
+	// by sandboxd with --interpreter-port and reached like envd: through the data plane with the
+	// sandbox token.
+	InterpreterPort = sandboxd.InterpreterPort
+	// InterpreterTemplate is @e2b/code-interpreter's default templateID.
+	InterpreterTemplate = "code-interpreter-v1"
 	// EnvdVersion is the envd version reported to the SDK. It is a feature switch there: 0.5.7 and
 	// above lets the SDK skip the injected "user" username and use octet-stream uploads.
 	EnvdVersion = "0.5.7"
@@ -88,13 +94,16 @@ type TimeoutRequest struct {
 
 // Sandbox is the create and connect response.
 type Sandbox struct {
-	SandboxID       string  `json:"sandboxID"`
-	TemplateID      string  `json:"templateID"`
-	ClientID        string  `json:"clientID"`
-	EnvdVersion     string  `json:"envdVersion"`
-	EnvdAccessToken string  `json:"envdAccessToken,omitempty"`
-	Domain          *string `json:"domain"`
-	Alias           string  `json:"alias,omitempty"`
+	SandboxID       string `json:"sandboxID"`
+	TemplateID      string `json:"templateID"`
+	ClientID        string `json:"clientID"`
+	EnvdVersion     string `json:"envdVersion"`
+	EnvdAccessToken string `json:"envdAccessToken,omitempty"`
+	// TrafficAccessToken is the same sandbox token: the code-interpreter SDK sends it in
+	// TrafficAccessTokenHeader on every port-49999 call, X-Access-Token on /execute only.
+	TrafficAccessToken string  `json:"trafficAccessToken,omitempty"`
+	Domain             *string `json:"domain"`
+	Alias              string  `json:"alias,omitempty"`
 }
 
 // SandboxDetail is the GET response; ListedSandbox is the same without tokens and domain.

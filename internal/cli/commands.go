@@ -33,6 +33,8 @@ type Globals struct {
 	RESTPort int
 	// GRPCPort is exec's --grpc-port, the SDK's Options.GRPCPort.
 	GRPCPort int
+	// InterpreterPort is run-code's --interpreter-port, the SDK's Options.InterpreterPort.
+	InterpreterPort int
 }
 
 // ExitError ends the program with Code and no message: the command already said what happened
@@ -61,7 +63,7 @@ func AddCommands(root *cobra.Command) {
 	fs.StringVarP(&g.Namespace, "namespace", "n", "", "namespace of the claims and pools (default: the kubeconfig context's namespace)")
 	fs.StringVarP(&g.Output, "output", "o", OutputTable, "output format of lists and objects: table, json or yaml")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{OutputTable, OutputJSON, OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
-	root.AddCommand(newClaimCommand(g), newListCommand(g), newGetCommand(g), newExecCommand(g), newCopyCommand(g), newMCPCommand(g),
+	root.AddCommand(newClaimCommand(g), newListCommand(g), newGetCommand(g), newExecCommand(g), newRunCodeCommand(g), newCopyCommand(g), newMCPCommand(g),
 		newSuspendCommand(g), newResumeCommand(g), newDeleteCommand(g), newPoolCommand(g), newE2BCommand(g),
 		newUninstallCommand(g))
 }
@@ -90,7 +92,8 @@ func (g *Globals) connect() (*session, error) {
 			return nil, fmt.Errorf("reading the namespace from the kubeconfig context: %w; pass -n NAMESPACE", err)
 		}
 	}
-	opts := sdk.Options{RouterURL: g.RouterURL, RuntimePort: g.RuntimePort, RESTPort: g.RESTPort, GRPCPort: g.GRPCPort}
+	opts := sdk.Options{RouterURL: g.RouterURL, RuntimePort: g.RuntimePort, RESTPort: g.RESTPort, GRPCPort: g.GRPCPort,
+		InterpreterPort: g.InterpreterPort}
 	if opts.Token, err = g.routerToken(cfg, os.Getenv); err != nil {
 		return nil, err
 	}

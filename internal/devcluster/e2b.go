@@ -3,6 +3,7 @@ package devcluster
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,31 +23,49 @@ import (
 	"github.com/paddock-dev/paddock/internal/e2baccess"
 )
 
-// The E2B defaults of the dev cluster: a pool named after the SDK's default template, in the
+// The E2B defaults of the dev cluster: pools named after the SDKs' default templates, in the
 // default namespace, and one API key for that namespace.
 const (
 	e2bNamespace     = "default"
-	e2bPoolReplicas  = 2
 	e2bKeySecretName = "e2b-api-key-dev"
 	e2bKeysNamespace = e2b.DefaultAPIKeyNamespace
 )
 
-// The `base` pool sizes itself between these (docs/design/autosize.md): two ready members when
-// quiet, and no more than a 2-core node starts and holds comfortably under gVisor.
-const (
-	e2bPoolMin = "2"
-	e2bPoolMax = "8"
+// The pools size themselves between their bounds (docs/design/autosize.md), starting at their
+// min. `base`: two ready members when quiet, and no more than a 2-core node starts and holds
+// comfortably under gVisor. `code-interpreter-v1`: one, as each member's kernels hold Python's
+// data stack in memory once used.
+var (
+	basePoolBounds        = poolBounds{min: 2, max: 8}
+	interpreterPoolBounds = poolBounds{min: 1, max: 4}
 )
+
+type poolBounds struct{ min, max int32 }
 
 // E2BTemplate is the `base` template: env-base (sandboxd with bash, Python, Node.js, git, curl and
 // a C toolchain) as the only container, E2B's user home on a volume so files survive pause, and
 // gVisor when the cluster has its RuntimeClass. The container may not gain privileges: the
 // setuid binaries Debian's packages install (docs/environments.md) stay inert.
 func E2BTemplate(image string, gvisor bool) *extensionsv1beta1.SandboxTemplate {
+	return e2bTemplate(e2b.DefaultTemplate, image, gvisor)
+}
+
+// CodeInterpreterTemplate is the `code-interpreter-v1` template, @e2b/code-interpreter's
+// default: E2BTemplate's shape with the code-interpreter image, and sandboxd serving the code
+// interpreter on its E2B port, declared so the router reaches it.
+func CodeInterpreterTemplate(image string, gvisor bool) *extensionsv1beta1.SandboxTemplate {
+	t := e2bTemplate(e2b.InterpreterTemplate, image, gvisor)
+	c := &t.Spec.PodTemplate.Spec.Containers[0]
+	c.Args = append(c.Args, fmt.Sprintf("--interpreter-port=%d", e2b.InterpreterPort))
+	c.Ports = append(c.Ports, corev1.ContainerPort{Name: "interpreter", ContainerPort: e2b.InterpreterPort})
+	return t
+}
+
+func e2bTemplate(name, image string, gvisor bool) *extensionsv1beta1.SandboxTemplate {
 	t := &extensionsv1beta1.SandboxTemplate{
 		// sandboxd runtime: members start locked and are bound with the claim's settings, so a
 		// create's envVars are served warm.
-		ObjectMeta: metav1.ObjectMeta{Name: e2b.DefaultTemplate, Namespace: e2bNamespace,
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e2bNamespace,
 			Annotations: map[string]string{extensionsv1beta1.RuntimeAnnotation: extensionsv1beta1.RuntimeSandboxd}},
 		Spec: extensionsv1beta1.SandboxTemplateSpec{
 			EnvVarsInjectionPolicy: extensionsv1beta1.EnvVarsInjectionPolicyOverrides,
@@ -82,20 +101,30 @@ func E2BTemplate(image string, gvisor bool) *extensionsv1beta1.SandboxTemplate {
 // E2BPool is the warm pool of E2BTemplate, under the SDK's default template name, sized from
 // demand by the pool controller.
 func E2BPool() *extensionsv1beta1.SandboxWarmPool {
+	return e2bPool(e2b.DefaultTemplate, basePoolBounds)
+}
+
+// CodeInterpreterPool is the warm pool of CodeInterpreterTemplate, under @e2b/code-interpreter's
+// default template name, sized from demand by the pool controller.
+func CodeInterpreterPool() *extensionsv1beta1.SandboxWarmPool {
+	return e2bPool(e2b.InterpreterTemplate, interpreterPoolBounds)
+}
+
+func e2bPool(name string, b poolBounds) *extensionsv1beta1.SandboxWarmPool {
 	return &extensionsv1beta1.SandboxWarmPool{
-		ObjectMeta: metav1.ObjectMeta{Name: e2b.DefaultTemplate, Namespace: e2bNamespace, Annotations: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e2bNamespace, Annotations: map[string]string{
 			extensionsv1beta1.AutosizeAnnotation:    "true",
-			extensionsv1beta1.AutosizeMinAnnotation: e2bPoolMin,
-			extensionsv1beta1.AutosizeMaxAnnotation: e2bPoolMax,
+			extensionsv1beta1.AutosizeMinAnnotation: strconv.Itoa(int(b.min)),
+			extensionsv1beta1.AutosizeMaxAnnotation: strconv.Itoa(int(b.max)),
 		}},
-		Spec: extensionsv1beta1.SandboxWarmPoolSpec{Replicas: ptr.To[int32](e2bPoolReplicas),
-			TemplateRef: extensionsv1beta1.SandboxTemplateRef{Name: e2b.DefaultTemplate}},
+		Spec: extensionsv1beta1.SandboxWarmPoolSpec{Replicas: ptr.To(b.min),
+			TemplateRef: extensionsv1beta1.SandboxTemplateRef{Name: name}},
 	}
 }
 
-// installE2B creates the `base` template and pool and the dev API key when they are missing, and
-// returns the three variables an E2B program exports, with the router's pod IP (reachable from
-// the host over the node bridge).
+// installE2B creates the `base` and `code-interpreter-v1` templates and pools and the dev API
+// key when they are missing, and returns the three variables an E2B program exports, with the
+// router's pod IP (reachable from the host over the node bridge).
 func (cl *cluster) installE2B(ctx context.Context) (string, bool, error) {
 	c, err := cl.e2bClient()
 	if err != nil {
@@ -104,7 +133,8 @@ func (cl *cluster) installE2B(ctx context.Context) (string, bool, error) {
 	err = c.Get(ctx, client.ObjectKey{Name: GVisorRuntimeClass}, &nodev1.RuntimeClass{})
 	gvisor := err == nil
 	changed := false
-	for _, obj := range []client.Object{E2BTemplate(cl.cfg.EnvBaseImage(), gvisor), E2BPool()} {
+	for _, obj := range []client.Object{E2BTemplate(cl.cfg.EnvBaseImage(), gvisor), E2BPool(),
+		CodeInterpreterTemplate(cl.cfg.CodeInterpreterImage(), gvisor), CodeInterpreterPool()} {
 		switch err := c.Create(ctx, obj); {
 		case err == nil:
 			changed = true
@@ -130,7 +160,7 @@ func (cl *cluster) installE2B(ctx context.Context) (string, bool, error) {
 		}
 	}
 	cl.e2bExports = e2baccess.Exports(url, key)
-	return fmt.Sprintf("pool %s/%s (gVisor %v), API key Secret %s/%s", e2bNamespace, e2b.DefaultTemplate, gvisor, e2bKeysNamespace, e2bKeySecretName), changed, nil
+	return fmt.Sprintf("pools %s/%s and %s/%s (gVisor %v), API key Secret %s/%s", e2bNamespace, e2b.DefaultTemplate, e2bNamespace, e2b.InterpreterTemplate, gvisor, e2bKeysNamespace, e2bKeySecretName), changed, nil
 }
 
 // e2bKey returns the dev API key, creating its Secret the first time.

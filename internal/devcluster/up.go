@@ -64,7 +64,8 @@ type cluster struct {
 	out         io.Writer
 	// e2bExports are the E2B variables installE2B prints at the end.
 	e2bExports string
-	// env is the env-base root filesystem build, started early when Paddock is installed.
+	// env is the environment images' root filesystem build, started early when Paddock is
+	// installed.
 	env *envBuild
 }
 
@@ -97,7 +98,7 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 	}
 	if opts.InstallPaddock {
 		// The Debian root filesystem builds while the binaries build and the cluster starts.
-		steps = append(steps, step{"env-base root filesystem", cl.startEnvBuild})
+		steps = append(steps, step{"env root filesystems", cl.startEnvBuild})
 	}
 	steps = append(steps, []step{
 		{"binaries", cl.buildBinaries},
@@ -130,7 +131,7 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 	}
 	steps = append(steps, step{"default service account", cl.waitDefaultServiceAccount})
 	if opts.InstallPaddock {
-		steps = append(steps, step{"paddock", cl.installPaddock}, step{"env-base image", cl.pushEnvImages}, step{"e2b front door", cl.installE2B})
+		steps = append(steps, step{"paddock", cl.installPaddock}, step{"env images", cl.pushEnvImages}, step{"e2b front door", cl.installE2B})
 	}
 
 	start := time.Now()
@@ -155,8 +156,8 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 	cl.printf("Internet stand-in: %s resolved by %s (%s), CA %s; nothing leaves this machine.\n",
 		strings.Join(standin.DefaultHosts, ", "), cfg.InternetResolver(), cfg.InternetCIDR, standin.CACertPath(cfg.InternetDir()))
 	if cl.env != nil {
-		cl.printf("Sandboxes run %s (Debian with Python, Node.js, git, curl and a C toolchain; docs/environments.md) or the minimal %s.\n",
-			cfg.EnvBaseImage(), cfg.SandboxImage())
+		cl.printf("Sandboxes run %s (Debian with Python, Node.js, git, curl and a C toolchain; docs/environments.md), %s (the same with Python's data stack, for the code interpreter) or the minimal %s.\n",
+			cfg.EnvBaseImage(), cfg.CodeInterpreterImage(), cfg.SandboxImage())
 	}
 	if cl.e2bExports != "" {
 		cl.printf("\nE2B SDK programs (npm e2b, Python e2b) run against the cluster with:\n%s", cl.e2bExports)

@@ -399,3 +399,29 @@ func listing(t *testing.T, l v1.Layer) []string {
 	}
 	return got
 }
+
+// code-interpreter is env-base plus Python's data stack: every env-base package, the same suite,
+// architecture and customize hook, and a key of its own.
+func TestCodeInterpreterExtendsBase(t *testing.T) {
+	ci := CodeInterpreter
+	if err := ci.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range Base.Packages {
+		if !slices.Contains(ci.Packages, p) {
+			t.Errorf("code-interpreter lacks env-base's %s", p)
+		}
+	}
+	for _, p := range []string{"python3-numpy", "python3-pandas", "python3-matplotlib", "python3-scipy", "python3-seaborn", "python3-requests"} {
+		if !slices.Contains(ci.Packages, p) {
+			t.Errorf("code-interpreter lacks %s", p)
+		}
+	}
+	if ci.Suite != Base.Suite || ci.Architecture != Base.Architecture || ci.Key() == Base.Key() || ci.Name == Base.Name {
+		t.Errorf("code-interpreter %s/%s key %s; want env-base's suite and architecture (%s/%s) and another name and key than %s",
+			ci.Suite, ci.Architecture, ci.Key(), Base.Suite, Base.Architecture, Base.Key())
+	}
+	if len(Base.Packages) == len(ci.Packages) || Base.Name != "env-base" {
+		t.Errorf("extending env-base changed it: %s with %d packages", Base.Name, len(Base.Packages))
+	}
+}

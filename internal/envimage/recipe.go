@@ -46,6 +46,27 @@ var Base = Recipe{
 	},
 }
 
+// CodeInterpreter is env-base with the Python data stack that E2B's code-interpreter template
+// offers (numpy, pandas, matplotlib, scipy, seaborn, requests, from Debian), for sandboxd's code
+// interpreter (--interpreter-port). Its packages extend Base's, so env-base's tools are all there.
+var CodeInterpreter = Base.Extend("code-interpreter",
+	"env-base with Debian's numpy, pandas, matplotlib, scipy, seaborn and requests, for sandboxd's code interpreter on port 49999",
+	"python3-numpy", "python3-pandas", "python3-matplotlib", "python3-scipy", "python3-seaborn", "python3-requests",
+	// matplotlib's Agg backend draws charts to PNG with Pillow; listed because the interpreter
+	// needs it, though matplotlib depends on it.
+	"python3-pil")
+
+// Recipes are the environment images `paddock dev up` builds and pushes, in build order.
+var Recipes = []Recipe{Base, CodeInterpreter}
+
+// Extend is r under another name and description with more packages: everything else (suite,
+// architecture, the customize hook) is r's, so the two images differ only by those packages.
+func (r Recipe) Extend(name, description string, packages ...string) Recipe {
+	r.Name, r.Description = name, description
+	r.Packages = slices.Concat(r.Packages, packages)
+	return r
+}
+
 // Paths and the account inside every environment image.
 const (
 	// PackagesFile lists every installed package: name, version and architecture, tab-separated.

@@ -86,6 +86,7 @@ func New(cfg Config, kube client.WithWatch, c *sdk.Client) (*Server, error) {
 		})
 	s.addLifecycleTools()
 	s.addRuntimeTools()
+	s.addCodeTools()
 	s.addResources()
 	return s, nil
 }
@@ -105,6 +106,7 @@ func instructions(cfg Config) string {
 	return fmt.Sprintf("Paddock gives you isolated Linux sandboxes on Kubernetes, in namespace %q, claimed from %s. "+
 		"Claim one with claim_sandbox, then run commands (run_command) and move files (write_file, read_file, "+
 		"list_files, stat_file) in it by its name. Paths are relative to the sandbox's working root. "+
+		"In a sandbox whose pool runs the code interpreter, run_code runs Python, JavaScript or bash with state kept between calls and returns charts as images. "+
 		"Sandboxes you claim %s; delete_sandbox frees one earlier.", cfg.Namespace, pools, end)
 }
 

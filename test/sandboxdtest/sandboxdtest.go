@@ -27,6 +27,21 @@ func ServeWithToken(t testing.TB, ls server.Listeners, token string) string {
 	return serve(t, ls, server.Config{Token: token})
 }
 
+// DebianPython is Debian's Python 3 with numpy, pandas and matplotlib (hack/install-deps.sh
+// installs them), which the code interpreter's kernels run in tests: python3 on PATH may be
+// another Python without them.
+const DebianPython = "/usr/bin/python3"
+
+// ServeInterpreter is Serve, or ServeWithToken when token is set, with the code interpreter on
+// ls.Interpreter, its Python kernels run by DebianPython.
+func ServeInterpreter(t testing.TB, ls server.Listeners, token string) string {
+	t.Helper()
+	if _, err := os.Stat(DebianPython); err != nil {
+		t.Fatalf("%s is missing: run hack/install-deps.sh (the code interpreter's kernels need Debian's python3 with numpy, pandas and matplotlib)", DebianPython)
+	}
+	return serve(t, ls, server.Config{AllowUnauthenticated: token == "", Token: token, InterpreterPython: DebianPython})
+}
+
 func serve(t testing.TB, ls server.Listeners, cfg server.Config) string {
 	t.Helper()
 	cfg.RootDir, cfg.Environ, cfg.ShutdownTimeout = t.TempDir(), os.Environ(), 5*time.Second

@@ -259,7 +259,8 @@ func isInvalidName(err error) bool { return apierrors.IsInvalid(err) || apierror
 
 // sandboxResponse is the create and connect answer.
 func (f *FrontDoor) sandboxResponse(c *extensionsv1beta1.SandboxClaim, token string) e2bapi.Sandbox {
-	s := e2bapi.Sandbox{SandboxID: c.Name, TemplateID: templateOf(c), ClientID: e2bapi.ClientID, EnvdVersion: e2bapi.EnvdVersion, EnvdAccessToken: token}
+	s := e2bapi.Sandbox{SandboxID: c.Name, TemplateID: templateOf(c), ClientID: e2bapi.ClientID, EnvdVersion: e2bapi.EnvdVersion,
+		EnvdAccessToken: token, TrafficAccessToken: token}
 	if f.cfg.Domain != "" {
 		s.Domain = ptr.To(f.cfg.Domain)
 	}

@@ -38,7 +38,12 @@ func newDataProxy(f *FrontDoor) *dataProxy {
 			pr.Out.URL.Host = ep.HostPort()
 			pr.Out.Host = ""
 			// Routing headers are the router's business; the daemon sees the request as the SDK
-			// sent it otherwise (X-Access-Token and the Basic user selection included).
+			// sent it otherwise (X-Access-Token and the Basic user selection included). A request
+			// that proved the token in E2b-Traffic-Access-Token only (the code-interpreter SDK's
+			// context calls) carries it on as X-Access-Token, which sandboxd's ports accept.
+			if pr.Out.Header.Get(e2bapi.AccessTokenHeader) == "" {
+				pr.Out.Header.Set(e2bapi.AccessTokenHeader, pr.In.Header.Get(e2bapi.TrafficAccessTokenHeader))
+			}
 			pr.Out.Header.Del(e2bapi.SandboxIDHeader)
 			pr.Out.Header.Del(e2bapi.SandboxPortHeader)
 			pr.Out.Header.Del(e2bapi.TrafficAccessTokenHeader)

@@ -52,11 +52,12 @@ type e2bDetail struct {
 	EndAt string `json:"endAt"`
 }
 
-// setUpE2BTarget copies paddock dev up's E2B template into ns with a pool of 3, creates v and e
-// through the front door and waits for the third member to be Ready and unclaimed.
+// setUpE2BTarget copies paddock dev up's code-interpreter template (env-base's tools, and the
+// code interpreter on 49999) into ns as `base` with a pool of 3, creates v and e through the front
+// door and waits for the third member to be Ready and unclaimed.
 func setUpE2BTarget(t *testing.T, ctx context.Context, c client.Client, ns, outside, routerIP string) *e2bTarget {
 	t.Helper()
-	copyE2BTemplate(t, ctx, c, ns, e2b.DefaultTemplate, true)
+	copyDevTemplate(t, ctx, c, e2b.InterpreterTemplate, ns, e2b.DefaultTemplate, true)
 	framework.MustCreate(t, ctx, c, poolOf(ns, e2b.DefaultTemplate, 3))
 	key, otherKey := e2bAPIKey(t, ctx, c, ns), e2bAPIKey(t, ctx, c, outside)
 	x := &e2bTarget{api: "http://" + net.JoinHostPort(routerIP, strconv.Itoa(e2b.DefaultPort)), domain: routerE2BDomain(t, ctx),
@@ -74,6 +75,9 @@ func setUpE2BTarget(t *testing.T, ctx context.Context, c client.Client, ns, outs
 	if o := sendFromHost(ctx, x.data(x.v.id, e2b.EnvdPort, x.v.token, "")); o.status != http.StatusOK {
 		t.Fatalf("v's own token through the data plane: %s %s; want 200", o, o.body)
 	}
+	if o := sendFromHost(ctx, x.interp(x.v.id, x.v.token, "", "")); o.status != http.StatusOK || !strings.Contains(o.body, `"end_of_execution"`) {
+		t.Fatalf("v's own token to its code interpreter through the data plane: %s %s; want 200 and a whole execution", o, o.body)
+	}
 	return x
 }
 
@@ -81,9 +85,16 @@ func setUpE2BTarget(t *testing.T, ctx context.Context, c client.Client, ns, outs
 // /home/user on a volume, gVisor when present) into ns as name, with or without its volume.
 func copyE2BTemplate(t *testing.T, ctx context.Context, c client.Client, ns, name string, volume bool) {
 	t.Helper()
+	copyDevTemplate(t, ctx, c, e2b.DefaultTemplate, ns, name, volume)
+}
+
+// copyDevTemplate copies the E2B template source that paddock dev up made in namespace default
+// into ns as name, with or without its volume.
+func copyDevTemplate(t *testing.T, ctx context.Context, c client.Client, source, ns, name string, volume bool) {
+	t.Helper()
 	var dev extensionsv1beta1.SandboxTemplate
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: e2b.DefaultTemplate}, &dev); err != nil {
-		t.Fatalf("the E2B template of paddock dev up: %v", err)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: source}, &dev); err != nil {
+		t.Fatalf("the E2B template %s of paddock dev up: %v", source, err)
 	}
 	tpl := &extensionsv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
 		Annotations: dev.Annotations}, Spec: *dev.Spec.DeepCopy()}
@@ -183,6 +194,44 @@ func (x *e2bTarget) data(id string, port int, token, host string) probe {
 	return p
 }
 
+// interp is a data-plane probe of sandbox id's code interpreter (port 49999): a cell that prints
+// the user's id runs for whoever gets through. token goes in X-Access-Token, traffic in
+// E2b-Traffic-Access-Token (the header the code-interpreter SDK proves the token with on its
+// context calls), host as with data.
+func (x *e2bTarget) interp(id, token, traffic, host string) probe {
+	h := map[string]string{"Content-Type": "application/json"}
+	if host == "" {
+		h[e2b.SandboxIDHeader], h[e2b.SandboxPortHeader] = id, strconv.Itoa(e2b.InterpreterPort)
+	}
+	if token != "" {
+		h[e2b.AccessTokenHeader] = token
+	}
+	if traffic != "" {
+		h[e2b.TrafficAccessTokenHeader] = traffic
+	}
+	return probe{method: http.MethodPost, url: x.api + "/execute", header: h, body: `{"code":"import os; os.getuid()"}`, host: host, e2b: true}
+}
+
+// interpDirect is a probe of the code interpreter at a sandbox's pod IP, past the router.
+func interpDirect(target, ip, token string) probe {
+	h := map[string]string{"Content-Type": "application/json"}
+	if token != "" {
+		h[e2b.AccessTokenHeader] = token
+	}
+	return probe{target: target, method: http.MethodPost, url: "http://" + net.JoinHostPort(ip, strconv.Itoa(e2b.InterpreterPort)) + "/execute",
+		header: h, body: `{"code":"import os; os.getuid()"}`}
+}
+
+// interpDirectProbes attack the code interpreters of v and of the unclaimed member by pod IP.
+func (x *e2bTarget) interpDirectProbes(ipV string) []probe {
+	ipMember := x.member.Status.PodIPs[0]
+	return []probe{
+		interpDirect("E2B sandbox v's code interpreter 49999 by pod IP, no token", ipV, ""),
+		interpDirect("E2B sandbox v's code interpreter 49999 by pod IP, e's token", ipV, x.e.token),
+		interpDirect("the unclaimed E2B member's code interpreter 49999 by pod IP, no token", ipMember, ""),
+	}
+}
+
 // e2bProbes are the attempts every vantage makes on the front door with the keys it may hold.
 func (x *e2bTarget) e2bProbes(keys []namedKey, tokenA string) []probe {
 	var probes []probe
@@ -222,6 +271,11 @@ func (x *e2bTarget) e2bProbes(keys []namedKey, tokenA string) []probe {
 	probes = append(probes,
 		withTarget(x.data(v, e2b.EnvdPort, "", fmt.Sprintf("%d-%s.%s", e2b.EnvdPort, v, domain)), "v by Host, no access token"),
 		withTarget(x.data(v, e2b.EnvdPort, x.e.token, fmt.Sprintf("%d-%s.%s", e2b.EnvdPort, v, domain)), "v by Host, e's access token"),
+		withTarget(x.interp(v, "", "", ""), "v's code interpreter 49999 by headers, no token"),
+		withTarget(x.interp(v, x.e.token, "", ""), "v's code interpreter 49999 by headers, e's access token"),
+		withTarget(x.interp(v, "", x.e.token, ""), "v's code interpreter 49999 by headers, e's token as E2b-Traffic-Access-Token"),
+		withTarget(x.interp(v, tokenA, "", ""), "v's code interpreter 49999 by headers, Paddock sandbox a's token"),
+		withTarget(x.interp(v, "", x.e.token, fmt.Sprintf("%d-%s.%s", e2b.InterpreterPort, v, domain)), "v's code interpreter by Host, e's token"),
 	)
 	return probes
 }
@@ -240,6 +294,7 @@ func (x *e2bTarget) ownerProbes(tokenMember, sandboxA, tokenA string) []probe {
 		withTarget(x.data(x.member.Name, e2b.EnvdPort, tokenMember, ""), "E2B data plane: the unclaimed member, its own sandbox token"),
 		withTarget(x.data(idOf(x.member.Name), e2b.EnvdPort, tokenMember, ""), "E2B data plane: the unclaimed member (as an ID), its own sandbox token"),
 		withTarget(x.data(sandboxA, e2b.EnvdPort, tokenA, ""), "E2B data plane: Paddock sandbox a, its own token"),
+		withTarget(x.interp(idOf(x.member.Name), tokenMember, "", ""), "E2B data plane: the unclaimed member's code interpreter (as an ID), its own sandbox token"),
 		withTarget(x.data(x.v.id, 9090, x.v.token, ""), "E2B data plane: v's own token, port 9090 (listening, not declared)"),
 		withTarget(x.data(x.v.id, 10250, x.v.token, ""), "E2B data plane: v's own token, port 10250 (not declared)"),
 	}

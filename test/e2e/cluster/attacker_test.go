@@ -180,7 +180,7 @@ func testAttacker(t *testing.T) {
 
 	// The E2B front door: victim v and the attacker's own e in ns, an unclaimed member beside them.
 	x := setUpE2BTarget(t, ctx, c, ns, outside, routerIP)
-	sbE := boundTo(t, ctx, c, ns, x.e.id)
+	sbE, sbV := boundTo(t, ctx, c, ns, x.e.id), boundTo(t, ctx, c, ns, x.v.id)
 	tokenE2BMember, _ := sandboxTokens(t, ctx, c, x.member.Name, ns)
 
 	procsA := dialSandboxd(t, ipA, tokenA)
@@ -245,6 +245,11 @@ func testAttacker(t *testing.T) {
 		routed("router to a, X-Sandbox-Port 49983 (undeclared)", a.Name, holderOfA, map[string]string{"X-Sandbox-Port": e2bPort}),
 	}
 
+	// The code interpreter's port by pod IP: v's without its token, and an unclaimed member's,
+	// which stays locked even to the member's own token until a claim's settings arrive.
+	probes = append(probes, x.interpDirectProbes(sbV.Status.PodIPs[0])...)
+	probes = append(probes, interpDirect("the unclaimed E2B member's code interpreter 49999 by pod IP, its own sandbox token", x.member.Status.PodIPs[0], tokenE2BMember))
+
 	var rows []attempt
 	for _, v := range vantages {
 		all := slices.Concat(probes, x.e2bProbes(keysOf(v), tokenA))
@@ -255,7 +260,7 @@ func testAttacker(t *testing.T) {
 			// Where the API server's port-forward arrives: sandbox a's own loopback, and its address.
 			all = append(all, selfProbes(ipA)...)
 		case "code in E2B sandbox e":
-			all = x.e2bProbes(keysOf(v), tokenA) // the Paddock rows are sandbox a's
+			all = append(x.e2bProbes(keysOf(v), tokenA), x.interpDirectProbes(sbV.Status.PodIPs[0])...) // the Paddock rows are sandbox a's
 		}
 		for _, p := range all {
 			o := v.send(ctx, p)

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image/png"
 	"io"
 	"net/http"
 	"os"
@@ -20,6 +22,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/manager"
 	"github.com/paddock-dev/paddock/test/builder"
@@ -43,6 +46,10 @@ type mcpReport struct {
 		IsError    bool `json:"isError"`
 		Text       string
 		Structured map[string]any
+		Images     []struct {
+			MIMEType string `json:"mimeType"`
+			Data     string
+		}
 	}
 }
 
@@ -95,6 +102,55 @@ func testMCP(t *testing.T) {
 		checkMCPReport(t, report, "http")
 		checkSessionGone(t, c, ns)
 	})
+	t.Run("run_code in a code-interpreter sandbox, charts as images", func(t *testing.T) {
+		testMCPRunCode(t, ctx, c, ns, bin)
+	})
+}
+
+// testMCPRunCode claims a sandbox of paddock dev up's code-interpreter template (copied into ns)
+// through `paddock mcp` over stdio and runs code in it with run_code: state kept between calls,
+// an exception as a result, and a matplotlib chart that arrives as image content and decodes as
+// a PNG of about the figure's size.
+func testMCPRunCode(t *testing.T, ctx context.Context, c client.Client, ns, bin string) {
+	copyDevTemplate(t, ctx, c, e2b.InterpreterTemplate, ns, "interpreter", false)
+	framework.MustCreate(t, ctx, c, poolOf(ns, "interpreter", 1))
+	waitPoolReady(t, c, ns, "interpreter", 1)
+	steps := []mcpStep{
+		{"claim_sandbox", map[string]any{"pool": "interpreter", "name": "analyst", "timeout_seconds": 300}},
+		{"run_code", map[string]any{"sandbox": "analyst", "code": "import pandas as pd\ndf = pd.DataFrame({'v': [2, 3, 7]})"}},
+		{"run_code", map[string]any{"sandbox": "analyst", "code": "int(df.v.prod())"}},
+		{"run_code", map[string]any{"sandbox": "analyst", "code": "df.nope"}},
+		{"run_code", map[string]any{"sandbox": "analyst", "code": "import matplotlib.pyplot as plt\nplt.figure(figsize=(4, 3), dpi=100)\nplt.bar(['a', 'b', 'c'], df.v)\nplt.show()"}},
+	}
+	r := runMCPClient(t, ctx, steps, nil, append([]string{"stdio", bin}, "--kubeconfig", suite.kubeconfig, "-n", ns, "mcp", "--pools", "interpreter")...)
+	if len(r.Results) != len(steps) {
+		t.Fatalf("%d results, want %d: %+v", len(r.Results), len(steps), r.Results)
+	}
+	for i, res := range r.Results {
+		if res.IsError {
+			t.Fatalf("step %d (%s): tool error %q", i, res.Tool, res.Text)
+		}
+	}
+	if got := fmt.Sprint(r.Results[2].Structured["results"]); !strings.Contains(got, "text:42") || !strings.Contains(r.Results[2].Text, "result: 42") {
+		t.Errorf("run_code with the state of the call before = %s / %q; want the value 42", got, r.Results[2].Text)
+	}
+	if e, _ := r.Results[3].Structured["error"].(map[string]any); e["name"] != "AttributeError" {
+		t.Errorf("run_code raising = %v; want an AttributeError result", r.Results[3].Structured)
+	}
+	chart := r.Results[4]
+	if len(chart.Images) != 1 || chart.Images[0].MIMEType != "image/png" || chart.Structured["images"] != 1.0 {
+		t.Fatalf("run_code with a chart: images %d, structured %v; want one PNG", len(chart.Images), chart.Structured)
+	}
+	data, err := base64.StdEncoding.DecodeString(chart.Images[0].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// bbox_inches='tight' (as IPython's inline backend) cuts the 400x300 canvas to what is drawn.
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil || img.Bounds().Dx() < 320 || img.Bounds().Dx() > 420 || img.Bounds().Dy() < 240 || img.Bounds().Dy() > 320 {
+		t.Errorf("the chart: %v; want a PNG of about 400x300", err)
+	}
+	checkSessionGone(t, c, ns)
 }
 
 // mcpSteps is the scenario: claim, echo, write and read a file, exit 3, a path escape, an
@@ -160,7 +216,7 @@ func checkMCPReport(t *testing.T, r *mcpReport, suffix string) {
 	}
 	slices.Sort(names)
 	want := []string{"claim_sandbox", "delete_sandbox", "get_sandbox", "list_files", "list_pools", "list_sandboxes",
-		"read_file", "resume_sandbox", "run_command", "stat_file", "suspend_sandbox", "write_file"}
+		"read_file", "resume_sandbox", "run_code", "run_command", "stat_file", "suspend_sandbox", "write_file"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("tools (-want +got):\n%s", diff)
 	}

@@ -3,13 +3,20 @@ package e2bfrontdoor
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/paddock-dev/paddock/api/e2b"
+	"github.com/paddock-dev/paddock/internal/sandboxd/interpreter"
 	"github.com/paddock-dev/paddock/test/framework"
+	"github.com/paddock-dev/paddock/test/sandboxdtest"
 )
 
 // BenchmarkE2BCreate measures, on envtest with every controller and the stand-in daemon, E2B
@@ -108,4 +115,46 @@ func percentile(xs []float64, p int) float64 {
 	slices.Sort(s)
 	i := (len(s)*p + 99) / 100
 	return s[max(0, i-1)]
+}
+
+// BenchmarkE2BRunCode measures runCode('1+1') as @e2b/code-interpreter sends it (POST /execute on
+// port 49999 with the sandbox token), through the front door's data plane to sandboxd's real code
+// interpreter on loopback (Debian's python3, no gVisor): the round trip until end_of_execution,
+// p50 and p99. Run:
+//
+//	go test ./test/integration/e2bfrontdoor/ -run '^$' -bench E2BRunCode -benchtime 500x
+func BenchmarkE2BRunCode(b *testing.B) {
+	if _, err := os.Stat(sandboxdtest.DebianPython); err != nil {
+		b.Fatalf("%s is missing: run hack/install-deps.sh", sandboxdtest.DebianPython)
+	}
+	srv := interpreter.New(interpreter.Config{Python: sandboxdtest.DebianPython, Dir: b.TempDir(), Environ: os.Environ})
+	b.Cleanup(srv.Close)
+	// The pod: the create's readiness probe answered as envd does, everything else by the
+	// interpreter (the front door dials one address whatever the port).
+	mux := http.NewServeMux()
+	mux.HandleFunc(e2b.ProbePath, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, `{"processes":[]}`) })
+	mux.Handle("/", srv.Handler())
+	pod := httptest.NewServer(mux)
+	b.Cleanup(pod.Close)
+	h := startWith(b, 1, pod.Listener.Addr().String())
+	waitPool(b, h, 1)
+	sbx := h.create(b, "/v2/sandboxes", map[string]any{})
+	hdr := map[string]string{e2b.SandboxIDHeader: sbx.SandboxID, e2b.SandboxPortHeader: strconv.Itoa(e2b.InterpreterPort),
+		e2b.AccessTokenHeader: sbx.EnvdAccessToken, e2b.TrafficAccessTokenHeader: sbx.TrafficAccessToken, "Content-Type": "application/json"}
+	run := func() {
+		r := h.do(b, http.MethodPost, h.url+"/execute", strings.NewReader(`{"code":"1+1"}`), hdr, "")
+		if r.status != http.StatusOK || !strings.Contains(string(r.body), `"text":"2"`) || !strings.Contains(string(r.body), "end_of_execution") {
+			b.Fatalf("runCode('1+1') through the front door: %d %s", r.status, r.body)
+		}
+	}
+	run() // the kernel starts on first use
+	took := make([]float64, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		run()
+		took = append(took, float64(time.Since(start).Microseconds())/1000)
+	}
+	b.ReportMetric(percentile(took, 50), "p50-ms")
+	b.ReportMetric(percentile(took, 99), "p99-ms")
 }

@@ -316,11 +316,24 @@ func TestDataPlane(t *testing.T) {
 	if r.status != http.StatusOK || !strings.Contains(string(r.body), "daemon GET /health") {
 		t.Errorf("host routing: %d %s", r.status, r.body)
 	}
+	// The code-interpreter SDK proves the token on its context calls with trafficAccessToken in
+	// E2b-Traffic-Access-Token only; the daemon gets it as X-Access-Token, which it checks.
+	if sbx.TrafficAccessToken != sbx.EnvdAccessToken {
+		t.Errorf("create answered trafficAccessToken %q; want the envdAccessToken", sbx.TrafficAccessToken)
+	}
+	r = h.do(t, http.MethodGet, h.url+"/contexts", nil, map[string]string{e2b.SandboxIDHeader: sbx.SandboxID, e2b.SandboxPortHeader: "49999",
+		e2b.TrafficAccessTokenHeader: sbx.TrafficAccessToken}, "")
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), "daemon GET /contexts") || h.daemon.lastToken() != sbx.EnvdAccessToken {
+		t.Errorf("interpreter port with the traffic token: %d %s, the daemon saw X-Access-Token %q; want 200 with the sandbox token", r.status, r.body, h.daemon.lastToken())
+	}
 	for name, c := range map[string]struct {
 		hdr  map[string]string
 		want int
 	}{
-		"no token":        {hdr("", "49983"), http.StatusUnauthorized},
+		"no token":                   {hdr("", "49983"), http.StatusUnauthorized},
+		"interpreter port, no token": {hdr("", "49999"), http.StatusUnauthorized},
+		"interpreter port, wrong traffic token": {map[string]string{e2b.SandboxIDHeader: sbx.SandboxID, e2b.SandboxPortHeader: "49999",
+			e2b.TrafficAccessTokenHeader: "x" + sbx.EnvdAccessToken}, http.StatusUnauthorized},
 		"wrong token":     {hdr("x"+sbx.EnvdAccessToken, "49983"), http.StatusUnauthorized},
 		"undeclared port": {hdr(sbx.EnvdAccessToken, "8081"), http.StatusForbidden},
 		"unknown sandbox": {map[string]string{e2b.SandboxIDHeader: "zzzz", e2b.AccessTokenHeader: "t"}, http.StatusBadGateway},
@@ -345,23 +358,33 @@ func TestKillDeletesTheClaim(t *testing.T) {
 	})
 }
 
-// The `base` template and pool that `paddock dev up` installs pass admission as they are.
+// The `base` and `code-interpreter-v1` templates and pools that `paddock dev up` installs pass
+// admission as they are.
 func TestDevClusterBasePoolIsAdmitted(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := framework.Context(t, framework.DefaultTimeout)
+	cfg := devcluster.Defaults("/var/lib/paddock-dev")
 	for _, gvisor := range []bool{false, true} {
-		tpl, pool := devcluster.E2BTemplate(devcluster.Defaults("/var/lib/paddock-dev").EnvBaseImage(), gvisor), devcluster.E2BPool()
-		tpl.Namespace, pool.Namespace = ns, ns
-		if gvisor {
-			tpl.Name += "-gvisor"
-			pool.Name += "-gvisor"
-			pool.Spec.TemplateRef.Name = tpl.Name
-		}
-		if err := env.Client.Create(ctx, tpl, client.DryRunAll); err != nil {
-			t.Errorf("template (gVisor %v): %v", gvisor, err)
-		}
-		if err := env.Client.Create(ctx, pool, client.DryRunAll); err != nil {
-			t.Errorf("pool: %v", err)
+		for _, c := range []struct {
+			tpl  *extensionsv1beta1.SandboxTemplate
+			pool *extensionsv1beta1.SandboxWarmPool
+		}{
+			{devcluster.E2BTemplate(cfg.EnvBaseImage(), gvisor), devcluster.E2BPool()},
+			{devcluster.CodeInterpreterTemplate(cfg.CodeInterpreterImage(), gvisor), devcluster.CodeInterpreterPool()},
+		} {
+			tpl, pool := c.tpl, c.pool
+			tpl.Namespace, pool.Namespace = ns, ns
+			if gvisor {
+				tpl.Name += "-gvisor"
+				pool.Name += "-gvisor"
+				pool.Spec.TemplateRef.Name = tpl.Name
+			}
+			if err := env.Client.Create(ctx, tpl, client.DryRunAll); err != nil {
+				t.Errorf("template %s: %v", tpl.Name, err)
+			}
+			if err := env.Client.Create(ctx, pool, client.DryRunAll); err != nil {
+				t.Errorf("pool %s: %v", pool.Name, err)
+			}
 		}
 	}
 }

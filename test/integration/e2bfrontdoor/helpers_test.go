@@ -67,6 +67,16 @@ func newDaemon(t testing.TB) *daemon {
 	return d
 }
 
+// lastToken is the X-Access-Token of the last request that reached the daemon.
+func (d *daemon) lastToken() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.tokens) == 0 {
+		return ""
+	}
+	return d.tokens[len(d.tokens)-1]
+}
+
 // harness is a front door on loopback in front of one namespace's pool.
 type harness struct {
 	url      string
@@ -105,7 +115,8 @@ func startWith(t testing.TB, poolSize int32, upstream string) *harness {
 	h.addKey(t, "team-a", h.apiKey, h.ns)
 	h.addKey(t, "team-b", h.otherKey, h.otherNS)
 	tpl := builder.MakeTemplate("base-tpl", h.ns).EnvVarsInjectionPolicy(extensionsv1beta1.EnvVarsInjectionPolicyAllowed).Obj()
-	tpl.Spec.PodTemplate.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "envd", ContainerPort: e2bapi.EnvdPort}}
+	tpl.Spec.PodTemplate.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "envd", ContainerPort: e2bapi.EnvdPort},
+		{Name: "interpreter", ContainerPort: e2bapi.InterpreterPort}}
 	framework.MustCreate(t, ctx, env.Client, tpl)
 	pool := builder.MakeWarmPool("python", h.ns, "base-tpl").Replicas(poolSize).Obj()
 	pool.Labels = map[string]string{e2bapi.TemplateLabel: "base"}
@@ -220,11 +231,13 @@ func (h *harness) do(t testing.TB, method, url string, body io.Reader, hdr map[s
 
 // created is the create/connect answer.
 type created struct {
-	SandboxID       string  `json:"sandboxID"`
-	TemplateID      string  `json:"templateID"`
-	EnvdVersion     string  `json:"envdVersion"`
-	EnvdAccessToken string  `json:"envdAccessToken"`
-	Domain          *string `json:"domain"`
+	SandboxID       string `json:"sandboxID"`
+	TemplateID      string `json:"templateID"`
+	EnvdVersion     string `json:"envdVersion"`
+	EnvdAccessToken string `json:"envdAccessToken"`
+	// TrafficAccessToken is what the code-interpreter SDK sends in E2b-Traffic-Access-Token.
+	TrafficAccessToken string  `json:"trafficAccessToken"`
+	Domain             *string `json:"domain"`
 }
 
 func (h *harness) create(t testing.TB, path string, body map[string]any) created {

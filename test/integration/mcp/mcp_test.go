@@ -4,9 +4,11 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"image/png"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -46,12 +48,12 @@ func newFixture(t *testing.T, cfg mcp.Config) *fixture {
 	ctx := framework.Context(t, framework.DefaultTimeout)
 	var ls server.Listeners
 	var err error
-	for _, l := range []*net.Listener{&ls.REST, &ls.GRPC} {
+	for _, l := range []*net.Listener{&ls.REST, &ls.GRPC, &ls.Interpreter} {
 		if *l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	root := sandboxdtest.Serve(t, ls)
+	root := sandboxdtest.ServeInterpreter(t, ls, "")
 	env.PlayKubelet(t, ns, "127.0.0.1") // the test's sandboxd listens on loopback
 	framework.MustCreate(t, ctx, env.Client, builder.MakeTemplate("tpl", ns).EnvVarsInjectionPolicy(extensionsv1beta1.EnvVarsInjectionPolicyAllowed).Obj())
 	for _, p := range []string{"pool", "other"} {
@@ -61,7 +63,8 @@ func newFixture(t *testing.T, cfg mcp.Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := sdk.NewWithClient(kube, sdk.Options{RESTPort: ls.REST.Addr().(*net.TCPAddr).Port, GRPCPort: ls.GRPC.Addr().(*net.TCPAddr).Port})
+	c, err := sdk.NewWithClient(kube, sdk.Options{RESTPort: ls.REST.Addr().(*net.TCPAddr).Port, GRPCPort: ls.GRPC.Addr().(*net.TCPAddr).Port,
+		InterpreterPort: ls.Interpreter.Addr().(*net.TCPAddr).Port})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,6 +289,79 @@ func TestToolsRunCommandsAndMoveFiles(t *testing.T) {
 	framework.Eventually(t, func(ctx context.Context) error {
 		return claimsGone(ctx, f.ns, "")
 	})
+}
+
+// run_code runs code in the sandbox's code interpreter with state kept between calls, and returns
+// a chart as MCP image content: a PNG that decodes.
+func TestRunCodeReturnsTextAndCharts(t *testing.T) {
+	f := newFixture(t, mcp.Config{Pools: []string{"pool"}, MaxOutputBytes: 1 << 10})
+	cs := f.connect(t)
+	mustCall(t, cs, "claim_sandbox", map[string]any{"pool": "pool", "name": "analyst"}, nil)
+
+	var out mcp.RunCodeOutput
+	mustCall(t, cs, "run_code", map[string]any{"sandbox": "analyst", "code": "rows = [3, 4]\nprint('kept')"}, &out)
+	if out.Stdout != "kept\n" || len(out.Results) != 0 || out.Error != nil {
+		t.Errorf("run_code print = %+v; want stdout kept and no value", out)
+	}
+	out = mcp.RunCodeOutput{}
+	mustCall(t, cs, "run_code", map[string]any{"sandbox": "analyst", "code": "sum(rows) * 6"}, &out)
+	if diff := cmp.Diff([]mcp.CodeResultInfo{{Text: "42", IsMainResult: true}}, out.Results); diff != "" {
+		t.Errorf("run_code with the state of the call before (-want +got):\n%s", diff)
+	}
+	out = mcp.RunCodeOutput{}
+	mustCall(t, cs, "run_code", map[string]any{"sandbox": "analyst", "code": "missing_name"}, &out)
+	if out.Error == nil || out.Error.Name != "NameError" || !strings.Contains(out.Error.Traceback, "missing_name") {
+		t.Errorf("run_code raising = %+v; want a NameError result with its traceback", out)
+	}
+	out = mcp.RunCodeOutput{}
+	mustCall(t, cs, "run_code", map[string]any{"sandbox": "analyst", "language": "js", "code": "[1, 2].map(x => x * 2)"}, &out)
+	if len(out.Results) != 1 || !strings.Contains(out.Results[0].Text, "2, 4") {
+		t.Errorf("run_code in javascript = %+v; want [ 2, 4 ]", out)
+	}
+
+	// The chart: image content the client decodes as a PNG, after the text.
+	res, err := cs.CallTool(framework.Context(t, framework.DefaultTimeout), &mcpsdk.CallToolParams{Name: "run_code", Arguments: map[string]any{
+		"sandbox": "analyst", "code": "import matplotlib.pyplot as plt\nplt.figure(figsize=(5, 4), dpi=100)\nplt.plot(rows)\nplt.show()"}})
+	if err != nil || res.IsError || len(res.Content) != 2 {
+		t.Fatalf("run_code with a chart = %+v, %v; want a text and an image", res, err)
+	}
+	img, ok := res.Content[1].(*mcpsdk.ImageContent)
+	if !ok || img.MIMEType != "image/png" {
+		t.Fatalf("run_code's second content is %T; want a PNG image", res.Content[1])
+	}
+	decoded, err := png.Decode(bytes.NewReader(img.Data))
+	// bbox_inches='tight', as IPython's inline backend: about the 500x400 canvas.
+	if err != nil || decoded.Bounds().Dx() < 400 || decoded.Bounds().Dx() > 520 || decoded.Bounds().Dy() < 320 || decoded.Bounds().Dy() > 420 {
+		t.Errorf("the chart decodes to %v, %v; want about 500x400", decoded.Bounds(), err)
+	}
+	if text, ok := res.Content[0].(*mcpsdk.TextContent); !ok || !strings.Contains(text.Text, "<Figure size 500x400 with 1 Axes>") {
+		t.Errorf("run_code's text content = %+v; want the figure's text", res.Content[0])
+	}
+
+	// A cell past its timeout is interrupted; the context keeps its state.
+	out = mcp.RunCodeOutput{}
+	mustCall(t, cs, "run_code", map[string]any{"sandbox": "analyst", "code": "import time\nwhile True:\n    time.sleep(0.05)", "timeout_seconds": 2}, &out)
+	if !out.TimedOut || !strings.Contains(out.Stderr, "timeout_seconds=2") {
+		t.Errorf("run_code past its timeout = %+v; want timed_out and a note", out)
+	}
+	out = mcp.RunCodeOutput{}
+	mustCall(t, cs, "run_code", map[string]any{"sandbox": "analyst", "code": "rows"}, &out)
+	if len(out.Results) != 1 || out.Results[0].Text != "[3, 4]" {
+		t.Errorf("run_code after the interrupt = %+v; want the state kept", out)
+	}
+
+	for _, tc := range []struct {
+		args  map[string]any
+		wants []string
+	}{
+		{map[string]any{"sandbox": "analyst", "code": " "}, []string{"code is empty"}},
+		{map[string]any{"sandbox": "analyst", "code": "1", "language": "python", "context": "c"}, []string{"not both"}},
+		{map[string]any{"sandbox": "analyst", "code": "1", "context": "no-such-context"}, []string{`no context "no-such-context"`}},
+		{map[string]any{"sandbox": "analyst", "code": "1", "timeout_seconds": 4000}, []string{"timeout_seconds=4000"}},
+		{map[string]any{"sandbox": "ghost", "code": "1"}, []string{`sandbox "ghost" not found`}},
+	} {
+		wantError(t, cs, "run_code", tc.args, tc.wants...)
+	}
 }
 
 func TestListsAndResourcesAreScoped(t *testing.T) {

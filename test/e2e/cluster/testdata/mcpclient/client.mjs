@@ -2,7 +2,8 @@
 // tests: it connects (stdio: `node client.mjs stdio COMMAND ARGS...`; HTTP: `node client.mjs
 // http URL`, bearer token in $MCP_TOKEN), lists the tools, calls the steps read as JSON from
 // stdin ([{"tool": ..., "arguments": {...}}]) in one session, closes the session and prints
-// {"server", "tools", "results"} as JSON. The Go test asserts on that output.
+// {"server", "tools", "results"} as JSON, a result's images as {mimeType, data} (base64). The
+// Go test asserts on that output.
 import { readFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -31,7 +32,8 @@ for (const step of steps) {
   // not match its documented schema fails here.
   const res = await client.callTool({ name: step.tool, arguments: step.arguments ?? {} });
   const text = (res.content ?? []).filter((c) => c.type === "text").map((c) => c.text).join("\n");
-  results.push({ tool: step.tool, isError: res.isError === true, text, structured: res.structuredContent ?? null });
+  const images = (res.content ?? []).filter((c) => c.type === "image").map((c) => ({ mimeType: c.mimeType, data: c.data }));
+  results.push({ tool: step.tool, isError: res.isError === true, text, structured: res.structuredContent ?? null, images });
 }
 if (mode === "http") {
   await transport.terminateSession();

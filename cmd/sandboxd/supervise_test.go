@@ -20,7 +20,10 @@ import (
 
 // serviceScript is a container's own command under an injected sandboxd: it records its uid and
 // pid, traps HUP and TERM, tries every way to read sandboxd's tokens (sandboxd is its parent),
-// then serves until stopped. Its one argument is the directory it writes to.
+// creates done-N once run N's attempts are all written, then serves until stopped. Its one
+// argument is the directory it writes to. The attempts' output is no place for a completion
+// marker: env prints the test's environment (DEBIAN_FRONTEND holds "END"), and grep prints
+// whatever /tmp holds.
 func serviceScript() string {
 	var b strings.Builder
 	b.WriteString(`out=$1
@@ -35,7 +38,7 @@ run=$(wc -l < "$out/pids" | tr -d ' ')
 		fmt.Fprintf(&b, "( %s )\necho '--- attempt %d'\n", a.script, i)
 	}
 	b.WriteString(`} > "$out/attempts-$run" 2>&1
-echo END >> "$out/attempts-$run"
+: > "$out/done-$run"
 while :; do sleep 0.05; done
 `)
 	return b.String()
@@ -60,6 +63,20 @@ func waitFile(t *testing.T, path string, check func(content string) bool) string
 	return content
 }
 
+// waitRun waits until run n of serviceScript made all its attempts. Before that the test would
+// check part of what they got, and a signal would wait for the attempt in progress (the shell runs
+// a trap between commands), which can outlast sandboxd's --shutdown-timeout: the service is then
+// killed without running its TERM trap.
+func waitRun(t *testing.T, out string, n int) {
+	t.Helper()
+	framework.Eventually(t, func(context.Context) error {
+		if _, err := os.Stat(filepath.Join(out, fmt.Sprintf("done-%d", n))); err != nil {
+			return fmt.Errorf("run %d of the service has not made all its attempts: %w", n, err)
+		}
+		return nil
+	})
+}
+
 // TestSupervisedService runs sandboxd as the sandbox's user with its tokens, as injected into an
 // image, with a service command: the service runs as that user without being able to read the
 // tokens, receives the signals sandboxd gets, is started again when it dies, and is stopped
@@ -75,7 +92,7 @@ func TestSupervisedService(t *testing.T) {
 	sandboxdPID := d.cmd.Process.Pid
 
 	// First run: its uid, and what its attempts on the tokens got.
-	waitFile(t, filepath.Join(out, "attempts-1"), func(c string) bool { return strings.Contains(c, "END") })
+	waitRun(t, out, 1)
 	if uid := readLines(filepath.Join(out, "uid")); len(uid) != 1 || uid[0] != strconv.Itoa(sandboxUID) {
 		t.Errorf("the service runs as uid %q, want %d", uid, sandboxUID)
 	}
@@ -102,7 +119,7 @@ func TestSupervisedService(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFile(t, filepath.Join(out, "attempts-2"), func(c string) bool { return strings.Contains(c, "END") })
+	waitRun(t, out, 2)
 	if pids := readLines(filepath.Join(out, "pids")); len(pids) != 2 || pids[1] == first {
 		t.Errorf("pids of the runs %q, want a second run with a new pid", pids)
 	}

@@ -47,7 +47,7 @@ func TestEveryVerbHasAnExample(t *testing.T) {
 	walk(root)
 	slices.Sort(verbs)
 	want := []string{"paddock claim", "paddock cp", "paddock delete", "paddock e2b create-key", "paddock exec", "paddock get", "paddock ls", "paddock mcp",
-		"paddock pool ls", "paddock pool scale", "paddock resume", "paddock suspend", "paddock uninstall"}
+		"paddock pool ls", "paddock pool scale", "paddock resume", "paddock run-code", "paddock suspend", "paddock uninstall"}
 	if diff := cmp.Diff(want, verbs); diff != "" {
 		t.Errorf("verbs (-want +got):\n%s", diff)
 	}

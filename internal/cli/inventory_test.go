@@ -82,7 +82,7 @@ func TestEmbeddedBundle(t *testing.T) {
 	for _, o := range crdsOf(objs) {
 		crds = append(crds, o.GetName())
 	}
-	want := []string{"sandboxclaims.extensions.agents.x-k8s.io", "sandboxes.agents.x-k8s.io",
+	want := []string{"sandboxclaims.extensions.agents.x-k8s.io", "sandboxes.agents.x-k8s.io", "sandboxsnapshots.snapshots.paddock.dev",
 		"sandboxtemplates.extensions.agents.x-k8s.io", "sandboxwarmpools.extensions.agents.x-k8s.io"}
 	if diff := cmp.Diff(want, crds); diff != "" {
 		t.Errorf("CRDs of the embedded bundle (-want +got):\n%s", diff)

@@ -17,7 +17,7 @@ type UserObject struct {
 }
 
 // userKinds are the kinds whose objects uninstall guards, in the order it reports them.
-var userKinds = []string{"Sandbox", "SandboxClaim", "SandboxWarmPool", "SandboxTemplate"}
+var userKinds = []string{"Sandbox", "SandboxClaim", "SandboxWarmPool", "SandboxTemplate", "SandboxSnapshot"}
 
 // plural is the English plural of a kind name for messages: Sandbox -> Sandboxes.
 func plural(kind string, n int) string {

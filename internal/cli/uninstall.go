@@ -17,6 +17,7 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
 	"github.com/paddock-dev/paddock/dist"
 )
 
@@ -111,8 +112,11 @@ func listUserObjects(ctx context.Context, c client.Client) ([]UserObject, error)
 	var objs []UserObject
 	for _, kind := range userKinds {
 		gv := extensionsv1beta1.GroupVersion
-		if kind == "Sandbox" {
+		switch kind {
+		case "Sandbox":
 			gv = agentsv1beta1.GroupVersion
+		case "SandboxSnapshot":
+			gv = snapshotsv1alpha1.GroupVersion
 		}
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gv.WithKind(kind + "List"))

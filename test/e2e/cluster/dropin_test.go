@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -66,6 +67,7 @@ func testUpstreamDefaults(t *testing.T) {
 	ensureCredentialsKey(t, ctx)
 	token := routerClientToken(t, ctx, ns)
 	installed := installedRouter(t, ctx)
+	admitUpstreamRouters(t, ctx, ns)
 
 	t.Run("Go: port-forward to sandbox-router-svc in the claim's namespace", func(t *testing.T) {
 		installNamespaceRouter(t, ctx, c, ns, installed)
@@ -89,6 +91,28 @@ func testUpstreamDefaults(t *testing.T) {
 			runPythonClient(t, kubectl, ns, sandbox, routerToken)
 		}
 	})
+}
+
+// admitUpstreamRouters lets the routers of upstream's layouts (one in the claim's namespace, one in
+// agent-sandbox-system) reach the namespace's sandboxes: the managed NetworkPolicy admits only
+// Paddock's own router, and the local cluster enforces NetworkPolicy. A user of those layouts
+// adds the same policy (NetworkPolicies add up).
+func admitUpstreamRouters(t *testing.T, ctx context.Context, ns string) {
+	t.Helper()
+	routers := &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": routerName}}
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "upstream-routers", Namespace: ns},
+		Spec: networkingv1.NetworkPolicySpec{
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{
+				{PodSelector: routers},
+				{PodSelector: routers, NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: upstreamRouterNamespace}}},
+			}}},
+		},
+	}
+	if _, err := suite.client.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // runPythonClient runs testdata/upstream-python-client against sandbox until it prints echo's

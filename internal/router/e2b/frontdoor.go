@@ -21,6 +21,7 @@ import (
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	e2bapi "github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
 	"github.com/paddock-dev/paddock/internal/controller/indexes"
 	"github.com/paddock-dev/paddock/internal/router/headers"
 	"github.com/paddock-dev/paddock/internal/router/proxy"
@@ -88,7 +89,7 @@ func New(cfg Config) (*FrontDoor, error) {
 		cfg.DaemonPort = e2bapi.EnvdPort
 	}
 	scheme := k8sruntime.NewScheme()
-	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme} {
+	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme, snapshotsv1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, fmt.Errorf("building the E2B front door's scheme: %w", err)
 		}
@@ -115,6 +116,8 @@ func New(cfg Config) (*FrontDoor, error) {
 			&extensionsv1beta1.SandboxClaim{}:    {Label: labels.SelectorFromSet(labels.Set{e2bapi.SandboxLabel: "true"}), Transform: dropManagedFields},
 			&agentsv1beta1.Sandbox{}:             {Transform: dropManagedFields},
 			&extensionsv1beta1.SandboxTemplate{}: {Transform: dropManagedFields},
+			// Only the snapshots the front door made: the ones it lists and waits for.
+			&snapshotsv1alpha1.SandboxSnapshot{}: {Label: labels.SelectorFromSet(labels.Set{e2bapi.SnapshotLabel: "true"}), Transform: dropManagedFields},
 		},
 	})
 	if err != nil {
@@ -137,8 +140,9 @@ func dropManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// registerInformers adds the indexes and the event handlers that wake waiting creates (keys and
-// pools wake none; their informers start here so that the cache serves them at once).
+// registerInformers adds the indexes and the event handlers that wake waiting creates, snapshots
+// and forks (keys and pools wake none; their informers start here so that the cache serves them
+// at once).
 func (f *FrontDoor) registerInformers(ctx context.Context) error {
 	if err := f.cache.IndexField(ctx, &extensionsv1beta1.SandboxClaim{}, e2bapi.ClaimNameIndex, func(o client.Object) []string {
 		return []string{o.GetName()}
@@ -148,7 +152,7 @@ func (f *FrontDoor) registerInformers(ctx context.Context) error {
 	if err := f.cache.IndexField(ctx, &agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxClaimUIDIndex, indexes.SandboxByClaimUID); err != nil {
 		return fmt.Errorf("indexing Sandboxes by claim UID: %w", err)
 	}
-	for _, obj := range []client.Object{&extensionsv1beta1.SandboxClaim{}, &agentsv1beta1.Sandbox{}, &corev1.Secret{}, &extensionsv1beta1.SandboxWarmPool{}, &extensionsv1beta1.SandboxTemplate{}} {
+	for _, obj := range []client.Object{&extensionsv1beta1.SandboxClaim{}, &agentsv1beta1.Sandbox{}, &corev1.Secret{}, &extensionsv1beta1.SandboxWarmPool{}, &extensionsv1beta1.SandboxTemplate{}, &snapshotsv1alpha1.SandboxSnapshot{}} {
 		inf, err := f.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 		if err != nil {
 			return fmt.Errorf("creating the %T informer: %w", obj, err)

@@ -34,6 +34,12 @@ const maxSnapshotName = validation.DNS1035LabelMaxLength - memberSuffix
 // objectName is the SandboxSnapshot (and SandboxWarmPool) of the snapshot.
 func (s snapshotRef) objectName() string { return s.alias + "--" + s.tag }
 
+// isSnapshotObjectName reports whether s is an objectName (listSnapshots' page cursor).
+func isSnapshotObjectName(s string) bool {
+	alias, tag, found := strings.Cut(s, "--")
+	return found && snapshotPart.MatchString(alias) && snapshotPart.MatchString(tag)
+}
+
 // parseSnapshotName reads createSnapshot's name in ns: "alias", "alias:tag" or
 // "namespace/alias:tag", or an error naming the field and the fix.
 func parseSnapshotName(name, ns string) (snapshotRef, error) {

@@ -243,7 +243,7 @@ func (f *FrontDoor) poolOfSnapshot(ctx context.Context, ns, id string) (string, 
 // snapshots left out, filtered by sandboxID and name, in pages.
 func (f *FrontDoor) listSnapshots(w http.ResponseWriter, r *http.Request, ns string) {
 	q := r.URL.Query()
-	bounds, err := parsePageBounds(q, func(s string) bool { return snapshotPart.MatchString(s) })
+	bounds, err := parsePageBounds(q, isSnapshotObjectName)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

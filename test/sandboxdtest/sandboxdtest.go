@@ -3,11 +3,19 @@
 package sandboxdtest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"net"
+	"net/http"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/paddock-dev/paddock/api/sandboxd"
+	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
+	"github.com/paddock-dev/paddock/internal/sandboxd/process"
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 )
 
@@ -36,15 +44,33 @@ const DebianPython = "/usr/bin/python3"
 // ls.Interpreter, its Python kernels run by DebianPython.
 func ServeInterpreter(t testing.TB, ls server.Listeners, token string) string {
 	t.Helper()
-	if _, err := os.Stat(DebianPython); err != nil {
-		t.Fatalf("%s is missing: run hack/install-deps.sh (the code interpreter's kernels need Debian's python3 with numpy, pandas and matplotlib)", DebianPython)
-	}
 	return serve(t, ls, server.Config{AllowUnauthenticated: token == "", Token: token, InterpreterPython: DebianPython})
+}
+
+// ServeConfig is Serve with cfg's tokens, claim lock and interpreter; its root directory, its
+// environment (the test's, with HOME at the root as in the image, so that bash -l reads the
+// sandbox's profile and not the machine's) and its shutdown timeout are filled in.
+func ServeConfig(t testing.TB, ls server.Listeners, cfg server.Config) string {
+	t.Helper()
+	root := t.TempDir()
+	cfg.RootDir, cfg.Environ = root, process.MergeEnv(os.Environ(), map[string]string{"HOME": root})
+	return start(t, ls, cfg)
 }
 
 func serve(t testing.TB, ls server.Listeners, cfg server.Config) string {
 	t.Helper()
-	cfg.RootDir, cfg.Environ, cfg.ShutdownTimeout = t.TempDir(), os.Environ(), 5*time.Second
+	cfg.RootDir, cfg.Environ = t.TempDir(), os.Environ()
+	return start(t, ls, cfg)
+}
+
+func start(t testing.TB, ls server.Listeners, cfg server.Config) string {
+	t.Helper()
+	if cfg.InterpreterPython != "" {
+		if _, err := os.Stat(cfg.InterpreterPython); err != nil {
+			t.Fatalf("%s is missing: run hack/install-deps.sh (the code interpreter's kernels need Debian's python3 with numpy, pandas and matplotlib)", cfg.InterpreterPython)
+		}
+	}
+	cfg.ShutdownTimeout = 5 * time.Second
 	d, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -59,4 +85,53 @@ func serve(t testing.TB, ls server.Listeners, cfg server.Config) string {
 		}
 	})
 	return d.Root()
+}
+
+// Listen listens on the TCP address addr (port 0 picks a free one) or fails the test.
+func Listen(t testing.TB, addr string) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen %s: %v", addr, err)
+	}
+	return l
+}
+
+// LockPort holds an exclusive lock on the file path until the test ends, so that tests of
+// other processes on this machine that serve the same fixed port (the SDKs' debug ports) wait
+// for this one.
+func LockPort(t testing.TB, path string, port int) {
+	t.Helper()
+	lock, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("waiting for %s (port %d is machine-wide)", path, port)
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Close() }) // closing the file releases the lock
+}
+
+// PutClaimSettings binds the sandboxd whose REST listener is restURL to a claim, with the
+// control token, as the claim controller does.
+func PutClaimSettings(t testing.TB, restURL, controlToken string, s claim.Settings) {
+	t.Helper()
+	body, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPut, restURL+sandboxd.ClaimSettingsPath, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+controlToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("claim settings: %s", resp.Status)
+	}
 }

@@ -126,6 +126,15 @@ func (f *FrontDoor) withClaim(w http.ResponseWriter, r *http.Request, ns string,
 // maxBodyBytes bounds a control-plane request body.
 const maxBodyBytes = 1 << 20
 
+// readBody decodes the request body into v, or answers 400 naming what is wrong and returns false.
+func readBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := decode(r, v); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return false
+	}
+	return true
+}
+
 func decode(r *http.Request, v any) error {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
 	if err != nil {

@@ -28,8 +28,7 @@ import (
 // and answer once the claimed sandbox's daemon accepts its token.
 func (f *FrontDoor) create(w http.ResponseWriter, r *http.Request, ns string) {
 	var body e2bapi.CreateRequest
-	if err := decode(r, &body); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if !readBody(w, r, &body) {
 		return
 	}
 	req, err := parseCreate(body)

@@ -30,8 +30,7 @@ const forkTag = "fork"
 // forks' claims own the snapshot, so it is deleted with the last of them.
 func (f *FrontDoor) fork(w http.ResponseWriter, r *http.Request, ns string) {
 	var body e2bapi.ForkRequest
-	if err := decode(r, &body); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if !readBody(w, r, &body) {
 		return
 	}
 	count, lifetime, err := parseFork(body)

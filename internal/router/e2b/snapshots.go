@@ -30,8 +30,7 @@ import (
 // snapshot is Ready. A snapshot that fails or is not ready in CreateTimeout is deleted.
 func (f *FrontDoor) createSnapshot(w http.ResponseWriter, r *http.Request, ns string) {
 	var body e2bapi.SnapshotRequest
-	if err := decode(r, &body); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if !readBody(w, r, &body) {
 		return
 	}
 	var ref snapshotRef

@@ -36,13 +36,22 @@ func (f *FrontDoor) routes() *http.ServeMux {
 	handle("POST /sandboxes/{id}/resume", f.connect)
 	handle("GET /sandboxes/{id}/metrics", f.metrics)
 	handle("PUT /sandboxes/{id}/network", f.updateNetwork)
-	handle("POST /sandboxes/{id}/snapshots", f.createSnapshot)
-	// Fork waits twice: for its snapshot, then for its sandboxes.
-	mux.Handle("POST /sandboxes/{id}/fork", f.authenticated(f.fork, 2))
-	handle("GET /snapshots", f.listSnapshots)
 	handle("GET /templates", f.listTemplates)
 	handle("GET /templates/aliases/{alias}", f.templateAlias)
-	handle("DELETE /templates/{id}", f.deleteSnapshot)
+	if f.noSnapshots == "" {
+		handle("POST /sandboxes/{id}/snapshots", f.createSnapshot)
+		// Fork waits twice: for its snapshot, then for its sandboxes.
+		mux.Handle("POST /sandboxes/{id}/fork", f.authenticated(f.fork, 2))
+		handle("GET /snapshots", f.listSnapshots)
+		handle("DELETE /templates/{id}", f.deleteSnapshot)
+	} else {
+		unserved := func(w http.ResponseWriter, _ *http.Request, _ string) {
+			writeError(w, http.StatusNotImplemented, "snapshots and fork are not served: "+f.noSnapshots)
+		}
+		for _, p := range []string{"POST /sandboxes/{id}/snapshots", "POST /sandboxes/{id}/fork", "GET /snapshots", "DELETE /templates/{id}"} {
+			handle(p, unserved)
+		}
+	}
 	handle("/", func(w http.ResponseWriter, r *http.Request, _ string) {
 		writeError(w, http.StatusNotImplemented, fmt.Sprintf("%s %s is not served by Paddock's E2B front door yet "+
 			"(volumes and template builds are not implemented); see docs/design/e2b-front-door.md", r.Method, r.URL.Path))

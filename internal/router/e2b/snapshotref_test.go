@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -126,5 +127,19 @@ func TestForkRequest(t *testing.T) {
 	}
 	if len(c.Spec.Env) != 1 || c.Spec.WarmPoolRef.Name != "pool" || c.Spec.Lifecycle == nil || !c.Spec.Lifecycle.ShutdownTime.Time.Equal(time.Unix(1020, 0)) {
 		t.Errorf("fork claim spec %+v; want the source's env, the snapshot's pool and an expiry 20s on", c.Spec)
+	}
+}
+
+// TestSnapshotsMissing: without the SandboxSnapshot CRD (a chart upgrade adds no CRDs) the front
+// door starts and says why the snapshot calls are not served, naming the fix.
+func TestSnapshotsMissing(t *testing.T) {
+	mapper := meta.NewDefaultRESTMapper(nil)
+	why, err := snapshotsMissing(mapper)
+	if err != nil || !strings.Contains(why, "SandboxSnapshot CRD") || !strings.Contains(why, "kubectl apply") {
+		t.Errorf("without the CRD: %q, %v; want a reason naming the CRD and the fix", why, err)
+	}
+	mapper.Add(snapshotsv1alpha1.GroupVersion.WithKind("SandboxSnapshot"), meta.RESTScopeNamespace)
+	if why, err := snapshotsMissing(mapper); why != "" || err != nil {
+		t.Errorf("with the CRD: %q, %v; want served", why, err)
 	}
 }

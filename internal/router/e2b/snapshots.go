@@ -205,6 +205,13 @@ func (f *FrontDoor) frontDoorSnapshot(ctx context.Context, ns string, ref snapsh
 // "namespace/alias:tag"), a pool's as poolFor finds it, else the snapshot of that alias's
 // default tag.
 func (f *FrontDoor) poolForTemplate(ctx context.Context, ns, templateID string) (string, *refusal) {
+	if f.noSnapshots != "" {
+		pool, err := f.poolFor(ctx, ns, templateID)
+		if err != nil {
+			return "", &refusal{http.StatusNotFound, err.Error()}
+		}
+		return pool, nil
+	}
 	if isSnapshotID(templateID) {
 		return f.poolOfSnapshot(ctx, ns, templateID)
 	}

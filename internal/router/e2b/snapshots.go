@@ -186,16 +186,18 @@ func (f *FrontDoor) snapshotPool(ctx context.Context, snap *snapshotsv1alpha1.Sa
 	return pool.Name, nil
 }
 
-// frontDoorSnapshot reads the front-door snapshot ref of ns from the cache; nil when there is none.
+// frontDoorSnapshot reads the front-door snapshot ref of ns from the API server (not the cache,
+// so that a caller sees its own last write: a snapshot it deleted is gone); nil when there is
+// none, it is being deleted, or kubectl made it.
 func (f *FrontDoor) frontDoorSnapshot(ctx context.Context, ns string, ref snapshotRef) (*snapshotsv1alpha1.SandboxSnapshot, error) {
 	var snap snapshotsv1alpha1.SandboxSnapshot
-	err := f.cache.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.objectName()}, &snap)
+	err := f.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.objectName()}, &snap)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("reading SandboxSnapshot %s/%s: %w", ns, ref.objectName(), err)
-	case snap.DeletionTimestamp != nil:
+	case snap.DeletionTimestamp != nil || snap.Labels[e2bapi.SnapshotLabel] != "true":
 		return nil, nil
 	}
 	return &snap, nil
@@ -275,7 +277,8 @@ func (f *FrontDoor) listSnapshots(w http.ResponseWriter, r *http.Request, ns str
 		match[e2bapi.SnapshotTagLabel] = tag
 	}
 	var list snapshotsv1alpha1.SandboxSnapshotList
-	if err := f.cache.List(r.Context(), &list, client.InNamespace(ns), match); err != nil {
+	// From the API server, as frontDoorSnapshot reads: a snapshot the caller just deleted is not listed.
+	if err := f.client.List(r.Context(), &list, client.InNamespace(ns), match); err != nil {
 		f.internal(w, fmt.Errorf("listing SandboxSnapshots in %s: %w", ns, err))
 		return
 	}

@@ -72,9 +72,11 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Warm starts the default Python kernel, so the first cell does not wait for the interpreter to
-// start. sandboxd calls it once the sandbox is claimed, when the kernel gets the claim's
-// environment.
+// Warm starts the default Python kernel, so that the first cell does not wait for the
+// interpreter to start. sandboxd calls it as it starts serving, a warm pool member included,
+// and again once the sandbox is claimed: a kernel that has run no cell yet then catches up with
+// the claim's environment (started again at once when the change needs a new process, else
+// applied with its first cell; see codeContext.current). While a cell runs, the cell does it.
 func (s *Server) Warm() {
 	s.mu.Lock()
 	c := s.defaults[Python]
@@ -82,7 +84,13 @@ func (s *Server) Warm() {
 	if c == nil {
 		return
 	}
-	if _, err := c.kernel(&s.cfg); err != nil {
+	select {
+	case c.turn <- struct{}{}:
+	default:
+		return
+	}
+	defer func() { <-c.turn }()
+	if _, err := c.current(&s.cfg); err != nil && !errors.Is(err, errRemoved) {
 		klog.ErrorS(err, "Starting the default Python kernel")
 	}
 }

@@ -164,12 +164,6 @@ func TestInterrupt(t *testing.T) {
 		{Bash, "KEPT=8", "echo started; while true; do sleep 0.01; done", "echo $KEPT", "8"},
 	} {
 		t.Run(c.lang, func(t *testing.T) {
-			if strings.Contains(c.block, "await") {
-				// Known race (issue 27 note): a SIGINT that lands between an awaiting cell's
-				// synchronous part and the driver's listener takes Node's default action and the
-				// context loses its state; this test's interrupt lands there about 1 run in 4.
-				t.Skip("interrupting an awaiting JavaScript cell races with the driver's SIGINT listener")
-			}
 			execute(t, url, map[string]any{"code": c.setup, "language": c.lang})
 			sc, cancel := stream(t, url, map[string]any{"code": c.block, "language": c.lang})
 			waitFor(t, sc, "started")

@@ -624,6 +624,18 @@ def _with_env(env, fn):
                 os.environ[k] = v
 
 
+def _apply_env(setenv, unsetenv):
+    """The sandbox's environment changed since this kernel started, before its first cell (a warm
+    member was claimed): os.environ, and with it the environment of the processes cells start,
+    takes the change for good."""
+    for k in unsetenv or ():
+        os.environ.pop(k, None)
+    os.environ.update(setenv or {})
+    if "TZ" in (setenv or {}) or "TZ" in (unsetenv or ()):
+        import time
+        time.tzset()
+
+
 def _mark(marker):
     written = []
     for name, fd in (("stdout", 1), ("stderr", 2)):
@@ -650,6 +662,7 @@ def main():
         req = json.loads(line)
         if req.get("marker"):
             marker = req["marker"]
+        _apply_env(req.get("setenv"), req.get("unsetenv"))
         _with_env(req.get("env") or {}, lambda: run_cell(req.get("code", "")))
         _send({"type": "done", "marks": _mark(marker) if marker else []})
 

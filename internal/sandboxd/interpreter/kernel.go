@@ -33,7 +33,8 @@ var (
 func (c *Config) kernelCommand(lang string) (argv []string, shell bool) {
 	switch lang {
 	case Python:
-		return []string{c.Python, "-u", "-c", pythonDriver}, false
+		// The driver reads its arguments (sys.argv[1:]) and sets sys.argv to IPython's [''].
+		return []string{c.Python, "-u", "-c", pythonDriver, c.MatplotlibCache}, false
 	case JavaScript:
 		return []string{c.Node, "-e", nodeDriver}, false
 	default:

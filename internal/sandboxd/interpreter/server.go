@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/paddock-dev/paddock/api/sandboxd"
 )
 
 // Config configures the interpreter service.
@@ -28,6 +30,11 @@ type Config struct {
 	// InterruptGrace is how long an interrupted cell may take to stop after each SIGINT before the
 	// next step (a second SIGINT, then killing the kernel).
 	InterruptGrace time.Duration
+	// MatplotlibCache is a directory of prebuilt matplotlib font caches (fontlist-*.json) that the
+	// Python kernel copies into the user's matplotlib cache directory, where missing, before
+	// matplotlib's first import; empty means sandboxd.MatplotlibFontCacheDir, where the
+	// code-interpreter image has them. A directory that does not exist is no error.
+	MatplotlibCache string
 }
 
 // maxBody bounds request bodies (the code of one cell).
@@ -64,6 +71,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.InterruptGrace <= 0 {
 		cfg.InterruptGrace = 5 * time.Second
+	}
+	if cfg.MatplotlibCache == "" {
+		cfg.MatplotlibCache = sandboxd.MatplotlibFontCacheDir
 	}
 	s := &Server{cfg: cfg, contexts: map[string]*codeContext{}, defaults: map[string]*codeContext{}}
 	for _, lang := range []string{Python, JavaScript} {

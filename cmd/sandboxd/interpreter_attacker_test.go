@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/paddock-dev/paddock/api/e2b"
-	"github.com/paddock-dev/paddock/api/sandboxd"
+	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
@@ -171,17 +171,8 @@ func TestInterpreterLockedMember(t *testing.T) {
 		}
 		return nil
 	})
-	settings := `{"claimName":"c","claimUID":"uid-1","env":[{"name":"CLAIM_VAR","value":"claimed"}]}`
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, fmt.Sprintf("http://127.0.0.1:%d%s", rest, sandboxd.ClaimSettingsPath), strings.NewReader(settings))
-	req.Header.Set("Authorization", "Bearer "+d.control)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("PUT claim settings: %s", resp.Status)
-	}
+	framework.BindSandboxd(t, fmt.Sprintf("http://127.0.0.1:%d", rest), d.control,
+		claim.Settings{ClaimName: "c", ClaimUID: "uid-1", Env: []claim.EnvVar{{Name: "CLAIM_VAR", Value: "claimed"}}})
 	out := cellOutput(ctx, t, port, d.token, "python", `import json, os, subprocess
 print(json.dumps({"pid": os.getpid(), "environ": dict(os.environ),
     "started": open("/proc/self/environ", "rb").read().decode(errors="replace"),

@@ -31,8 +31,9 @@ const (
 // testCodeInterpreter runs the unmodified @e2b/code-interpreter SDK through the router's E2B front
 // door against the `code-interpreter-v1` template paddock dev up made (the code-interpreter image
 // under gVisor, sandboxd serving the interpreter on 49999), copied into the test's namespace with
-// a pool of one: state kept between calls, a pandas table, a matplotlib chart whose PNG has the
-// figure's size, a timeout that interrupts the cell and keeps the state, JavaScript and bash.
+// a pool of one: state kept between calls, a pandas table, matplotlib's first import using the
+// image's font cache, a chart whose PNG has the figure's size, a timeout that interrupts the cell
+// and keeps the state, JavaScript and bash.
 func testCodeInterpreter(t *testing.T) {
 	ns := namespace(t)
 	ctx := framework.Context(t, 15*time.Minute)

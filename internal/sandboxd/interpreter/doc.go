@@ -6,9 +6,9 @@
 // (drivers/, passed with -c/-e, nothing written to disk), bash runs a prelude then one shell
 // command per cell. The driver reads one JSON request per line on fd 3 ({"code","env","marker"},
 // with "setenv"/"unsetenv" when the sandbox's environment changed before the kernel's first
-// cell, and for JavaScript {"interrupt": true}; bash reads shell commands on stdin) and writes
+// cell, and for JavaScript {"interrupt": N}, N the cell's number in the kernel; bash reads shell commands on stdin) and writes
 // JSON messages on fd 4: ready, result ({"main", "data": MIME bundle}), error ({"name","value",
-// "traceback"}), interrupt_ack and done ({"marks": streams}).
+// "traceback"}), interrupt_ack ({"cell": N}) and done ({"marks": streams}).
 // Output, the cell's and its child processes', goes to fd 1 and 2 (one pipe each, so in order),
 // read here as stdout and stderr up to the random marker the driver writes there at the end of
 // each cell, so a cell's output is complete when its end is sent.

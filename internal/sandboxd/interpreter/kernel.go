@@ -258,6 +258,8 @@ const interruptAckWait = 200 * time.Millisecond
 // then SIGINT again after grace, and it kills the kernel after twice grace. It returns once the
 // kernel is ready for the next cell or gone.
 func (k *kernel) execute(ctx context.Context, code string, env map[string]string, grace time.Duration, emit func(message)) (cellOutcome, message, error) {
+	k.cells++
+	cell := k.cells
 	finished := make(chan message, 1)
 	acked := make(chan struct{}, 1)
 	var done *message
@@ -284,6 +286,9 @@ func (k *kernel) execute(ctx context.Context, code string, env map[string]string
 			seen[m.Text] = true
 			check()
 		case "interrupt_ack":
+			if m.Cell != cell {
+				return // the answer to an interrupt of an earlier cell, which ended meanwhile
+			}
 			select {
 			case acked <- struct{}{}:
 			default:
@@ -299,7 +304,6 @@ func (k *kernel) execute(ctx context.Context, code string, env map[string]string
 		k.mu.Unlock()
 	}()
 	req := k.request(code, env)
-	k.cells++
 	if _, err := io.WriteString(k.req, req); err != nil {
 		select {
 		case <-k.exited:
@@ -333,7 +337,7 @@ func (k *kernel) execute(ctx context.Context, code string, env map[string]string
 			ctx = context.Background()
 			interrupted = true
 			if k.lang == JavaScript {
-				if _, err := io.WriteString(k.req, `{"interrupt":true}`+"\n"); err == nil {
+				if _, err := fmt.Fprintf(k.req, "{\"interrupt\":%d}\n", cell); err == nil {
 					awaitingAck = true
 					nudge = time.After(interruptAckWait)
 					continue

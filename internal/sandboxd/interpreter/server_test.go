@@ -180,6 +180,21 @@ func TestInterrupt(t *testing.T) {
 	}
 }
 
+// TestInterruptAwaitingJavaScriptSendsNoSignal: an awaiting JavaScript cell is interrupted by a
+// request the driver reads, not by SIGINT, which outside synchronous evaluation may meet Node's
+// default action and end the kernel; a listener the cells installed sees no signal.
+func TestInterruptAwaitingJavaScriptSendsNoSignal(t *testing.T) {
+	_, url := newServer(t)
+	execute(t, url, map[string]any{"code": "var signalled = false; process.on('SIGINT', () => { signalled = true })", "language": JavaScript})
+	sc, cancel := stream(t, url, map[string]any{"code": "console.log('started'); await new Promise(() => {})", "language": JavaScript})
+	waitFor(t, sc, "started")
+	cancel()
+	lines := execute(t, url, map[string]any{"code": "signalled", "language": JavaScript})
+	if got := mainText(lines); got != "false" || errorOf(lines) != nil {
+		t.Errorf("signalled after interrupting an awaiting cell: %q (lines %v), want false", got, lines)
+	}
+}
+
 // TestNeverEndingCell holds its own context only: other contexts run meanwhile.
 func TestNeverEndingCell(t *testing.T) {
 	_, url := newServer(t)

@@ -34,9 +34,10 @@ const server = repl.start({
 // No SIGINT listener of our own: while a cell runs synchronously the REPL turns SIGINT into an
 // interruption error, and a listener would make Node restore the default action (exit) while the
 // REPL's evaluation removes listeners. Outside of that evaluation SIGINT may find the default
-// action, so sandboxd interrupts with a request on fd 3 ({"interrupt": true}), which this driver
-// reads whenever its event loop is free (the cell awaits, or has ended) and acknowledges; only
-// when no acknowledgement comes (synchronous code holds the event loop) does it send SIGINT.
+// action, so sandboxd interrupts with a request on fd 3 ({"interrupt": N}, N the cell's number),
+// which this driver reads whenever its event loop is free (the cell awaits, or has ended) and
+// acknowledges with N; only when no acknowledgement comes (synchronous code holds the event loop)
+// does sandboxd send SIGINT.
 
 const display = (value) => {
   const text = typeof value === 'string' ? util.inspect(value) : util.inspect(value, { depth: 4 })
@@ -149,7 +150,7 @@ const main = () => {
     if (req.interrupt) {
       // Read while the event loop is free: the cell awaits, or has ended.
       if (interruptAwait) interruptAwait()
-      send({ type: 'interrupt_ack' })
+      send({ type: 'interrupt_ack', cell: req.interrupt })
       return
     }
     queue.push(req)

@@ -303,8 +303,7 @@ func (k *kernel) execute(ctx context.Context, code string, env map[string]string
 		k.sink = nil
 		k.mu.Unlock()
 	}()
-	req := k.request(code, env)
-	if _, err := io.WriteString(k.req, req); err != nil {
+	if _, err := io.WriteString(k.req, k.request(code, env)); err != nil {
 		select {
 		case <-k.exited:
 			return cellExited, message{}, k.exitError()

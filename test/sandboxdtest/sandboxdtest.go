@@ -3,18 +3,13 @@
 package sandboxdtest
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net"
-	"net/http"
 	"os"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/paddock-dev/paddock/api/sandboxd"
-	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
 	"github.com/paddock-dev/paddock/internal/sandboxd/process"
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 )
@@ -111,27 +106,4 @@ func LockPort(t testing.TB, path string, port int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lock.Close() }) // closing the file releases the lock
-}
-
-// PutClaimSettings binds the sandboxd whose REST listener is restURL to a claim, with the
-// control token, as the claim controller does.
-func PutClaimSettings(t testing.TB, restURL, controlToken string, s claim.Settings) {
-	t.Helper()
-	body, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequest(http.MethodPut, restURL+sandboxd.ClaimSettingsPath, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+controlToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("claim settings: %s", resp.Status)
-	}
 }

@@ -45,7 +45,7 @@ func startDaemon(t testing.TB) daemon {
 		Envd:   sandboxdtest.Listen(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(sandboxd.EnvdPort))),
 	}
 	root := sandboxdtest.ServeConfig(t, ls, server.Config{Token: sandboxToken, ControlToken: claimToken})
-	sandboxdtest.PutClaimSettings(t, "http://"+ls.REST.Addr().String(), claimToken,
+	framework.BindSandboxd(t, "http://"+ls.REST.Addr().String(), claimToken,
 		claim.Settings{ClaimName: "e2b", ClaimUID: "uid-1", Env: []claim.EnvVar{{Name: "CLAIM_VAR", Value: claimValue}}})
 	return daemon{root: root, legacy: "http://" + ls.Legacy.Addr().String()}
 }

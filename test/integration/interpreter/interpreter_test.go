@@ -46,7 +46,7 @@ func startDaemon(t testing.TB) daemon {
 // claimIt applies claim settings with a variable, as the claim controller does.
 func (d daemon) claimIt(t testing.TB) {
 	t.Helper()
-	sandboxdtest.PutClaimSettings(t, d.rest, controlToken, claim.Settings{ClaimName: "ci", ClaimUID: "uid-1", Env: []claim.EnvVar{{Name: "CLAIM_VAR", Value: claimValue}}})
+	framework.BindSandboxd(t, d.rest, controlToken, claim.Settings{ClaimName: "ci", ClaimUID: "uid-1", Env: []claim.EnvVar{{Name: "CLAIM_VAR", Value: claimValue}}})
 }
 
 // runSDK runs client/ci.mjs in mode and returns its output.

@@ -42,6 +42,33 @@ func InjectsSandboxd(md agentsv1beta1.PodMetadata) bool {
 	return md.Annotations[agentsv1beta1.InjectSandboxdAnnotation] == "true"
 }
 
+// NeedsImageProcess reports whether a pod template asks for sandboxd injection and gives its
+// first container no command: sandboxd replaces the image's entrypoint, so what the image runs
+// must be read from its config (RunImageProcess) for it to keep running.
+func NeedsImageProcess(md agentsv1beta1.PodMetadata, spec *corev1.PodSpec) bool {
+	return InjectsSandboxd(md) && len(spec.Containers) > 0 && len(spec.Containers[0].Command) == 0
+}
+
+// RunImageProcess gives the first container of spec, when it has no command, the command the
+// container runtime would run without sandboxd, from the image config's entrypoint and cmd: the
+// entrypoint with the container's args, or the cmd when it has none; with no entrypoint, the args
+// or the cmd alone. InjectSandboxd then starts that as the service sandboxd supervises.
+func RunImageProcess(spec *corev1.PodSpec, entrypoint, cmd []string) {
+	if len(spec.Containers) == 0 || len(spec.Containers[0].Command) > 0 {
+		return
+	}
+	c := &spec.Containers[0]
+	args := c.Args
+	if len(args) == 0 {
+		args = cmd
+	}
+	if len(entrypoint) == 0 {
+		c.Command, c.Args = slices.Clone(args), nil
+		return
+	}
+	c.Command, c.Args = slices.Clone(entrypoint), slices.Clone(args)
+}
+
 // sandboxdPorts are the listeners an injected sandboxd serves, with the variable that moves each.
 var sandboxdPorts = []struct {
 	name, env string

@@ -87,12 +87,8 @@ var sandboxdPorts = []struct {
 // has one, and the sandbox root gets an emptyDir unless the container mounts a volume there.
 // The init container gets no token: the controller gives the tokens to regular containers only.
 func InjectSandboxd(spec *corev1.PodSpec, image string) error {
-	if image == "" {
-		return fmt.Errorf("%w: the controller runs without --sandboxd-image; set it (Helm value sandboxdImage) to an image holding sandboxd at %s, or use an image that runs sandboxd itself",
-			ErrSandboxdInjection, sandboxd.BinaryPath)
-	}
-	if len(spec.Containers) == 0 {
-		return fmt.Errorf("%w: the pod template has no container", ErrSandboxdInjection)
+	if err := CheckInjection(spec, image); err != nil {
+		return err
 	}
 	c := &spec.Containers[0]
 	if len(c.Command) == 0 && len(c.Args) > 0 {
@@ -101,9 +97,6 @@ func InjectSandboxd(spec *corev1.PodSpec, image string) error {
 	}
 	rootDir := envValue(c, sandboxd.RootDirEnv, sandboxd.DefaultRootDir)
 	needWorkspace := !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == rootDir })
-	if err := injectionConflicts(spec, c, needWorkspace); err != nil {
-		return err
-	}
 
 	spec.InitContainers = append([]corev1.Container{installer(image)}, spec.InitContainers...)
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: SandboxdVolume,
@@ -131,6 +124,23 @@ func InjectSandboxd(spec *corev1.PodSpec, image string) error {
 		}
 	}
 	return nil
+}
+
+// CheckInjection reports what keeps InjectSandboxd from injecting into spec whatever its first
+// container's command (no --sandboxd-image, no container, a name or path the injection needs),
+// so that the controller refuses such a template before it reads anything from a registry.
+func CheckInjection(spec *corev1.PodSpec, image string) error {
+	if image == "" {
+		return fmt.Errorf("%w: the controller runs without --sandboxd-image; set it (Helm value sandboxdImage) to an image holding sandboxd at %s, or use an image that runs sandboxd itself",
+			ErrSandboxdInjection, sandboxd.BinaryPath)
+	}
+	if len(spec.Containers) == 0 {
+		return fmt.Errorf("%w: the pod template has no container", ErrSandboxdInjection)
+	}
+	c := &spec.Containers[0]
+	rootDir := envValue(c, sandboxd.RootDirEnv, sandboxd.DefaultRootDir)
+	needWorkspace := !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == rootDir })
+	return injectionConflicts(spec, c, needWorkspace)
 }
 
 // installer is the init container that copies sandboxd: the restricted Pod Security profile's

@@ -166,6 +166,10 @@ func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (
 	}
 	var process *imageconfig.Process
 	if r.opts.ImageConfigs != nil && blueprint.NeedsImageProcess(sb.Spec.PodTemplate.ObjectMeta, &sb.Spec.PodTemplate.Spec) {
+		// A template the injection refuses anyway is refused without asking a registry.
+		if err := blueprint.CheckInjection(&sb.Spec.PodTemplate.Spec, r.opts.SandboxdImage); err != nil {
+			return nil, nil, reconcile.TerminalError(err)
+		}
 		p, err := r.imageProcess(ctx, sb)
 		if err != nil {
 			return nil, nil, err

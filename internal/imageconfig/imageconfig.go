@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -85,11 +87,11 @@ func (r *Reader) Read(ctx context.Context, namespace, image string, pullSecrets 
 	img, err := remote.Image(ref, remote.WithContext(ctx), remote.WithPlatform(r.platform),
 		remote.WithTransport(r.transport), remote.WithAuthFromKeychain(keys))
 	if err != nil {
-		return Process{}, fmt.Errorf("%w: image %q: %v", ErrUnreadable, image, err)
+		return Process{}, fmt.Errorf("%w: image %q: %s", ErrUnreadable, image, describe(err))
 	}
 	cfg, err := img.ConfigFile()
 	if err != nil {
-		return Process{}, fmt.Errorf("%w: image %q: %v", ErrUnreadable, image, err)
+		return Process{}, fmt.Errorf("%w: image %q: %s", ErrUnreadable, image, describe(err))
 	}
 	p := Process{Entrypoint: cfg.Config.Entrypoint, Cmd: cfg.Config.Cmd}
 	r.mu.Lock()
@@ -97,6 +99,31 @@ func (r *Reader) Read(ctx context.Context, namespace, image string, pullSecrets 
 	r.mu.Unlock()
 	return p, nil
 }
+
+// describe is err as the Sandbox's condition may show it: a registry's answer is its status and
+// its error codes, never its body. Anyone who may create a Sandbox chooses the image reference,
+// and so the host the controller sends a GET to; the body of whatever answers there (a service
+// on the controller's network that is no registry) must not come back in the status.
+func describe(err error) string {
+	var te *transport.Error
+	if !errors.As(err, &te) {
+		return err.Error()
+	}
+	msg := fmt.Sprintf("the registry answered %d %s", te.StatusCode, http.StatusText(te.StatusCode))
+	var codes []string
+	for _, d := range te.Errors {
+		if code := string(d.Code); registryCode.MatchString(code) {
+			codes = append(codes, code)
+		}
+	}
+	if len(codes) > 0 {
+		msg += " (" + strings.Join(codes, ", ") + ")"
+	}
+	return msg
+}
+
+// registryCode is the form of the OCI distribution spec's error codes, such as NAME_UNKNOWN.
+var registryCode = regexp.MustCompile(`^[A-Z_]{1,40}$`)
 
 // keychain answers with the credentials a docker config gives the registry, anonymous otherwise.
 type keychain map[string]authn.AuthConfig

@@ -102,7 +102,12 @@ func TestReadWithPullSecrets(t *testing.T) {
 			t.Errorf("namespace %s: process (-want +got):\n%s", ns, diff)
 		}
 	}
-	// Cached per namespace and image until the TTL ends.
+	// Cached per namespace and image: another namespace without the credentials does not get
+	// what one with them read.
+	if _, err := r.Read(ctx, "other", web, nil); !errors.Is(err, ErrUnreadable) {
+		t.Errorf("a read from a namespace without credentials = %v; want the registry's refusal, not the other namespace's cache", err)
+	}
+	// Cached until the TTL ends.
 	before := manifests.Load()
 	if _, err := r.Read(ctx, "ns", web, nil); err != nil {
 		t.Fatalf("a cached read: %v", err)
@@ -136,6 +141,23 @@ func TestReadFailures(t *testing.T) {
 		_, err := r.Read(context.Background(), "ns", tc.image, tc.secrets)
 		if !errors.Is(err, ErrUnreadable) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Read(%q) = %v; want ErrUnreadable saying %q", tc.image, err, tc.want)
+		}
+	}
+}
+
+// Whoever creates a Sandbox chooses the host the controller sends a GET to: whatever answers
+// there that is no registry, its body never reaches the error (and so the Sandbox's status).
+func TestReadShowsNoBodyOfWhatAnswers(t *testing.T) {
+	for _, body := range []string{"internal-secret-data", `{"errors":[{"code":"internal-secret-data","message":"internal-secret-data"}]}`} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(body))
+		}))
+		_, err := NewReader(nil, 0).Read(context.Background(), "ns", strings.TrimPrefix(srv.URL, "http://")+"/web:1", nil)
+		srv.Close()
+		if !errors.Is(err, ErrUnreadable) || !strings.Contains(err.Error(), "the registry answered 403 Forbidden") || strings.Contains(err.Error(), "secret") {
+			t.Errorf("a server answering %s: err = %v; want its status and nothing of its body", body, err)
 		}
 	}
 }

@@ -226,7 +226,7 @@ func build(ctx context.Context, r Recipe, base *RootFS, opts BuildOptions, envDi
 	}
 	// The hook runs from a file: inline, mmdebstrap would print all of it as one progress line.
 	hook := filepath.Join(tmp, "customize.sh")
-	script, args := customizeHook, r.options(`sh '`+hook+`' "$1"`)
+	script, args := r.hook(), r.options(`sh '`+hook+`' "$1"`)
 	pack := func(w io.Writer, src io.Reader, inspect func(*tar.Header, io.Reader) error) (image.LayerInfo, error) {
 		return image.CompressTar(w, src, inspect)
 	}
@@ -236,7 +236,7 @@ func build(ctx context.Context, r Recipe, base *RootFS, opts BuildOptions, envDi
 		if err != nil {
 			return nil, err
 		}
-		script, args = extendHook, r.extendOptions(baseLayer, `sh '`+hook+`' "$1" `+strings.Join(r.extraPackages(), " "))
+		args = r.extendOptions(baseLayer, `sh '`+hook+`' "$1" `+strings.Join(r.extraPackages(), " "))
 		pack = func(w io.Writer, src io.Reader, inspect func(*tar.Header, io.Reader) error) (image.LayerInfo, error) {
 			return compressDiff(w, src, index, inspect)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/image/imagetest"
 )
@@ -240,6 +241,7 @@ func TestKey(t *testing.T) {
 		"suite":        func(r *Recipe) { r.Suite = "trixie" },
 		"architecture": func(r *Recipe) { r.Architecture = "arm64" },
 		"packages":     func(r *Recipe) { r.Packages = []string{"python3"} },
+		"customize":    func(r *Recipe) { r.Customize = "true\n" },
 	}
 	for what, change := range changed {
 		r := testRecipe
@@ -437,6 +439,13 @@ func TestCodeInterpreterExtendsBase(t *testing.T) {
 	if ci.Suite != Base.Suite || ci.Architecture != Base.Architecture || ci.Key() == Base.Key() || ci.Name == Base.Name {
 		t.Errorf("code-interpreter %s/%s key %s; want env-base's suite and architecture (%s/%s) and another name and key than %s",
 			ci.Suite, ci.Architecture, ci.Key(), Base.Suite, Base.Architecture, Base.Key())
+	}
+	// Its hook installs its packages over env-base's root filesystem (which had env-base's
+	// hook), then builds matplotlib's font cache.
+	if Base.Customize != "" || Base.hook() != customizeHook || ci.From == nil || ci.From.Name != Base.Name ||
+		!strings.HasPrefix(ci.hook(), extendHook) || !strings.Contains(ci.Customize, sandboxd.MatplotlibFontCacheDir) {
+		t.Errorf("code-interpreter's hook must install its packages over env-base (%q) and build matplotlib's font cache into %s: %q",
+			Base.Customize, sandboxd.MatplotlibFontCacheDir, ci.hook())
 	}
 	if len(Base.Packages) == len(ci.Packages) || Base.Name != "env-base" {
 		t.Errorf("extending env-base changed it: %s with %d packages", Base.Name, len(Base.Packages))

@@ -173,3 +173,19 @@ func TestExtendValidation(t *testing.T) {
 		t.Errorf("an extension on another architecture: %v, want an error naming the base's", err)
 	}
 }
+
+// An extension's hook runs its own step, not its base's again: the base's ran in the root
+// filesystem the extension starts from.
+func TestExtensionRunsOnlyItsOwnStep(t *testing.T) {
+	base := testRecipe.Then("echo base-step\n")
+	ext := base.Extend("env-test-numpy", "", "python3-numpy").Then("echo extension-step\n")
+	if h := base.hook(); !strings.HasPrefix(h, customizeHook) || !strings.HasSuffix(h, "echo base-step\n") {
+		t.Errorf("the base's hook %q: want the common hook, then its step", h)
+	}
+	if h := ext.hook(); !strings.HasPrefix(h, extendHook) || !strings.HasSuffix(h, "echo extension-step\n") || strings.Contains(h, "base-step") {
+		t.Errorf("the extension's hook %q: want the install over the base, then its own step alone", h)
+	}
+	if ext.Key() == base.Extend("env-test-numpy", "", "python3-numpy").Key() {
+		t.Error("the extension's own step does not change its key")
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/paddock-dev/paddock/api/sandboxd"
 )
 
 // Recipe is an environment image: a Debian suite and the packages installed into it.
@@ -33,6 +35,10 @@ type Recipe struct {
 	// From is the recipe this one extends (Extend), whose root filesystem it installs its own
 	// packages over; nil for a root filesystem built from nothing.
 	From *Recipe
+	// Customize is shell run after the common customize hook (for an extended recipe, after
+	// extendHook), on the same root filesystem ("$root"), as root: what one image adds to the
+	// common setup.
+	Customize string
 }
 
 // Base is env-base: what code that agents write most often calls.
@@ -60,7 +66,16 @@ var CodeInterpreter = Base.Extend("code-interpreter",
 	"python3-numpy", "python3-pandas", "python3-matplotlib", "python3-scipy", "python3-seaborn", "python3-requests",
 	// matplotlib's Agg backend draws charts to PNG with Pillow; listed because the interpreter
 	// needs it, though matplotlib depends on it.
-	"python3-pil")
+	"python3-pil").Then(matplotlibFontCache)
+
+// matplotlibFontCache builds matplotlib's font cache into sandboxd.MatplotlibFontCacheDir, from
+// which the code interpreter's kernel copies it into the user's cache directory (the user's home
+// is a volume in E2B templates, so the image cannot put it there).
+var matplotlibFontCache = `dir=` + sandboxd.MatplotlibFontCacheDir + `
+mkdir -p "$root$dir"
+chroot "$root" env MPLCONFIGDIR="$dir" MPLBACKEND=Agg PYTHONHASHSEED=0 python3 -c 'import matplotlib.font_manager'
+ls "$root$dir"/fontlist-*.json >/dev/null
+`
 
 // Recipes are the environment images `paddock dev up` builds and pushes, in build order.
 var Recipes = []Recipe{Base, CodeInterpreter}
@@ -74,6 +89,8 @@ func (r Recipe) Extend(name, description string, packages ...string) Recipe {
 	r.Name, r.Description = name, description
 	r.Packages = slices.Concat(r.Packages, packages)
 	r.From = &base
+	// r's own step ran in r's root filesystem, which the extension starts from.
+	r.Customize = ""
 	return r
 }
 
@@ -83,6 +100,22 @@ func (r Recipe) extraPackages() []string {
 		return r.sortedPackages()
 	}
 	return slices.DeleteFunc(r.sortedPackages(), func(p string) bool { return slices.Contains(r.From.Packages, p) })
+}
+
+// Then is r with script run after the common customize hook (after r's own Customize).
+func (r Recipe) Then(script string) Recipe {
+	r.Customize += script
+	return r
+}
+
+// hook is the script mmdebstrap runs on the finished root filesystem: the common hook (for an
+// extended recipe, extendHook, since its base's root filesystem has had the common one and the
+// base's own step), then the recipe's own.
+func (r Recipe) hook() string {
+	if r.From != nil {
+		return extendHook + r.Customize
+	}
+	return customizeHook + r.Customize
 }
 
 // Paths and the account inside every environment image.
@@ -122,7 +155,7 @@ func (r Recipe) Key() string {
 			From     string
 			Packages []string
 			Args     []string
-		}{extendFormat, r.From.Key(), r.extraPackages(), r.extendOptions("BASE", extendHook)})
+		}{extendFormat, r.From.Key(), r.extraPackages(), r.extendOptions("BASE", r.hook())})
 		return fmt.Sprintf("%x", sha256.Sum256(in))[:16]
 	}
 	in, _ := json.Marshal(struct {
@@ -131,7 +164,7 @@ func (r Recipe) Key() string {
 		Architecture string
 		Packages     []string
 		Args         []string
-	}{recipeFormat, r.Suite, r.Architecture, r.sortedPackages(), r.options(customizeHook)})
+	}{recipeFormat, r.Suite, r.Architecture, r.sortedPackages(), r.options(r.hook())})
 	return fmt.Sprintf("%x", sha256.Sum256(in))[:16]
 }
 

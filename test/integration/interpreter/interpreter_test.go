@@ -5,12 +5,9 @@
 package interpreter
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -98,17 +95,7 @@ func startDaemon(t testing.TB) daemon {
 // claimIt applies claim settings with a variable, as the claim controller does.
 func (d daemon) claimIt(t testing.TB) {
 	t.Helper()
-	body, _ := json.Marshal(claim.Settings{ClaimName: "ci", ClaimUID: "uid-1", Env: []claim.EnvVar{{Name: "CLAIM_VAR", Value: claimValue}}})
-	req, _ := http.NewRequest(http.MethodPut, d.rest+sandboxd.ClaimSettingsPath, bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+controlToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("claim settings: %s", resp.Status)
-	}
+	framework.BindSandboxd(t, d.rest, controlToken, claim.Settings{ClaimName: "ci", ClaimUID: "uid-1", Env: []claim.EnvVar{{Name: "CLAIM_VAR", Value: claimValue}}})
 }
 
 // runSDK runs client/ci.mjs in mode and returns its output.

@@ -55,6 +55,13 @@ try {
     expect(show(main.data?.temp) === '[3.5,19]', `data ${show(main.data)}`)
   })
 
+  await check("matplotlib's first import uses the image's font cache and builds none", async () => {
+    const r = await sbx.runCode('import logging\nlogging.basicConfig(level=logging.INFO)\nimport matplotlib.pyplot')
+    expect(!r.error, `error ${show(r.error)}`)
+    const stderr = r.logs.stderr.join('')
+    expect(!stderr.includes('generated new fontManager'), `matplotlib built its font cache: ${stderr}`)
+  })
+
   await check('a matplotlib chart is a PNG of the figure size, with its chart description', async () => {
     const r = await sbx.runCode(
       "import matplotlib.pyplot as plt\nplt.figure(figsize=(6, 4), dpi=100)\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.title('Squares')\nplt.show()")

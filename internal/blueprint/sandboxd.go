@@ -42,6 +42,33 @@ func InjectsSandboxd(md agentsv1beta1.PodMetadata) bool {
 	return md.Annotations[agentsv1beta1.InjectSandboxdAnnotation] == "true"
 }
 
+// NeedsImageProcess reports whether a pod template asks for sandboxd injection and gives its
+// first container no command: sandboxd replaces the image's entrypoint, so what the image runs
+// must be read from its config (RunImageProcess) for it to keep running.
+func NeedsImageProcess(md agentsv1beta1.PodMetadata, spec *corev1.PodSpec) bool {
+	return InjectsSandboxd(md) && len(spec.Containers) > 0 && len(spec.Containers[0].Command) == 0
+}
+
+// RunImageProcess gives the first container of spec, when it has no command, the command the
+// container runtime would run without sandboxd, from the image config's entrypoint and cmd: the
+// entrypoint with the container's args, or the cmd when it has none; with no entrypoint, the args
+// or the cmd alone. InjectSandboxd then starts that as the service sandboxd supervises.
+func RunImageProcess(spec *corev1.PodSpec, entrypoint, cmd []string) {
+	if len(spec.Containers) == 0 || len(spec.Containers[0].Command) > 0 {
+		return
+	}
+	c := &spec.Containers[0]
+	args := c.Args
+	if len(args) == 0 {
+		args = cmd
+	}
+	if len(entrypoint) == 0 {
+		c.Command, c.Args = slices.Clone(args), nil
+		return
+	}
+	c.Command, c.Args = slices.Clone(entrypoint), slices.Clone(args)
+}
+
 // sandboxdPorts are the listeners an injected sandboxd serves, with the variable that moves each.
 var sandboxdPorts = []struct {
 	name, env string
@@ -60,12 +87,8 @@ var sandboxdPorts = []struct {
 // has one, and the sandbox root gets an emptyDir unless the container mounts a volume there.
 // The init container gets no token: the controller gives the tokens to regular containers only.
 func InjectSandboxd(spec *corev1.PodSpec, image string) error {
-	if image == "" {
-		return fmt.Errorf("%w: the controller runs without --sandboxd-image; set it (Helm value sandboxdImage) to an image holding sandboxd at %s, or use an image that runs sandboxd itself",
-			ErrSandboxdInjection, sandboxd.BinaryPath)
-	}
-	if len(spec.Containers) == 0 {
-		return fmt.Errorf("%w: the pod template has no container", ErrSandboxdInjection)
+	if err := CheckInjection(spec, image); err != nil {
+		return err
 	}
 	c := &spec.Containers[0]
 	if len(c.Command) == 0 && len(c.Args) > 0 {
@@ -74,9 +97,6 @@ func InjectSandboxd(spec *corev1.PodSpec, image string) error {
 	}
 	rootDir := envValue(c, sandboxd.RootDirEnv, sandboxd.DefaultRootDir)
 	needWorkspace := !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == rootDir })
-	if err := injectionConflicts(spec, c, needWorkspace); err != nil {
-		return err
-	}
 
 	spec.InitContainers = append([]corev1.Container{installer(image)}, spec.InitContainers...)
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: SandboxdVolume,
@@ -104,6 +124,23 @@ func InjectSandboxd(spec *corev1.PodSpec, image string) error {
 		}
 	}
 	return nil
+}
+
+// CheckInjection reports what keeps InjectSandboxd from injecting into spec whatever its first
+// container's command (no --sandboxd-image, no container, a name or path the injection needs),
+// so that the controller refuses such a template before it reads anything from a registry.
+func CheckInjection(spec *corev1.PodSpec, image string) error {
+	if image == "" {
+		return fmt.Errorf("%w: the controller runs without --sandboxd-image; set it (Helm value sandboxdImage) to an image holding sandboxd at %s, or use an image that runs sandboxd itself",
+			ErrSandboxdInjection, sandboxd.BinaryPath)
+	}
+	if len(spec.Containers) == 0 {
+		return fmt.Errorf("%w: the pod template has no container", ErrSandboxdInjection)
+	}
+	c := &spec.Containers[0]
+	rootDir := envValue(c, sandboxd.RootDirEnv, sandboxd.DefaultRootDir)
+	needWorkspace := !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == rootDir })
+	return injectionConflicts(spec, c, needWorkspace)
 }
 
 // installer is the init container that copies sandboxd: the restricted Pod Security profile's

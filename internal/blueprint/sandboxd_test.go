@@ -220,3 +220,44 @@ func TestSandboxesOfAnInjectedTemplate(t *testing.T) {
 		t.Error("a member of an unchanged injected template is stale")
 	}
 }
+
+// RunImageProcess gives a container without a command what the container runtime would run: the
+// image's entrypoint with the container's args or the image's cmd, or without an entrypoint the
+// args or the cmd alone; a container with a command keeps it.
+func TestRunImageProcess(t *testing.T) {
+	entrypoint, cmd := []string{"/docker-entrypoint.sh"}, []string{"nginx", "-g", "daemon off;"}
+	for _, tc := range []struct {
+		name                 string
+		command, args        []string
+		entrypoint, imageCmd []string
+		wantCommand, wantArg []string
+	}{
+		{"entrypoint and cmd", nil, nil, entrypoint, cmd, entrypoint, cmd},
+		{"args replace cmd", nil, []string{"nginx", "-T"}, entrypoint, cmd, entrypoint, []string{"nginx", "-T"}},
+		{"cmd alone", nil, nil, nil, cmd, cmd, nil},
+		{"args alone", nil, []string{"python3", "-m", "http.server"}, nil, cmd, []string{"python3", "-m", "http.server"}, nil},
+		{"entrypoint alone", nil, nil, entrypoint, nil, entrypoint, nil},
+		{"nothing to run", nil, nil, nil, nil, nil, nil},
+		{"the template's command", []string{"httpd"}, []string{"-f"}, entrypoint, cmd, []string{"httpd"}, []string{"-f"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Command: tc.command, Args: tc.args}}}
+			RunImageProcess(&spec, tc.entrypoint, tc.imageCmd)
+			c := spec.Containers[0]
+			if diff := cmp.Diff([][]string{tc.wantCommand, tc.wantArg}, [][]string{c.Command, c.Args}); diff != "" {
+				t.Errorf("command and args (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if NeedsImageProcess(agentsv1beta1.PodMetadata{}, &corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}) {
+		t.Error("a template without injection needs the image's process")
+	}
+	injected := agentsv1beta1.PodMetadata{Annotations: map[string]string{agentsv1beta1.InjectSandboxdAnnotation: "true"}}
+	if !NeedsImageProcess(injected, &corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Args: []string{"-x"}}}}) {
+		t.Error("an injected container with args but no command does not need the image's process")
+	}
+	web := webApp()
+	if NeedsImageProcess(injected, &web) {
+		t.Error("an injected container with a command needs the image's process")
+	}
+}

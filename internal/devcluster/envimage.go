@@ -33,7 +33,9 @@ type envBuild struct {
 	err   error
 }
 
-// startEnvBuild starts building the root filesystems the cache does not hold yet.
+// startEnvBuild starts building the root filesystems the cache does not hold yet: a recipe that
+// extends another (code-interpreter over env-base) installs only its own packages over the
+// other's, after it.
 func (cl *cluster) startEnvBuild(ctx context.Context) (string, bool, error) {
 	recipes := envimage.Recipes
 	b := &envBuild{done: make(chan struct{}), cancel: func() {}, fs: make([]*envimage.RootFS, len(recipes)), built: make([]bool, len(recipes))}
@@ -107,8 +109,12 @@ func (cl *cluster) pushEnvImages(ctx context.Context) (string, bool, error) {
 		if cl.env.built[i] {
 			how = fmt.Sprintf("built in %.0fs", fs.BuildSeconds)
 		}
-		details = append(details, fmt.Sprintf("%s (%s; %d packages, %d MiB compressed, %d MiB unpacked)", ref, how,
-			len(fs.Packages), fs.Layer.Size>>20, fs.Layer.UnpackedSize>>20))
+		layer := "Debian layer"
+		if fs.Base != nil {
+			layer = "layer over " + fs.Base.Recipe.Name
+		}
+		details = append(details, fmt.Sprintf("%s (%s; %d packages, %s %d MiB compressed, %d MiB unpacked)", ref, how,
+			len(fs.Packages), layer, fs.Layer.Size>>20, fs.Layer.UnpackedSize>>20))
 		changed = changed || p.Uploaded || cl.env.built[i]
 	}
 	return strings.Join(details, ", ") + "; package lists in " + envimage.PackagesFile, changed, nil

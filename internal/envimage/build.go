@@ -79,13 +79,20 @@ type RootFS struct {
 	Dir string `json:"-"`
 	// Key is the recipe's key when it was built.
 	Key string `json:"key"`
-	// Layer describes the compressed layer file.
+	// Layer describes the compressed layer file: the whole root filesystem, or for an extended
+	// recipe what its packages changed in Base's.
 	Layer image.LayerInfo `json:"layer"`
+	// Base is the root filesystem an extended recipe's layer goes on top of (Recipe.From), and
+	// BaseDiffID that layer's DiffID when this one was built; nil and empty otherwise.
+	Base       *RootFS `json:"-"`
+	BaseDiffID string  `json:"baseDiffID,omitempty"`
 	// Packages are the installed packages, as PackagesFile in the image lists them.
+	// For an extended recipe they are all the image's, Base's included.
 	Packages []Package `json:"-"`
 	// PackagesSHA256 is the SHA-256 of PackagesFile.
 	PackagesSHA256 string `json:"packagesSHA256"`
-	// Setuid lists the regular files with the setuid or setgid bit, as the packages install them.
+	// Setuid lists the regular files with the setuid or setgid bit, as the packages install them
+	// (in the whole image, for an extended recipe).
 	Setuid []string `json:"setuid"`
 	// Tool is the mmdebstrap that built it, with its version.
 	Tool string `json:"tool"`
@@ -100,8 +107,9 @@ type Package struct {
 }
 
 // Build returns the recipe's root filesystem from the cache, building it with mmdebstrap first
-// when the cache has none for the recipe's key. built says whether it ran mmdebstrap. Builds of
-// one recipe on one machine take turns.
+// when the cache has none for the recipe's key (and its base's first, for an extended recipe).
+// built says whether it ran mmdebstrap for this recipe. Builds of one recipe on one machine take
+// turns.
 func Build(ctx context.Context, r Recipe, opts BuildOptions) (fs *RootFS, built bool, err error) {
 	if err := r.Validate(); err != nil {
 		return nil, false, err
@@ -117,6 +125,12 @@ func Build(ctx context.Context, r Recipe, opts BuildOptions) (fs *RootFS, built 
 	if fs, err := Load(r, dir); err == nil {
 		return fs, false, nil
 	}
+	var base *RootFS
+	if r.From != nil {
+		if base, _, err = Build(ctx, *r.From, opts); err != nil {
+			return nil, false, err
+		}
+	}
 	unlock, err := lockFile(dir + ".lock")
 	if err != nil {
 		return nil, false, err
@@ -126,7 +140,7 @@ func Build(ctx context.Context, r Recipe, opts BuildOptions) (fs *RootFS, built 
 	if fs, err := Load(r, dir); err == nil {
 		return fs, false, nil
 	}
-	fs, err = build(ctx, r, opts, envDir, dir)
+	fs, err = build(ctx, r, base, opts, envDir, dir)
 	return fs, err == nil, err
 }
 
@@ -147,8 +161,8 @@ func lockFile(p string) (func(), error) {
 	return func() { f.Close() }, nil
 }
 
-// Load reads the root filesystem of r built into dir, and fails when any part is missing or
-// does not match its record.
+// Load reads the root filesystem of r built into dir (and its base's, beside it, for an extended
+// recipe), and fails when any part is missing or does not match its record.
 func Load(r Recipe, dir string) (*RootFS, error) {
 	data, err := os.ReadFile(filepath.Join(dir, recordFile))
 	if err != nil {
@@ -178,12 +192,22 @@ func Load(r Recipe, dir string) (*RootFS, error) {
 	if st.Size() != fs.Layer.Size {
 		return nil, fmt.Errorf("%s has %d bytes, its record says %d", filepath.Join(dir, layerFile), st.Size(), fs.Layer.Size)
 	}
+	if r.From != nil {
+		if fs.Base, err = Load(*r.From, filepath.Join(filepath.Dir(dir), r.From.dirName())); err != nil {
+			return nil, err
+		}
+		// A base built again (its cache damaged or removed) is another layer under the same key.
+		if fs.Base.Layer.DiffID.String() != fs.BaseDiffID {
+			return nil, fmt.Errorf("%s was built over %s layer %s, which is now %s", dir, r.From.Name, fs.BaseDiffID, fs.Base.Layer.DiffID)
+		}
+	}
 	return fs, nil
 }
 
 // build runs mmdebstrap into a temporary directory beside dir, compressing its tar stream as it
-// comes, and renames the directory into place only when everything is written and checked.
-func build(ctx context.Context, r Recipe, opts BuildOptions, envDir, dir string) (*RootFS, error) {
+// comes (for an extended recipe, only what differs from base), and renames the directory into
+// place only when everything is written and checked.
+func build(ctx context.Context, r Recipe, base *RootFS, opts BuildOptions, envDir, dir string) (*RootFS, error) {
 	tool := opts.Command
 	if tool == "" {
 		tool = "mmdebstrap"
@@ -202,7 +226,22 @@ func build(ctx context.Context, r Recipe, opts BuildOptions, envDir, dir string)
 	}
 	// The hook runs from a file: inline, mmdebstrap would print all of it as one progress line.
 	hook := filepath.Join(tmp, "customize.sh")
-	if err := os.WriteFile(hook, []byte(r.hook()), 0o644); err != nil {
+	script, args := r.hook(), r.options(`sh '`+hook+`' "$1"`)
+	pack := func(w io.Writer, src io.Reader, inspect func(*tar.Header, io.Reader) error) (image.LayerInfo, error) {
+		return image.CompressTar(w, src, inspect)
+	}
+	if base != nil {
+		baseLayer := filepath.Join(base.Dir, layerFile)
+		index, err := indexLayer(baseLayer)
+		if err != nil {
+			return nil, err
+		}
+		args = r.extendOptions(baseLayer, `sh '`+hook+`' "$1" `+strings.Join(r.extraPackages(), " "))
+		pack = func(w io.Writer, src io.Reader, inspect func(*tar.Header, io.Reader) error) (image.LayerInfo, error) {
+			return compressDiff(w, src, index, inspect)
+		}
+	}
+	if err := os.WriteFile(hook, []byte(script), 0o644); err != nil {
 		return nil, err
 	}
 	mirrors := opts.Mirrors
@@ -212,11 +251,15 @@ func build(ctx context.Context, r Recipe, opts BuildOptions, envDir, dir string)
 	start := time.Now()
 	progress := newProgress(opts.Progress, r.Name, opts.Heartbeat)
 	defer progress.stop()
-	progress.line(fmt.Sprintf("building the Debian %s root filesystem with %s (first build on this machine takes minutes) into %s", r.Suite, tool, dir))
+	if base != nil {
+		progress.line(fmt.Sprintf("installing %s over %s's root filesystem with %s into %s", strings.Join(r.extraPackages(), " "), base.Recipe.Name, tool, dir))
+	} else {
+		progress.line(fmt.Sprintf("building the Debian %s root filesystem with %s (first build on this machine takes minutes) into %s", r.Suite, tool, dir))
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, slices.Concat(r.options(`sh '`+hook+`' "$1"`), []string{r.Suite, "-"}, mirrors)...)
+	cmd := exec.CommandContext(ctx, bin, slices.Concat(args, []string{r.Suite, "-"}, mirrors)...)
 	cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+sourceDateEpoch)
 	// Stopped, mmdebstrap unmounts what it mounted in its chroot and removes it; killed, it
 	// would leave them behind.
@@ -235,10 +278,13 @@ func build(ctx context.Context, r Recipe, opts BuildOptions, envDir, dir string)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	fs := &RootFS{Recipe: r, Dir: dir, Key: r.Key(), Tool: toolVersion(bin)}
+	fs := &RootFS{Recipe: r, Dir: dir, Key: r.Key(), Tool: toolVersion(bin), Base: base}
+	if base != nil {
+		fs.BaseDiffID = base.Layer.DiffID.String()
+	}
 	var list []byte
 	w := bufio.NewWriterSize(out, 1<<20)
-	info, cerr := image.CompressTar(w, stdout, func(h *tar.Header, content io.Reader) error {
+	info, cerr := pack(w, stdout, func(h *tar.Header, content io.Reader) error {
 		name := path.Clean("/" + h.Name)
 		if h.Typeflag == tar.TypeReg && h.Mode&setIDBits != 0 {
 			fs.Setuid = append(fs.Setuid, name)

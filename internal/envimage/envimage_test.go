@@ -41,6 +41,7 @@ type fakeEntry struct {
 	mode int64
 	data string
 	dir  bool
+	link string // a hard link to this path
 }
 
 // rootEntries are what mmdebstrap's tar looks like in small: names start with "./".
@@ -69,6 +70,9 @@ func makeTar(t *testing.T, entries []fakeEntry) []byte {
 		if e.dir {
 			h.Typeflag, h.Size = tar.TypeDir, 0
 		}
+		if e.link != "" {
+			h.Typeflag, h.Size, h.Linkname = tar.TypeLink, 0, e.link
+		}
 		if err := w.WriteHeader(h); err != nil {
 			t.Fatal(err)
 		}
@@ -86,12 +90,18 @@ func makeTar(t *testing.T, entries []fakeEntry) []byte {
 
 // fakeBuilder is a stand-in for mmdebstrap: it logs its arguments and SOURCE_DATE_EPOCH, says
 // something on stderr, waits for the file gate when there is one, and prints the tar (or fails
-// with exit code 3 when the tar is nil).
+// with exit code 3 when the tar is nil); asked for --variant=custom (an extended recipe's build)
+// it prints the extended tar instead when there is one.
 type fakeBuilder struct {
 	path, log, gate string
 }
 
 func newFakeBuilder(t *testing.T, tarball []byte, gated bool) *fakeBuilder {
+	t.Helper()
+	return newFakeExtendingBuilder(t, tarball, nil, gated)
+}
+
+func newFakeExtendingBuilder(t *testing.T, tarball, extended []byte, gated bool) *fakeBuilder {
 	t.Helper()
 	dir := t.TempDir()
 	f := &fakeBuilder{path: filepath.Join(dir, "mmdebstrap"), log: filepath.Join(dir, "calls")}
@@ -111,6 +121,13 @@ func newFakeBuilder(t *testing.T, tarball []byte, gated bool) *fakeBuilder {
 			t.Fatal(err)
 		}
 		script += "cat " + tarPath + "\n"
+	}
+	if extended != nil {
+		extPath := filepath.Join(dir, "extended.tar")
+		if err := os.WriteFile(extPath, extended, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		script = strings.Replace(script, "\ncat ", "\ncase \"$*\" in *--variant=custom*) exec cat "+extPath+";; esac\ncat ", 1)
 	}
 	if err := os.WriteFile(f.path, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
@@ -423,8 +440,12 @@ func TestCodeInterpreterExtendsBase(t *testing.T) {
 		t.Errorf("code-interpreter %s/%s key %s; want env-base's suite and architecture (%s/%s) and another name and key than %s",
 			ci.Suite, ci.Architecture, ci.Key(), Base.Suite, Base.Architecture, Base.Key())
 	}
-	if Base.Customize != "" || !strings.Contains(ci.hook(), customizeHook) || !strings.Contains(ci.Customize, sandboxd.MatplotlibFontCacheDir) {
-		t.Errorf("code-interpreter's hook must be env-base's (%q) and build matplotlib's font cache into %s: %q", Base.Customize, sandboxd.MatplotlibFontCacheDir, ci.Customize)
+	// Its hook installs its packages over env-base's root filesystem (which had env-base's
+	// hook), then builds matplotlib's font cache.
+	if Base.Customize != "" || Base.hook() != customizeHook || ci.From == nil || ci.From.Name != Base.Name ||
+		!strings.HasPrefix(ci.hook(), extendHook) || !strings.Contains(ci.Customize, sandboxd.MatplotlibFontCacheDir) {
+		t.Errorf("code-interpreter's hook must install its packages over env-base (%q) and build matplotlib's font cache into %s: %q",
+			Base.Customize, sandboxd.MatplotlibFontCacheDir, ci.hook())
 	}
 	if len(Base.Packages) == len(ci.Packages) || Base.Name != "env-base" {
 		t.Errorf("extending env-base changed it: %s with %d packages", Base.Name, len(Base.Packages))

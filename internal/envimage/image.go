@@ -23,6 +23,8 @@ const (
 	LabelPackagesSHA256 = "dev.paddock.env.packages-sha256"
 	LabelSetuid         = "dev.paddock.env.setuid"
 	LabelKey            = "dev.paddock.env.key"
+	// LabelFrom names the image an extended recipe's layers go on top of, with its key.
+	LabelFrom = "dev.paddock.env.from"
 )
 
 // Env is the environment of every environment image. Login shells (E2B runs commands with
@@ -33,10 +35,11 @@ var Env = []string{
 	"LANG=C.UTF-8",
 }
 
-// Image is the environment image of fs with the static sandboxd binary at sandboxd on top, in a
-// layer of its own, run as the entrypoint by the user uid 1000 in /home/user.
+// Image is the environment image of fs (its base's layer first, for an extended recipe) with the
+// static sandboxd binary at sandboxd on top, in a layer of its own, run as the entrypoint by the
+// user uid 1000 in /home/user.
 func Image(fs *RootFS, sandboxd string) (v1.Image, error) {
-	base, err := image.CompressedFileLayer(filepath.Join(fs.Dir, layerFile), fs.Layer)
+	layers, err := fs.layers()
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +54,23 @@ func Image(fs *RootFS, sandboxd string) (v1.Image, error) {
 		User:       uid + ":" + uid,
 		WorkingDir: "/home/user",
 		Labels:     fs.Labels(),
-	}, base, top)
+	}, append(layers, top)...)
+}
+
+// layers are the root filesystem's layers, bottom first.
+func (fs *RootFS) layers() ([]v1.Layer, error) {
+	var below []v1.Layer
+	if fs.Base != nil {
+		var err error
+		if below, err = fs.Base.layers(); err != nil {
+			return nil, err
+		}
+	}
+	l, err := image.CompressedFileLayer(filepath.Join(fs.Dir, layerFile), fs.Layer)
+	if err != nil {
+		return nil, err
+	}
+	return append(below, l), nil
 }
 
 // Labels describe what fs holds (the image's labels).
@@ -64,7 +83,7 @@ func (fs *RootFS) Labels() map[string]string {
 	for _, p := range fs.Recipe.sortedPackages() {
 		requested = append(requested, p+"="+versions[p])
 	}
-	return map[string]string{
+	labels := map[string]string{
 		LabelTitle:          fs.Recipe.Name,
 		LabelDescription:    fs.Recipe.Description,
 		LabelSuite:          fs.Recipe.Suite,
@@ -75,4 +94,8 @@ func (fs *RootFS) Labels() map[string]string {
 		LabelSetuid:         strings.Join(fs.Setuid, " "),
 		LabelKey:            fs.Key,
 	}
+	if fs.Base != nil {
+		labels[LabelFrom] = fs.Base.Recipe.Name + " " + fs.Base.Key
+	}
+	return labels
 }

@@ -1,7 +1,9 @@
 // Package envimage builds Paddock's environment images without a container engine: a Debian
 // root filesystem that mmdebstrap installs from the Debian archive, compressed once into an OCI
 // layer cached under ~/.cache/paddock by the recipe's inputs, with sandboxd as a separate layer
-// on top, so that a new sandboxd pushes a few megabytes and never the Debian layer again.
+// on top, so that a new sandboxd pushes a few megabytes and never the Debian layer again. A
+// recipe that extends another (Recipe.Extend) installs only its extra packages over the other's
+// root filesystem, and its layer is the difference, on top of the other's layer.
 //
 // What is inside is recorded in the image: every installed package with its version in
 // PackagesFile, and a summary in the image config's labels (docs/environments.md).
@@ -27,10 +29,15 @@ type Recipe struct {
 	Suite string
 	// Architecture is Debian's name for the CPU, for example "amd64".
 	Architecture string
-	// Packages are installed with their dependencies, not their recommendations.
+	// Packages are installed with their dependencies, not their recommendations. An extended
+	// recipe lists its base's packages and its own.
 	Packages []string
-	// Customize is shell run after the common customize hook, on the same root filesystem
-	// ("$root"), as root: what one image adds to the common setup.
+	// From is the recipe this one extends (Extend), whose root filesystem it installs its own
+	// packages over; nil for a root filesystem built from nothing.
+	From *Recipe
+	// Customize is shell run after the common customize hook (for an extended recipe, after
+	// extendHook), on the same root filesystem ("$root"), as root: what one image adds to the
+	// common setup.
 	Customize string
 }
 
@@ -74,11 +81,25 @@ ls "$root$dir"/fontlist-*.json >/dev/null
 var Recipes = []Recipe{Base, CodeInterpreter}
 
 // Extend is r under another name and description with more packages: everything else (suite,
-// architecture, the customize hook) is r's, so the two images differ only by those packages.
+// architecture, the customize hook) is r's, so the two images differ only by those packages. Its
+// root filesystem is r's with the packages installed over it, and its image is r's layer with
+// one layer on top holding what the installation changed.
 func (r Recipe) Extend(name, description string, packages ...string) Recipe {
+	base := r
 	r.Name, r.Description = name, description
 	r.Packages = slices.Concat(r.Packages, packages)
+	r.From = &base
+	// r's own step ran in r's root filesystem, which the extension starts from.
+	r.Customize = ""
 	return r
+}
+
+// extraPackages are the packages an extended recipe installs over its base's root filesystem.
+func (r Recipe) extraPackages() []string {
+	if r.From == nil {
+		return r.sortedPackages()
+	}
+	return slices.DeleteFunc(r.sortedPackages(), func(p string) bool { return slices.Contains(r.From.Packages, p) })
 }
 
 // Then is r with script run after the common customize hook (after r's own Customize).
@@ -87,9 +108,15 @@ func (r Recipe) Then(script string) Recipe {
 	return r
 }
 
-// hook is the script mmdebstrap runs on the finished root filesystem: the common hook, then the
-// recipe's own.
-func (r Recipe) hook() string { return customizeHook + r.Customize }
+// hook is the script mmdebstrap runs on the finished root filesystem: the common hook (for an
+// extended recipe, extendHook, since its base's root filesystem has had the common one and the
+// base's own step), then the recipe's own.
+func (r Recipe) hook() string {
+	if r.From != nil {
+		return extendHook + r.Customize
+	}
+	return customizeHook + r.Customize
+}
 
 // Paths and the account inside every environment image.
 const (
@@ -111,13 +138,26 @@ const (
 // arguments (which the key covers), so that layers built the old way are built again.
 const recipeFormat = 1
 
+// extendFormat is recipeFormat for extended recipes: 2 since their layer is a difference.
+const extendFormat = 2
+
 // sourceDateEpoch fixes every timestamp mmdebstrap writes (and Python's bytecode of the virtual
 // environment), so that the same archive contents give the same layer.
 const sourceDateEpoch = "1700000000"
 
 // Key identifies what the recipe builds: its suite, architecture, packages and every argument
-// mmdebstrap gets but the mirrors. The same key means the cached layer can be used as it is.
+// mmdebstrap gets but the mirrors, and for an extended recipe its base's key. The same key means
+// the cached layer can be used as it is.
 func (r Recipe) Key() string {
+	if r.From != nil {
+		in, _ := json.Marshal(struct {
+			Format   int
+			From     string
+			Packages []string
+			Args     []string
+		}{extendFormat, r.From.Key(), r.extraPackages(), r.extendOptions("BASE", r.hook())})
+		return fmt.Sprintf("%x", sha256.Sum256(in))[:16]
+	}
 	in, _ := json.Marshal(struct {
 		Format       int
 		Suite        string
@@ -148,6 +188,16 @@ func (r Recipe) Validate() error {
 		return fmt.Errorf("environment recipe %s needs a Debian suite and architecture, such as bookworm and amd64", r.Name)
 	case len(r.Packages) == 0:
 		return fmt.Errorf("environment recipe %s lists no packages", r.Name)
+	case r.From != nil && (r.From.Suite != r.Suite || r.From.Architecture != r.Architecture):
+		return fmt.Errorf("environment recipe %s extends %s, so its suite and architecture must be %s's (%s/%s), not %s/%s",
+			r.Name, r.From.Name, r.From.Name, r.From.Suite, r.From.Architecture, r.Suite, r.Architecture)
+	case r.From != nil && len(r.extraPackages()) == 0:
+		return fmt.Errorf("environment recipe %s extends %s with no package of its own: use %s", r.Name, r.From.Name, r.From.Name)
+	}
+	if r.From != nil {
+		if err := r.From.Validate(); err != nil {
+			return err
+		}
 	}
 	for _, p := range r.Packages {
 		if p == "" || strings.ContainsAny(p, ", \t") {
@@ -160,9 +210,28 @@ func (r Recipe) Validate() error {
 // options are mmdebstrap's arguments before the suite: what to install and hook, the command
 // that makes the root filesystem Paddock's (customizeHook, or a command running it).
 func (r Recipe) options(hook string) []string {
-	return []string{
+	return slices.Concat(
 		// Essential packages and apt; the recipe names everything else.
-		"--variant=apt",
+		[]string{"--variant=apt"},
+		r.commonOptions(),
+		[]string{"--include=" + strings.Join(r.sortedPackages(), ","), "--customize-hook=" + hook})
+}
+
+// extendOptions are mmdebstrap's arguments before the suite for an extended recipe: nothing
+// installed by mmdebstrap itself, the base's layer (the file baseLayer) unpacked into the empty
+// root, and hook (extendHook, or a command running it) installing the extra packages with apt.
+func (r Recipe) extendOptions(baseLayer, hook string) []string {
+	return slices.Concat(
+		[]string{"--variant=custom"},
+		r.commonOptions(),
+		// mmdebstrap made the device nodes already; the base's are the same.
+		[]string{"--setup-hook=tar -C \"$1\" '--exclude=./dev/*' -xzf '" + baseLayer + "'", "--customize-hook=" + hook})
+}
+
+// commonOptions are the arguments of every build: the architecture, the output, apt's and dpkg's
+// settings (which the root filesystem keeps in /etc/apt/apt.conf.d and /etc/dpkg/dpkg.cfg.d).
+func (r Recipe) commonOptions() []string {
+	return []string{
 		"--arch=" + r.Architecture,
 		"--format=tar",
 		"--aptopt=APT::Install-Recommends \"false\"",
@@ -172,8 +241,6 @@ func (r Recipe) options(hook string) []string {
 		"--dpkgopt=path-exclude=/usr/share/doc/*",
 		"--dpkgopt=path-include=/usr/share/doc/*/copyright",
 		"--dpkgopt=path-exclude=/usr/share/locale/*",
-		"--include=" + strings.Join(r.sortedPackages(), ","),
-		"--customize-hook=" + hook,
 	}
 }
 
@@ -205,6 +272,18 @@ prefix=/opt/npm
 update-notifier=false
 fund=false
 EOF
-mkdir -p "$root/etc/paddock"
+` + recordPackages
+
+// extendHook installs an extended recipe's packages (its arguments after the root) over its
+// base's root filesystem and records the packages again: the user, the virtual environment
+// (which sees Debian's Python packages) and the configuration are the base's.
+const extendHook = `set -eu
+root="$1"
+shift
+chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install --yes --no-install-recommends -o Dpkg::Use-Pty=0 "$@"
+` + recordPackages
+
+// recordPackages writes PackagesFile, the last step of every hook.
+const recordPackages = `mkdir -p "$root/etc/paddock"
 chroot "$root" dpkg-query -W -f '${Package}\t${Version}\t${Architecture}\n' | LC_ALL=C sort > "$root/etc/paddock/packages.txt"
 `

@@ -23,6 +23,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/sandboxsnapshot"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
+	"github.com/paddock-dev/paddock/internal/imageconfig"
 	"github.com/paddock-dev/paddock/internal/sandboxdclient"
 	"github.com/paddock-dev/paddock/internal/version"
 )
@@ -160,6 +161,7 @@ func sandboxOptions(o *Options) sandbox.Options {
 		opts.SandboxdEnv = []corev1.EnvVar{{Name: sandboxd.AllowUnauthenticatedNetworkEnv, Value: "true"}}
 	}
 	opts.SandboxdImage = o.SandboxdImage
+	opts.ImageConfigs = imageconfig.NewReader(nil, 0)
 	return opts
 }
 

@@ -35,6 +35,12 @@ const (
 	// (InjectSandboxdAnnotation) in a way the controller cannot honour (args without a command,
 	// a name sandboxd's volume needs, no --sandboxd-image); no Pod is created until it is fixed.
 	SandboxReasonInjectionInvalid = "InjectionInvalid"
+	// SandboxReasonImageConfigUnreadable: the pod template asks for sandboxd injection and names
+	// no command, so the controller reads what the image runs from its registry, and cannot (the
+	// registry is unreachable from the controller, refuses its credentials, or lacks the image).
+	// No Pod is created; the controller retries with back-off. The message names the image, the
+	// registry's answer and the fixes.
+	SandboxReasonImageConfigUnreadable = "ImageConfigUnreadable"
 )
 
 // Reasons of the Ready and Finished conditions for a Pod in a terminal phase.

@@ -11,6 +11,7 @@ import (
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/internal/blueprint"
 	"github.com/paddock-dev/paddock/internal/credentials"
+	"github.com/paddock-dev/paddock/internal/imageconfig"
 	"github.com/paddock-dev/paddock/internal/naming"
 	"github.com/paddock-dev/paddock/internal/podmeta"
 	"github.com/paddock-dev/paddock/internal/serviceports"
@@ -45,11 +46,15 @@ func constructPod(sb *agentsv1beta1.Sandbox, owner metav1.OwnerReference) *corev
 }
 
 // podToCreate is the Pod createPod sends: constructPod's, with sandboxd injected when the pod
-// template asks for it (docs/byo-image.md) and, when credentials are on, the tokens in every
-// regular container. An injection the template cannot have is terminal: only its author can fix it.
-func podToCreate(sb *agentsv1beta1.Sandbox, owner metav1.OwnerReference, sandboxdImage string, withCredentials bool, sandboxdEnv ...corev1.EnvVar) (*corev1.Pod, error) {
+// template asks for it (docs/byo-image.md), starting the image's own process when read (process,
+// for a container with no command) and, when credentials are on, the tokens in every regular
+// container. An injection the template cannot have is terminal: only its author can fix it.
+func podToCreate(sb *agentsv1beta1.Sandbox, owner metav1.OwnerReference, sandboxdImage string, process *imageconfig.Process, withCredentials bool, sandboxdEnv ...corev1.EnvVar) (*corev1.Pod, error) {
 	pod := constructPod(sb, owner)
 	if blueprint.InjectsSandboxd(sb.Spec.PodTemplate.ObjectMeta) {
+		if process != nil {
+			blueprint.RunImageProcess(&pod.Spec, process.Entrypoint, process.Cmd)
+		}
 		if err := blueprint.InjectSandboxd(&pod.Spec, sandboxdImage); err != nil {
 			return nil, reconcile.TerminalError(err)
 		}

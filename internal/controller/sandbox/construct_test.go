@@ -247,7 +247,7 @@ func TestPodToCreate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pod, err := podToCreate(tt.sb, testOwner, tt.image, tt.credentials)
+			pod, err := podToCreate(tt.sb, testOwner, tt.image, nil, tt.credentials)
 			if tt.err {
 				if !errors.Is(err, blueprint.ErrSandboxdInjection) || !errors.Is(err, reconcile.TerminalError(nil)) {
 					t.Fatalf("err %v, want a terminal ErrSandboxdInjection", err)

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/internal/imageconfig"
 	"github.com/paddock-dev/paddock/internal/kube"
 	"github.com/paddock-dev/paddock/internal/tracing"
 )
@@ -72,6 +73,10 @@ type Options struct {
 	// template asks for injection (agentsv1beta1.InjectSandboxdAnnotation, docs/byo-image.md);
 	// empty refuses such Sandboxes (InjectionInvalid). It is manager --sandboxd-image.
 	SandboxdImage string
+	// ImageConfigs reads what an image runs from its registry, for a template that asks for
+	// injection and gives its container no command (docs/byo-image.md); nil starts sandboxd alone
+	// in such a container, and refuses args without a command.
+	ImageConfigs *imageconfig.Reader
 	// TracerProvider makes each pass a "ReconcileSandbox" span, a child of the trace recorded in
 	// the Sandbox's trace-context annotation (tracing.go). Nil, the default, traces nothing and
 	// writes no annotation.

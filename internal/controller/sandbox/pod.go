@@ -15,7 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/internal/blueprint"
 	"github.com/paddock-dev/paddock/internal/credentials"
+	"github.com/paddock-dev/paddock/internal/imageconfig"
 	"github.com/paddock-dev/paddock/internal/kube"
 	"github.com/paddock-dev/paddock/internal/naming"
 	"github.com/paddock-dev/paddock/internal/podmeta"
@@ -162,7 +164,19 @@ func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (
 	if err != nil {
 		return nil, nil, err
 	}
-	pod, err := podToCreate(sb, owner, r.opts.SandboxdImage, r.opts.CredentialsKey != nil, r.opts.SandboxdEnv...)
+	var process *imageconfig.Process
+	if r.opts.ImageConfigs != nil && blueprint.NeedsImageProcess(sb.Spec.PodTemplate.ObjectMeta, &sb.Spec.PodTemplate.Spec) {
+		// A template the injection refuses anyway is refused without asking a registry.
+		if err := blueprint.CheckInjection(&sb.Spec.PodTemplate.Spec, r.opts.SandboxdImage); err != nil {
+			return nil, nil, reconcile.TerminalError(err)
+		}
+		p, err := r.imageProcess(ctx, sb)
+		if err != nil {
+			return nil, nil, err
+		}
+		process = &p
+	}
+	pod, err := podToCreate(sb, owner, r.opts.SandboxdImage, process, r.opts.CredentialsKey != nil, r.opts.SandboxdEnv...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -264,4 +278,28 @@ func resizesInPlace(sb *agentsv1beta1.Sandbox) bool {
 
 func podFinished(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// imageProcess reads what the image of the Sandbox's first container runs from its registry,
+// with the pod template's imagePullSecrets (a missing one is skipped, as the kubelet skips it).
+func (r *Reconciler) imageProcess(ctx context.Context, sb *agentsv1beta1.Sandbox) (imageconfig.Process, error) {
+	spec := &sb.Spec.PodTemplate.Spec
+	c := &spec.Containers[0]
+	var secrets []corev1.Secret
+	for _, ref := range spec.ImagePullSecrets {
+		var s corev1.Secret
+		err := r.reader().Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: ref.Name}, &s)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return imageconfig.Process{}, fmt.Errorf("reading imagePullSecret %q: %w", ref.Name, err)
+		}
+		secrets = append(secrets, s)
+	}
+	p, err := r.opts.ImageConfigs.Read(ctx, sb.Namespace, c.Image, secrets)
+	if err != nil {
+		return imageconfig.Process{}, fmt.Errorf("container %q has no command, so the injected sandboxd would run its image's entrypoint: %w (fix: make the registry reachable from the controller, with imagePullSecrets in the pod template when it needs credentials, or set the container's command)", c.Name, err)
+	}
+	return p, nil
 }

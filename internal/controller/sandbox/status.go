@@ -14,6 +14,7 @@ import (
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/blueprint"
+	"github.com/paddock-dev/paddock/internal/imageconfig"
 	"github.com/paddock-dev/paddock/internal/podresize"
 )
 
@@ -105,6 +106,8 @@ func setReady(sb *agentsv1beta1.Sandbox, obs *observation) {
 		reason, msg = agentsv1beta1.SandboxReasonMultiplePods, obs.multiplePods.Error()
 	case injectionError(obs.errs) != nil:
 		reason, msg = agentsv1beta1.SandboxReasonInjectionInvalid, injectionError(obs.errs).Error()
+	case imageConfigError(obs.errs) != nil:
+		reason, msg = agentsv1beta1.SandboxReasonImageConfigUnreadable, imageConfigError(obs.errs).Error()
 	case len(obs.errs) > 0:
 		reason, msg = agentsv1beta1.SandboxReasonReconcilerError, "Error seen: "+obs.message()
 	case suspended(sb):
@@ -136,6 +139,16 @@ func injectionError(errs []error) error {
 			if errors.Is(err, reconcile.TerminalError(nil)) {
 				err = errors.Unwrap(err)
 			}
+			return err
+		}
+	}
+	return nil
+}
+
+// imageConfigError is the pass's failure to read what the image runs from its registry.
+func imageConfigError(errs []error) error {
+	for _, err := range errs {
+		if errors.Is(err, imageconfig.ErrUnreadable) {
 			return err
 		}
 	}

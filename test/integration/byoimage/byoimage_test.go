@@ -2,9 +2,11 @@
 // controller running as main runs them (docs/byo-image.md): a template that asks for sandboxd
 // injection yields Pods with the installer, the volumes and the wrapped command; its warm members
 // start locked and declare sandboxd's ports; an injected sandboxd's failed preflight becomes the
-// Sandbox's ImageIncompatible condition and the pool's MembersIncompatible; and a template the
-// injection cannot honour is InjectionInvalid with no Pod. The tests play the kubelet by writing
-// Pod status.
+// Sandbox's ImageIncompatible condition and the pool's MembersIncompatible; a template the
+// injection cannot honour is InjectionInvalid with no Pod; and a container with no command runs
+// its image's entrypoint and cmd, read from a private registry on loopback with the template's
+// imagePullSecrets, or gets ImageConfigUnreadable with no Pod. The tests play the kubelet by
+// writing Pod status.
 package byoimage
 
 import (
@@ -165,17 +167,17 @@ func TestInjectedWarmMemberAndItsIncompatibleImage(t *testing.T) {
 	}
 }
 
-// A pod template asking for injection with args and no command cannot run its entrypoint: the
-// Sandbox says so and gets no Pod.
+// A pod template asking for an injection that cannot be honoured (a volume named like sandboxd's)
+// gets InjectionInvalid, naming the cause and the fix, and no Pod; though its container has no
+// command, no registry is asked for its image's (registry.invalid would not answer).
 func TestInjectionTheTemplateCannotHave(t *testing.T) {
 	ctx := framework.Context(t, 3*time.Minute)
 	ns := env.Namespace(t)
-	sb := builder.MakeSandbox("args-only", ns).PodAnnotation(agentsv1beta1.InjectSandboxdAnnotation, "true").Obj()
-	sb.Spec.PodTemplate.Spec.Containers[0].Args = []string{"--serve"}
+	sb := builder.MakeSandbox("taken-volume", ns).PodAnnotation(agentsv1beta1.InjectSandboxdAnnotation, "true").PodVolume(blueprint.SandboxdVolume).Obj()
 	framework.MustCreate(t, ctx, env.Client, sb)
 	got := waitCondition(t, sb, agentsv1beta1.SandboxConditionReady, agentsv1beta1.SandboxReasonInjectionInvalid)
-	if msg := meta.FindStatusCondition(got.Status.Conditions, agentsv1beta1.SandboxConditionReady).Message; !strings.Contains(msg, `sets args but no command`) ||
-		!strings.Contains(msg, "set command to the image's entrypoint") {
+	if msg := meta.FindStatusCondition(got.Status.Conditions, agentsv1beta1.SandboxConditionReady).Message; !strings.Contains(msg, `has a volume named "paddock-sandboxd"`) ||
+		!strings.Contains(msg, "rename it") {
 		t.Errorf("Ready message %q does not name the cause and the fix", msg)
 	}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(sb), &corev1.Pod{}); !apierrors.IsNotFound(err) {

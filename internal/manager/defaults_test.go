@@ -25,7 +25,12 @@ func TestDefaultsAreTheControllers(t *testing.T) {
 	if diff := cmp.Diff(sandboxclaim.DefaultOptions(), claimOptions(o), cmpopts.IgnoreFields(sandboxclaim.Options{}, "Clock")); diff != "" {
 		t.Errorf("SandboxClaim options from the default flags (-controller's defaults +manager's):\n%s", diff)
 	}
-	if diff := cmp.Diff(sandbox.DefaultOptions(), sandboxOptions(o), cmpopts.IgnoreFields(sandbox.Options{}, "Clock")); diff != "" {
+	// The registry reader is a dependency the manager supplies, like the clock, not a default.
+	sb := sandboxOptions(o)
+	if diff := cmp.Diff(sandbox.DefaultOptions(), sb, cmpopts.IgnoreFields(sandbox.Options{}, "Clock", "ImageConfigs")); diff != "" {
 		t.Errorf("Sandbox options from the default flags (-controller's defaults +manager's):\n%s", diff)
+	}
+	if sb.ImageConfigs == nil {
+		t.Error("the manager gives the Sandbox controller no image config reader: templates that ask for sandboxd injection without a command cannot start")
 	}
 }

@@ -94,6 +94,9 @@ type E2B struct {
 	ClaimWritten Summary `json:"claimWritten"`
 	Bound        Summary `json:"bound"`
 	ClaimReady   Summary `json:"claimReady"`
+	// LoadAtCreates is the harness machine's load average (1, 5 and 15 minutes) just before the
+	// first create.
+	LoadAtCreates string `json:"loadAtCreates,omitempty"`
 	// Created is how many creates answered 201; Warm how many of those a pool member served.
 	Created int `json:"created"`
 	Warm    int `json:"warm"`
@@ -152,7 +155,8 @@ func (r *Runner) e2bScenario(ctx context.Context, ns string, s Scenario) (Result
 			log.Info("The load did not settle within the timeout; measuring anyway (the report carries the load)")
 		}
 	}
-	log.Info("Warm pool is full and the front door knows the key; creating E2B sandboxes", "url", url, "load", loadAverage())
+	loadAtCreates := loadAverage()
+	log.Info("Warm pool is full and the front door knows the key; creating E2B sandboxes", "url", url, "load", loadAtCreates)
 
 	before, err := r.Writes(ctx)
 	if err != nil {
@@ -177,6 +181,7 @@ func (r *Runner) e2bScenario(ctx context.Context, ns string, s Scenario) (Result
 	fd.killAll(ctx, samples)
 	res := e2bResult(s, url, samples)
 	res.E2B.Warm = warm
+	res.E2B.LoadAtCreates = loadAtCreates
 	res.Writes = after.Sub(before)
 	res.WritesPerClaim = res.Writes.Total() / float64(s.Count)
 	return res, nil
@@ -184,7 +189,7 @@ func (r *Runner) e2bScenario(ctx context.Context, ns string, s Scenario) (Result
 
 // e2bPool makes the scenario's template, a copy of the target's with its volumes dropped (a
 // volume per member only slows the pool's fill; a warm create never waits for one), and a pool
-// of one member per create.
+// of one member per create, or of the scenario's pool size, with its idle CPU.
 func (r *Runner) e2bPool(ctx context.Context, ns string, s Scenario) error {
 	srcNS, srcName, _ := strings.Cut(r.e2bTarget.Template, "/")
 	src := &extensionsv1beta1.SandboxTemplate{}
@@ -195,10 +200,19 @@ func (r *Runner) e2bPool(ctx context.Context, ns string, s Scenario) error {
 	if err := r.c.Create(ctx, tpl); err != nil {
 		return fmt.Errorf("creating SandboxTemplate %s/%s: %w", ns, templateName, err)
 	}
-	if err := r.c.Create(ctx, newPool(ns, s.PoolSize)); err != nil {
+	if err := r.c.Create(ctx, e2bPoolObject(ns, s)); err != nil {
 		return fmt.Errorf("creating SandboxWarmPool %s/%s: %w", ns, poolName, err)
 	}
 	return r.waitPoolFull(ctx, ns, s.PoolSize, s.Timeout)
+}
+
+// e2bPoolObject is the scenario's pool: PoolSize members, with the scenario's idle CPU.
+func e2bPoolObject(ns string, s Scenario) *extensionsv1beta1.SandboxWarmPool {
+	pool := newPool(ns, s.PoolSize)
+	if s.IdleCPU != "" {
+		pool.Annotations = map[string]string{extensionsv1beta1.IdleCPUAnnotation: s.IdleCPU}
+	}
+	return pool
 }
 
 // e2bTemplate is src under the scenario's template name in ns, without volumes.
@@ -357,11 +371,12 @@ func e2bTable(results []Result) string {
 			continue
 		}
 		if b.Len() == 0 {
-			b.WriteString("\n| e2b scenario | 201 | warm | create p50 | create p99 | first instruction p50 | first instruction p99 | API writes per create |\n")
-			b.WriteString("|---|---|---|---|---|---|---|---|\n")
+			b.WriteString("\n| e2b scenario | 201 | warm | create p50 | create p99 | first instruction p50 | first instruction p99 | API writes per create | load at creates / end |\n")
+			b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 		}
-		fmt.Fprintf(&b, "| %s | %d of %d | %d | %s | %s | %s | %s | %.1f |\n", s.Name, m.Created, s.Count, m.Warm,
-			microseconds(m.Create.P50), microseconds(m.Create.P99), microseconds(m.FirstInstruction.P50), microseconds(m.FirstInstruction.P99), s.WritesPerClaim)
+		fmt.Fprintf(&b, "| %s | %d of %d | %d | %s | %s | %s | %s | %.1f | %s / %s |\n", s.Name, m.Created, s.Count, m.Warm,
+			microseconds(m.Create.P50), microseconds(m.Create.P99), microseconds(m.FirstInstruction.P50), microseconds(m.FirstInstruction.P99), s.WritesPerClaim,
+			orDash(m.LoadAtCreates), orDash(s.LoadAverage))
 	}
 	if b.Len() == 0 {
 		return ""

@@ -254,6 +254,38 @@ func TestE2BOptionsFromFlags(t *testing.T) {
 	}
 }
 
+// TestE2BRefillOptions: a pool smaller than the creates, and one scenario per idle CPU and rate,
+// the pool carrying that idle CPU.
+func TestE2BRefillOptions(t *testing.T) {
+	o := NewOptions()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--rate=", "--e2b=20", "--e2b-rate=5", "--e2b-pool=3", "--e2b-idle-cpu=,10m", "--timeout=3m"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := []Scenario{
+		{Kind: KindE2B, PoolSize: 3, Count: 20, Rate: 5, Timeout: 3 * time.Minute},
+		{Kind: KindE2B, PoolSize: 3, Count: 20, Rate: 5, Timeout: 3 * time.Minute, IdleCPU: "10m"},
+	}
+	got := o.Scenarios()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("Scenarios (-want +got):\n%s", diff)
+	}
+	if name := got[1].Name(); name != "e2b 5/s, 20 creates, pool 3, idle cpu 10m" {
+		t.Errorf("Name = %q", name)
+	}
+	if a := e2bPoolObject("ns", got[0]).Annotations; len(a) != 0 {
+		t.Errorf("pool without idle CPU carries %v", a)
+	}
+	pool := e2bPoolObject("ns", got[1])
+	if pool.Annotations[extensionsv1beta1.IdleCPUAnnotation] != "10m" || *pool.Spec.Replicas != 3 {
+		t.Errorf("pool with idle CPU = %v, %d replicas; want idle-cpu 10m, 3 replicas", pool.Annotations, *pool.Spec.Replicas)
+	}
+}
+
 func TestE2BOptionsValidate(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -269,6 +301,9 @@ func TestE2BOptionsValidate(t *testing.T) {
 		{"no keys namespace", func(o *Options) { o.E2B.KeysNamespace = "" }, "--e2b-api-key-namespace is empty"},
 		{"no way to find the router", func(o *Options) { o.E2B.RouterNamespace = "" }, "--e2b-api-url is empty"},
 		{"negative settle load", func(o *Options) { o.E2B.SettleLoad = -1 }, "--e2b-settle-load=-1"},
+		{"negative pool", func(o *Options) { o.E2BPool = -1 }, "--e2b-pool=-1"},
+		{"idle CPU not a quantity", func(o *Options) { o.E2BIdleCPU = ",lots" }, `"lots" is not a CPU quantity`},
+		{"idle CPU zero", func(o *Options) { o.E2BIdleCPU = "0" }, `"0" is not a CPU quantity above zero`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

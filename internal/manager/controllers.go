@@ -188,6 +188,7 @@ func poolOptions(o *Options) sandboxwarmpool.Options {
 	opts.SafeToEvict = o.EnableWarmPoolEviction
 	opts.ReplenishDelay = o.WarmPoolReplenishDelay
 	opts.MaxRefillRate = o.WarmPoolMaxRefillRate
+	opts.MaxStarting = o.WarmPoolMaxStarting
 	return opts
 }
 

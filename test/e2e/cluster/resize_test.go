@@ -3,7 +3,10 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path"
 	"strings"
@@ -118,12 +121,13 @@ func warmResize(t *testing.T, runtimeClass *string) {
 		t.Errorf("the container's cgroup says %q, want %q", limits, want)
 	}
 	// The Pod's cgroup on the host: the sum of its containers' limits (one container here) plus
-	// the RuntimeClass's memory overhead (gVisor's), 10m/32Mi before the claim.
+	// the RuntimeClass's memory overhead (gVisor's), 10m/32Mi before the claim; and the node's
+	// pids limit per Pod.
 	wantMemory := resource.MustParse("192Mi")
 	if after.Spec.Overhead != nil {
 		wantMemory.Add(after.Spec.Overhead[corev1.ResourceMemory])
 	}
-	wantPod := fmt.Sprintf("cpu.max=30000 100000 memory.max=%d", wantMemory.Value())
+	wantPod := fmt.Sprintf("cpu.max=30000 100000 memory.max=%d pids.max=%d", wantMemory.Value(), devcluster.PodPidsLimit)
 	if got := podCgroupLimits(t, after); got != wantPod {
 		t.Errorf("the Pod's cgroup on the node says %q, want %q", got, wantPod)
 	}
@@ -205,5 +209,13 @@ func podCgroupLimits(t *testing.T, pod *corev1.Pod) string {
 	if err != nil {
 		t.Fatalf("reading the limits of cgroup %s on this host (the test runs on the dev node): %v: %s", dir, err, out)
 	}
-	return strings.TrimSpace(string(out))
+	// The kubelet's podPidsLimit, on the Pod's cgroup: a fork bomb in the sandbox stops there.
+	pids, err := os.ReadFile(path.Join("/sys/fs/cgroup/pids", dir, "pids.max"))
+	if errors.Is(err, fs.ErrNotExist) {
+		pids, err = os.ReadFile(path.Join("/sys/fs/cgroup", dir, "pids.max"))
+	}
+	if err != nil {
+		t.Fatalf("reading the pids limit of cgroup %s on this host: %v", dir, err)
+	}
+	return strings.TrimSpace(string(out)) + " pids.max=" + strings.TrimSpace(string(pids))
 }

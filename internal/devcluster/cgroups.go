@@ -23,16 +23,16 @@ const KubeletCgroupRoot = "/paddock-dev"
 // cgroupMountsFile is where the hierarchies are found; a variable for the tests.
 var cgroupMountsFile = "/proc/self/mountinfo"
 
-// cgroupHierarchies returns the mount points of the host's cgroup hierarchies: each cgroup v1
-// hierarchy (cpu, memory, name=systemd, ...), or the cgroup v2 mount on a host with only v2. The
-// empty cgroup v2 mount of a hybrid host (no controllers) is left out: the kubelet does not use it.
+// cgroupHierarchies returns the mount points of the host's cgroup hierarchies: every cgroup v1
+// hierarchy (cpu, memory, name=systemd, ...) and cgroup v2 mount. On a hybrid host the kubelet's
+// cgroup library makes its cgroups in the v2 mount too, though it has no controllers.
 func cgroupHierarchies() ([]string, error) {
 	f, err := os.Open(cgroupMountsFile)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var v1, v2 []string
+	var out []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// mountinfo: ID parent major:minor root mountpoint options... - fstype source superoptions
@@ -41,23 +41,17 @@ func cgroupHierarchies() ([]string, error) {
 		if sep < 5 || sep+1 >= len(fields) {
 			continue
 		}
-		switch fields[sep+1] {
-		case "cgroup":
-			v1 = append(v1, unescapeMountPath(fields[4]))
-		case "cgroup2":
-			v2 = append(v2, unescapeMountPath(fields[4]))
+		if fs := fields[sep+1]; fs == "cgroup" || fs == "cgroup2" {
+			out = append(out, unescapeMountPath(fields[4]))
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	if len(v1) > 0 {
-		return v1, nil
-	}
-	if len(v2) == 0 {
+	if len(out) == 0 {
 		return nil, errors.New("no cgroup filesystem is mounted (see /proc/self/mountinfo); the kubelet needs one")
 	}
-	return v2[:1], nil
+	return out, nil
 }
 
 // ensureKubeletCgroupRoot creates KubeletCgroupRoot in every hierarchy. A new cpuset cgroup starts

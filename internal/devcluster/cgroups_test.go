@@ -30,7 +30,7 @@ func TestCgroupHierarchies(t *testing.T) {
 		want    []string
 		wantErr string
 	}{{
-		name: "cgroup v1 with an empty v2 mount (hybrid): the v1 hierarchies",
+		name: "cgroup v1 with an empty v2 mount (hybrid): all of them, as the kubelet uses the v2 mount too",
 		lines: []string{
 			"25 24 0:22 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755",
 			"26 25 0:23 / /sys/fs/cgroup/cpu rw,relatime shared:9 - cgroup cgroup rw,cpu",
@@ -39,7 +39,7 @@ func TestCgroupHierarchies(t *testing.T) {
 			"29 25 0:26 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw",
 			"30 1 8:1 / /data\\040dir rw - ext4 /dev/sda1 rw",
 		},
-		want: []string{"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/systemd"},
+		want: []string{"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified"},
 	}, {
 		name:  "cgroup v2 only: its mount",
 		lines: []string{"25 24 0:22 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate"},

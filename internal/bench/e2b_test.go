@@ -363,14 +363,17 @@ func TestE2BResultAndReport(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	s := Scenario{Kind: KindE2B, PoolSize: 4, Count: 4, Rate: 20, Timeout: time.Minute}
 	samples := []e2bSample{
-		{id: "a", start: 0, create: ms(20), first: ms(30), claimWritten: ms(4), bound: ms(12), claimReady: ms(15)},
+		{id: "a", start: 0, create: ms(20), first: ms(30), claimWritten: ms(4), bound: ms(12), claimReady: ms(15), warm: true},
 		{id: "b", start: ms(50), create: ms(40), first: ms(60)},
 		{id: "", start: ms(100), create: ms(5), createErr: errors.New("503: pool empty")},
-		{id: "d", start: ms(150), create: ms(25), runErr: errors.New("expected start event")},
+		{id: "d", start: ms(150), create: ms(25), runErr: errors.New("expected start event"), warm: true},
 	}
 	res := e2bResult(s, "http://198.18.0.5:3000", samples)
-	res.E2B.Warm = 2
 	res.WritesPerClaim = 3.5
+	if res.E2B.Warm != 2 || res.E2B.WarmCreate.N != 1 || res.E2B.WarmCreate.P50 != 0.020 || res.E2B.WarmFirstInstruction.P99 != 0.030 {
+		t.Errorf("warm %d, warm create %+v, warm first instruction %+v; want 2 warm (a and d), a's 20 ms and 30 ms only (d's command failed)",
+			res.E2B.Warm, res.E2B.WarmCreate, res.E2B.WarmFirstInstruction)
+	}
 	if res.Ready != 2 || res.Failed != 1 || res.E2B.Created != 3 {
 		t.Errorf("ready %d, failed %d, created %d; want 2, 1, 3", res.Ready, res.Failed, res.E2B.Created)
 	}
@@ -395,7 +398,7 @@ func TestE2BResultAndReport(t *testing.T) {
 	for _, line := range []string{
 		"| e2b 20/s, 4 creates, pool 4 | 3 of 4 | 2 | 25 ms | 40 ms | 30 ms | 60 ms | 3.5 |",
 		"create p50 ≤ 30 ms and p99 ≤ 100 ms; time to first instruction p50 ≤ 40 ms",
-		"| e2b 20/s, 4 creates, pool 4 | 4.00 ms (4.00 ms) | 12 ms (12 ms) | 15 ms (15 ms) | 25 ms (40 ms) | 30 ms (60 ms) |",
+		"| e2b 20/s, 4 creates, pool 4 | 4.00 ms (4.00 ms) | 12 ms (12 ms) | 15 ms (15 ms) | 25 ms (40 ms) | 30 ms (60 ms) | 20 ms (20 ms) | 30 ms (30 ms) |",
 		"e2b 20/s, 4 creates, pool 4: create: 503: pool empty; commands.run('true'): expected start event.",
 	} {
 		if !strings.Contains(md, line) {

@@ -120,7 +120,7 @@ type e2bSample struct {
 	// warm is set when a pool member served the create.
 	warm      bool
 	createErr error
-	runErr                          error
+	runErr    error
 }
 
 // e2bScenario runs one rate of creates: a pool the size of the run, a key, the creates at the

@@ -41,7 +41,7 @@ func cgroupHierarchies() ([]string, error) {
 		if sep < 5 || sep+1 >= len(fields) {
 			continue
 		}
-		if fs := fields[sep+1]; fs == "cgroup" || fs == "cgroup2" {
+		if fstype := fields[sep+1]; fstype == "cgroup" || fstype == "cgroup2" {
 			out = append(out, unescapeMountPath(fields[4]))
 		}
 	}

@@ -191,10 +191,6 @@ func (cl *cluster) adaptDeployment(u *unstructured.Unstructured) error {
 		// Sandboxes resolve through the internet stand-in: the public resolvers of the default
 		// are unreachable from this machine's pods, on purpose.
 		setArg(c, "--sandbox-nameservers=", cl.cfg.InternetResolver().String())
-		// One gVisor member starting at a time per pool: on the two-core node, members started
-		// all at once to replace those just claimed take the CPU the claims being served need
-		// (docs/design/warm-refill.md).
-		setArg(c, "--sandbox-warm-pool-max-starting=", strconv.Itoa(DevMaxStartingPerPool))
 	}
 	if d.Name == "paddock-router" {
 		if cl.routerAuthz != "" {
@@ -222,9 +218,6 @@ func rolledOut(d *appsv1.Deployment) bool {
 	st := d.Status
 	return st.ObservedGeneration >= d.Generation && st.UpdatedReplicas == want && st.Replicas == want && st.AvailableReplicas >= want
 }
-
-// DevMaxStartingPerPool is the dev controller's --sandbox-warm-pool-max-starting.
-const DevMaxStartingPerPool = 1
 
 // DevE2BCreateTimeout is the dev router's --e2b-create-timeout.
 const DevE2BCreateTimeout = 3 * time.Minute

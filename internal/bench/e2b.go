@@ -88,12 +88,20 @@ type E2B struct {
 	// door's data plane) returned exit code 0.
 	Create           Summary `json:"create"`
 	FirstInstruction Summary `json:"firstInstruction"`
+	// WarmCreate and WarmFirstInstruction are the same for the creates a pool member served
+	// (Warm of them, with a successful first command): the claim's critical path, without the
+	// creates that waited for a cold start.
+	WarmCreate           Summary `json:"warmCreate"`
+	WarmFirstInstruction Summary `json:"warmFirstInstruction"`
 	// ClaimWritten, Bound and ClaimReady split a create as the harness's watches saw it, from
 	// the same instant: the front door's claim create landed; a Sandbox carries the claim's UID
 	// (the claim controller's adoption patch, or its cold create); the claim's Ready condition.
 	ClaimWritten Summary `json:"claimWritten"`
 	Bound        Summary `json:"bound"`
 	ClaimReady   Summary `json:"claimReady"`
+	// LoadAtCreates is the harness machine's load average (1, 5 and 15 minutes) just before the
+	// first create.
+	LoadAtCreates string `json:"loadAtCreates,omitempty"`
 	// Created is how many creates answered 201; Warm how many of those a pool member served.
 	Created int `json:"created"`
 	Warm    int `json:"warm"`
@@ -109,8 +117,10 @@ type e2bSample struct {
 	startedAt     time.Time
 	// claimWritten, bound and claimReady are since the create's start; 0 when not seen.
 	claimWritten, bound, claimReady time.Duration
-	createErr                       error
-	runErr                          error
+	// warm is set when a pool member served the create.
+	warm      bool
+	createErr error
+	runErr    error
 }
 
 // e2bScenario runs one rate of creates: a pool the size of the run, a key, the creates at the
@@ -152,7 +162,8 @@ func (r *Runner) e2bScenario(ctx context.Context, ns string, s Scenario) (Result
 			log.Info("The load did not settle within the timeout; measuring anyway (the report carries the load)")
 		}
 	}
-	log.Info("Warm pool is full and the front door knows the key; creating E2B sandboxes", "url", url, "load", loadAverage())
+	loadAtCreates := loadAverage()
+	log.Info("Warm pool is full and the front door knows the key; creating E2B sandboxes", "url", url, "load", loadAtCreates)
 
 	before, err := r.Writes(ctx)
 	if err != nil {
@@ -170,13 +181,12 @@ func (r *Runner) e2bScenario(ctx context.Context, ns string, s Scenario) (Result
 	if err != nil {
 		return Result{}, err
 	}
-	warm, err := r.warmServed(ctx, ns, samples)
-	if err != nil {
+	if err := r.markWarm(ctx, ns, samples); err != nil {
 		log.Error(err, "Counting the creates a pool member served")
 	}
 	fd.killAll(ctx, samples)
 	res := e2bResult(s, url, samples)
-	res.E2B.Warm = warm
+	res.E2B.LoadAtCreates = loadAtCreates
 	res.Writes = after.Sub(before)
 	res.WritesPerClaim = res.Writes.Total() / float64(s.Count)
 	return res, nil
@@ -184,7 +194,7 @@ func (r *Runner) e2bScenario(ctx context.Context, ns string, s Scenario) (Result
 
 // e2bPool makes the scenario's template, a copy of the target's with its volumes dropped (a
 // volume per member only slows the pool's fill; a warm create never waits for one), and a pool
-// of one member per create.
+// of one member per create, or of the scenario's pool size, with its idle CPU.
 func (r *Runner) e2bPool(ctx context.Context, ns string, s Scenario) error {
 	srcNS, srcName, _ := strings.Cut(r.e2bTarget.Template, "/")
 	src := &extensionsv1beta1.SandboxTemplate{}
@@ -195,10 +205,19 @@ func (r *Runner) e2bPool(ctx context.Context, ns string, s Scenario) error {
 	if err := r.c.Create(ctx, tpl); err != nil {
 		return fmt.Errorf("creating SandboxTemplate %s/%s: %w", ns, templateName, err)
 	}
-	if err := r.c.Create(ctx, newPool(ns, s.PoolSize)); err != nil {
+	if err := r.c.Create(ctx, e2bPoolObject(ns, s)); err != nil {
 		return fmt.Errorf("creating SandboxWarmPool %s/%s: %w", ns, poolName, err)
 	}
 	return r.waitPoolFull(ctx, ns, s.PoolSize, s.Timeout)
+}
+
+// e2bPoolObject is the scenario's pool: PoolSize members, with the scenario's idle CPU.
+func e2bPoolObject(ns string, s Scenario) *extensionsv1beta1.SandboxWarmPool {
+	pool := newPool(ns, s.PoolSize)
+	if s.IdleCPU != "" {
+		pool.Annotations = map[string]string{extensionsv1beta1.IdleCPUAnnotation: s.IdleCPU}
+	}
+	return pool
 }
 
 // e2bTemplate is src under the scenario's template name in ns, without volumes.
@@ -259,9 +278,9 @@ func (r *Runner) e2bCreates(ctx context.Context, fd *e2bClient, ns string, s Sce
 	return samples
 }
 
-// warmServed counts the created sandboxes whose Sandbox is a former pool member: a cold claim's
-// Sandbox is named after the claim (the sandbox ID), an adopted member keeps its own name.
-func (r *Runner) warmServed(ctx context.Context, ns string, samples []e2bSample) (int, error) {
+// markWarm marks the samples whose Sandbox is a former pool member: a cold claim's Sandbox is
+// named after the claim (the sandbox ID), an adopted member keeps its own name.
+func (r *Runner) markWarm(ctx context.Context, ns string, samples []e2bSample) error {
 	ids := map[string]bool{}
 	for _, smp := range samples {
 		if smp.id != "" {
@@ -270,31 +289,34 @@ func (r *Runner) warmServed(ctx context.Context, ns string, samples []e2bSample)
 	}
 	list := &agentsv1beta1.SandboxList{}
 	if err := r.c.List(ctx, list, client.InNamespace(ns), client.HasLabels{agentsv1beta1.ClaimUIDLabel}); err != nil {
-		return 0, err
+		return err
 	}
 	claims := &extensionsv1beta1.SandboxClaimList{}
 	if err := r.c.List(ctx, claims, client.InNamespace(ns)); err != nil {
-		return 0, err
+		return err
 	}
 	byUID := map[string]string{}
 	for _, c := range claims.Items {
 		byUID[string(c.UID)] = c.Name
 	}
-	warm := 0
+	warm := map[string]bool{}
 	for _, sb := range list.Items {
 		claim := byUID[sb.Labels[agentsv1beta1.ClaimUIDLabel]]
 		if ids[claim] && sb.Name != claim {
-			warm++
+			warm[claim] = true
 		}
 	}
-	return warm, nil
+	for i := range samples {
+		samples[i].warm = warm[samples[i].id]
+	}
+	return nil
 }
 
 // e2bResult summarizes the samples. A sample counts as Ready when its first command succeeded.
 func e2bResult(s Scenario, url string, samples []e2bSample) Result {
 	res := Result{Name: s.Name(), Kind: s.Kind, Count: s.Count, Rate: s.Rate, PoolSize: s.PoolSize, Writes: Writes{}}
 	m := &E2B{APIURL: url}
-	var creates, firsts, written, bound, ready []float64
+	var creates, firsts, written, bound, ready, warmCreates, warmFirsts []float64
 	var last time.Duration
 	seen := map[string]bool{}
 	problem := func(err error) {
@@ -306,6 +328,9 @@ func e2bResult(s Scenario, url string, samples []e2bSample) Result {
 	}
 	for i, smp := range samples {
 		out := Sample{Name: smp.id, StartSeconds: smp.start.Seconds(), LatencySeconds: smp.create.Seconds()}
+		if smp.createErr == nil && smp.warm {
+			m.Warm++
+		}
 		if out.Name == "" {
 			out.Name = objectName("create", i)
 		}
@@ -323,6 +348,10 @@ func e2bResult(s Scenario, url string, samples []e2bSample) Result {
 			m.Created++
 			creates = append(creates, smp.create.Seconds())
 			firsts = append(firsts, smp.first.Seconds())
+			if smp.warm {
+				warmCreates = append(warmCreates, smp.create.Seconds())
+				warmFirsts = append(warmFirsts, smp.first.Seconds())
+			}
 			for _, p := range []struct {
 				d   time.Duration
 				out *[]float64
@@ -339,6 +368,7 @@ func e2bResult(s Scenario, url string, samples []e2bSample) Result {
 	}
 	sort.Slice(res.Samples, func(i, j int) bool { return res.Samples[i].StartSeconds < res.Samples[j].StartSeconds })
 	m.Create, m.FirstInstruction = Summarize(creates), Summarize(firsts)
+	m.WarmCreate, m.WarmFirstInstruction = Summarize(warmCreates), Summarize(warmFirsts)
 	m.ClaimWritten, m.Bound, m.ClaimReady = Summarize(written), Summarize(bound), Summarize(ready)
 	res.Latency = m.Create
 	if res.Ready > 0 {
@@ -357,20 +387,22 @@ func e2bTable(results []Result) string {
 			continue
 		}
 		if b.Len() == 0 {
-			b.WriteString("\n| e2b scenario | 201 | warm | create p50 | create p99 | first instruction p50 | first instruction p99 | API writes per create |\n")
-			b.WriteString("|---|---|---|---|---|---|---|---|\n")
+			b.WriteString("\n| e2b scenario | 201 | warm | create p50 | create p99 | first instruction p50 | first instruction p99 | API writes per create | load at creates / end |\n")
+			b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 		}
-		fmt.Fprintf(&b, "| %s | %d of %d | %d | %s | %s | %s | %s | %.1f |\n", s.Name, m.Created, s.Count, m.Warm,
-			microseconds(m.Create.P50), microseconds(m.Create.P99), microseconds(m.FirstInstruction.P50), microseconds(m.FirstInstruction.P99), s.WritesPerClaim)
+		fmt.Fprintf(&b, "| %s | %d of %d | %d | %s | %s | %s | %s | %.1f | %s / %s |\n", s.Name, m.Created, s.Count, m.Warm,
+			microseconds(m.Create.P50), microseconds(m.Create.P99), microseconds(m.FirstInstruction.P50), microseconds(m.FirstInstruction.P99), s.WritesPerClaim,
+			orDash(m.LoadAtCreates), orDash(s.LoadAverage))
 	}
 	if b.Len() == 0 {
 		return ""
 	}
-	b.WriteString("\n| e2b scenario, p50 (p99) from the create's start | claim written | Sandbox bound | claim Ready | 201 | first instruction |\n")
-	b.WriteString("|---|---|---|---|---|---|\n")
+	b.WriteString("\n| e2b scenario, p50 (p99) from the create's start | claim written | Sandbox bound | claim Ready | 201 | first instruction | 201, warm only | first instruction, warm only |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	for _, s := range results {
 		if m := s.E2B; m != nil {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", s.Name, phase(m.ClaimWritten), phase(m.Bound), phase(m.ClaimReady), phase(m.Create), phase(m.FirstInstruction))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Name, phase(m.ClaimWritten), phase(m.Bound), phase(m.ClaimReady), phase(m.Create), phase(m.FirstInstruction),
+				phase(m.WarmCreate), phase(m.WarmFirstInstruction))
 		}
 	}
 	fmt.Fprintf(&b, "\nTargets at 20/s on 2 cores: create p50 ≤ %s and p99 ≤ %s; time to first instruction p50 ≤ %s.\n",

@@ -254,6 +254,38 @@ func TestE2BOptionsFromFlags(t *testing.T) {
 	}
 }
 
+// TestE2BRefillOptions: a pool smaller than the creates, and one scenario per idle CPU and rate,
+// the pool carrying that idle CPU.
+func TestE2BRefillOptions(t *testing.T) {
+	o := NewOptions()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--rate=", "--e2b=20", "--e2b-rate=5", "--e2b-pool=3", "--e2b-idle-cpu=,10m", "--timeout=3m"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := []Scenario{
+		{Kind: KindE2B, PoolSize: 3, Count: 20, Rate: 5, Timeout: 3 * time.Minute},
+		{Kind: KindE2B, PoolSize: 3, Count: 20, Rate: 5, Timeout: 3 * time.Minute, IdleCPU: "10m"},
+	}
+	got := o.Scenarios()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("Scenarios (-want +got):\n%s", diff)
+	}
+	if name := got[1].Name(); name != "e2b 5/s, 20 creates, pool 3, idle cpu 10m" {
+		t.Errorf("Name = %q", name)
+	}
+	if a := e2bPoolObject("ns", got[0]).Annotations; len(a) != 0 {
+		t.Errorf("pool without idle CPU carries %v", a)
+	}
+	pool := e2bPoolObject("ns", got[1])
+	if pool.Annotations[extensionsv1beta1.IdleCPUAnnotation] != "10m" || *pool.Spec.Replicas != 3 {
+		t.Errorf("pool with idle CPU = %v, %d replicas; want idle-cpu 10m, 3 replicas", pool.Annotations, *pool.Spec.Replicas)
+	}
+}
+
 func TestE2BOptionsValidate(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -269,6 +301,9 @@ func TestE2BOptionsValidate(t *testing.T) {
 		{"no keys namespace", func(o *Options) { o.E2B.KeysNamespace = "" }, "--e2b-api-key-namespace is empty"},
 		{"no way to find the router", func(o *Options) { o.E2B.RouterNamespace = "" }, "--e2b-api-url is empty"},
 		{"negative settle load", func(o *Options) { o.E2B.SettleLoad = -1 }, "--e2b-settle-load=-1"},
+		{"negative pool", func(o *Options) { o.E2BPool = -1 }, "--e2b-pool=-1"},
+		{"idle CPU not a quantity", func(o *Options) { o.E2BIdleCPU = ",lots" }, `"lots" is not a CPU quantity`},
+		{"idle CPU zero", func(o *Options) { o.E2BIdleCPU = "0" }, `"0" is not a CPU quantity above zero`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -328,14 +363,17 @@ func TestE2BResultAndReport(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	s := Scenario{Kind: KindE2B, PoolSize: 4, Count: 4, Rate: 20, Timeout: time.Minute}
 	samples := []e2bSample{
-		{id: "a", start: 0, create: ms(20), first: ms(30), claimWritten: ms(4), bound: ms(12), claimReady: ms(15)},
+		{id: "a", start: 0, create: ms(20), first: ms(30), claimWritten: ms(4), bound: ms(12), claimReady: ms(15), warm: true},
 		{id: "b", start: ms(50), create: ms(40), first: ms(60)},
 		{id: "", start: ms(100), create: ms(5), createErr: errors.New("503: pool empty")},
-		{id: "d", start: ms(150), create: ms(25), runErr: errors.New("expected start event")},
+		{id: "d", start: ms(150), create: ms(25), runErr: errors.New("expected start event"), warm: true},
 	}
 	res := e2bResult(s, "http://198.18.0.5:3000", samples)
-	res.E2B.Warm = 2
 	res.WritesPerClaim = 3.5
+	if res.E2B.Warm != 2 || res.E2B.WarmCreate.N != 1 || res.E2B.WarmCreate.P50 != 0.020 || res.E2B.WarmFirstInstruction.P99 != 0.030 {
+		t.Errorf("warm %d, warm create %+v, warm first instruction %+v; want 2 warm (a and d), a's 20 ms and 30 ms only (d's command failed)",
+			res.E2B.Warm, res.E2B.WarmCreate, res.E2B.WarmFirstInstruction)
+	}
 	if res.Ready != 2 || res.Failed != 1 || res.E2B.Created != 3 {
 		t.Errorf("ready %d, failed %d, created %d; want 2, 1, 3", res.Ready, res.Failed, res.E2B.Created)
 	}
@@ -360,7 +398,7 @@ func TestE2BResultAndReport(t *testing.T) {
 	for _, line := range []string{
 		"| e2b 20/s, 4 creates, pool 4 | 3 of 4 | 2 | 25 ms | 40 ms | 30 ms | 60 ms | 3.5 |",
 		"create p50 ≤ 30 ms and p99 ≤ 100 ms; time to first instruction p50 ≤ 40 ms",
-		"| e2b 20/s, 4 creates, pool 4 | 4.00 ms (4.00 ms) | 12 ms (12 ms) | 15 ms (15 ms) | 25 ms (40 ms) | 30 ms (60 ms) |",
+		"| e2b 20/s, 4 creates, pool 4 | 4.00 ms (4.00 ms) | 12 ms (12 ms) | 15 ms (15 ms) | 25 ms (40 ms) | 30 ms (60 ms) | 20 ms (20 ms) | 30 ms (30 ms) |",
 		"e2b 20/s, 4 creates, pool 4: create: 503: pool empty; commands.run('true'): expected start event.",
 	} {
 		if !strings.Contains(md, line) {

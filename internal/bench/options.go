@@ -1,12 +1,16 @@
 package bench
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Options is the harness's command line: which scenarios to run and where to write the results.
@@ -37,6 +41,13 @@ type Options struct {
 	// per rate of E2BRates, against the front door of E2B.
 	E2BCreates int
 	E2BRates   string
+	// E2BPool is the e2b scenarios' pool size; 0 makes it E2BCreates, so that no create waits for
+	// the refill. Smaller, the creates run while the pool refills.
+	E2BPool int
+	// E2BIdleCPU is a comma-separated list of paddock.dev/idle-cpu values for the e2b pool, one
+	// scenario per value and rate; an empty value leaves the annotation off (members wait and
+	// start with the template's CPU request).
+	E2BIdleCPU string
 	E2B        E2BTarget
 	// Compare is two controller images; every scenario runs once with each.
 	Compare string
@@ -96,6 +107,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Runtime.Router.Port, "router-port", o.Runtime.Router.Port, "paddock-router's plain-HTTP proxy port on its Pods (runtime scenario)")
 	fs.IntVar(&o.E2BCreates, "e2b", o.E2BCreates, "E2B creates of each e2b scenario, through paddock-router's E2B front door with E2B's wire protocol, each followed by commands.run('true'), against a pool of as many members; 0 skips it. The harness must reach Pod IPs (run it on the cluster's node)")
 	fs.StringVar(&o.E2BRates, "e2b-rate", o.E2BRates, "comma-separated E2B create rates per second, one e2b scenario each; \"burst\" or 0 creates all at once")
+	fs.IntVar(&o.E2BPool, "e2b-pool", o.E2BPool, "members of each e2b scenario's pool; 0 makes it --e2b (every create served by a member made before the creates); fewer measures the creates while the pool refills")
+	fs.StringVar(&o.E2BIdleCPU, "e2b-idle-cpu", o.E2BIdleCPU, "comma-separated paddock.dev/idle-cpu values for the e2b pool, one scenario per value and rate, such as ',10m' (without, then 10m): members start and wait with that CPU request, so a weight that low in their cgroup, and are resized in place when claimed; needs a node with pod-level cgroups")
 	fs.StringVar(&o.E2B.APIURL, "e2b-api-url", o.E2B.APIURL, "the E2B front door (E2B_API_URL and E2B_SANDBOX_URL); empty uses a Ready paddock-router Pod of --router-namespace on port 3000")
 	fs.StringVar(&o.E2B.APIKey, "e2b-api-key", o.E2B.APIKey, "an E2B API key to use (with --e2b-namespace, the namespace it is bound to); empty creates one per scenario in --e2b-api-key-namespace and deletes it afterwards")
 	fs.StringVar(&o.E2B.Namespace, "e2b-namespace", o.E2B.Namespace, "the namespace --e2b-api-key is bound to; the e2b scenarios make their template and pool there instead of in a namespace of their own")
@@ -178,6 +191,12 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--e2b-rate=%q: give creates per second like 5,20, or burst", o.E2BRates))
 		}
 		errs = append(errs, o.E2B.Validate())
+		if o.E2BPool < 0 {
+			errs = append(errs, fmt.Errorf("--e2b-pool=%d: give the pool's members, or 0 for as many as --e2b", o.E2BPool))
+		}
+		if _, err := ParseIdleCPUs(o.E2BIdleCPU); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if o.Hold > 0 && (o.Controller.Namespace == "" || o.Controller.Selector == "" || o.Controller.MetricsPort <= 0) {
 		errs = append(errs, errors.New("--hold needs the controller's Pods: give --controller-namespace, --controller-selector and --controller-metrics-port"))
@@ -214,9 +233,12 @@ func (o *Options) Scenarios() []Scenario {
 	}
 	if o.E2BCreates > 0 {
 		e2bRates, _ := ParseRates(o.E2BRates)
+		idles, _ := ParseIdleCPUs(o.E2BIdleCPU)
 		for _, r := range e2bRates {
-			out = append(out, Scenario{Kind: KindE2B, PoolSize: o.E2BCreates, Count: o.E2BCreates, Rate: r,
-				Timeout: o.Timeout, Namespace: o.E2B.Namespace})
+			for _, idle := range idles {
+				out = append(out, Scenario{Kind: KindE2B, PoolSize: cmp.Or(o.E2BPool, o.E2BCreates), Count: o.E2BCreates, Rate: r,
+					Timeout: o.Timeout, Namespace: o.E2B.Namespace, IdleCPU: idle})
+			}
 		}
 	}
 	// Last: its thousands of objects would otherwise be in the cluster during the others.
@@ -224,4 +246,22 @@ func (o *Options) Scenarios() []Scenario {
 		out = append(out, Scenario{Kind: KindHold, Count: o.Hold, Timeout: o.HoldTimeout})
 	}
 	return out
+}
+
+// ParseIdleCPUs parses --e2b-idle-cpu: CPU quantities above zero, or empty for none; an empty
+// list is one scenario without.
+func ParseIdleCPUs(s string) ([]string, error) {
+	var out []string
+	for v := range strings.SplitSeq(s, ",") {
+		v = strings.TrimSpace(v)
+		if v != "" {
+			if q, err := resource.ParseQuantity(v); err != nil || q.Sign() <= 0 {
+				return nil, fmt.Errorf("--e2b-idle-cpu=%q: %q is not a CPU quantity above zero; give values like ',10m' (an empty one runs without the annotation)", s, v)
+			}
+		}
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
 }

@@ -36,6 +36,16 @@ type Scenario struct {
 	// Namespace, when set, is an existing namespace to run in (an e2b scenario with a given API
 	// key); the scenario then deletes only what it made there.
 	Namespace string
+	// IdleCPU, when set, is the e2b pool's paddock.dev/idle-cpu.
+	IdleCPU string
+}
+
+// idleName is the part of an e2b scenario's name that says its pool's idle CPU.
+func (s Scenario) idleName() string {
+	if s.IdleCPU == "" {
+		return ""
+	}
+	return ", idle cpu " + s.IdleCPU
 }
 
 // Name describes the scenario in tables and file names.
@@ -46,9 +56,9 @@ func (s Scenario) Name() string {
 	case s.Kind == KindHold:
 		return fmt.Sprintf("hold %d Sandboxes, restart the controller", s.Count)
 	case s.Kind == KindE2B && s.Rate == 0:
-		return fmt.Sprintf("e2b burst, %d creates, pool %d", s.Count, s.PoolSize)
+		return fmt.Sprintf("e2b burst, %d creates, pool %d%s", s.Count, s.PoolSize, s.idleName())
 	case s.Kind == KindE2B:
-		return fmt.Sprintf("e2b %g/s, %d creates, pool %d", s.Rate, s.Count, s.PoolSize)
+		return fmt.Sprintf("e2b %g/s, %d creates, pool %d%s", s.Rate, s.Count, s.PoolSize, s.idleName())
 	case s.Kind == KindRuntime:
 		return fmt.Sprintf("runtime, %d round trips, %d requests from %d clients", s.Count, s.LoadRequests, s.Concurrency)
 	case s.Rate == 0:

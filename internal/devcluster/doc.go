@@ -8,7 +8,9 @@
 // registry on loopback, CoreDNS on the node address, kube-router's network policy controller
 // (NetworkPolicy is enforced), the internet stand-in (internal/standin) in a network namespace of
 // its own, a hostPath dynamic provisioner and KWOK. Policy routing keeps every packet of the pods
-// on the machine: from the pod bridge only the pod and stand-in ranges are routed.
+// on the machine: from the pod bridge only the pod and stand-in ranges are routed. The kubelet
+// runs its QoS and pod cgroups under a cgroup root of the cluster's own (KubeletCgroupRoot), which
+// in-place Pod resize and the per-pod limits need.
 //
 // Pure parts (configuration, flag validation, rendered files and arguments) are table-tested;
 // the rest is proven by test/e2e/cluster.

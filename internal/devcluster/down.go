@@ -65,6 +65,7 @@ func Down(ctx context.Context, cfg Config, opts DownOptions) error {
 		do("remove the egress guard's ip rules", removeGuard)
 		do("remove kubelet iptables chains", removeKubeletChains)
 		do("remove kube-router's iptables chains and ipsets", removeNetpolRules)
+		do("remove the kubelet's cgroups", removeKubeletCgroupRoot)
 		do("release the host", func() error { return releaseHost(cfg) })
 	} else {
 		cl.printf("  - interfaces and iptables chains belong to another dev cluster; left alone\n")

@@ -203,8 +203,9 @@ func cniConfig(c Config) string {
 	return string(out) + "\n"
 }
 
-// kubeletConfig renders the KubeletConfiguration of a dev node on a cgroup v1 host that the
-// kubelet does not own: no QoS cgroups, no node allocatable enforcement, no eviction.
+// kubeletConfig renders the KubeletConfiguration of a dev node: QoS and pod cgroups under the
+// cgroup root `up` made for it (KubeletCgroupRoot), which in-place resize needs; no node
+// allocatable enforcement and no eviction, since the machine is shared with everything else.
 func kubeletConfig(c Config) string {
 	conf := map[string]any{
 		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
@@ -217,7 +218,8 @@ func kubeletConfig(c Config) string {
 		"containerRuntimeEndpoint": "unix://" + c.ContainerdSocket(),
 		"failCgroupV1":             false,
 		"cgroupDriver":             "cgroupfs",
-		"cgroupsPerQOS":            false,
+		"cgroupsPerQOS":            true,
+		"cgroupRoot":               KubeletCgroupRoot,
 		"enforceNodeAllocatable":   []string{},
 		"failSwapOn":               false,
 		// Report ephemeral-storage capacity (the kubelet root dir's filesystem) so that pods

@@ -51,8 +51,10 @@ func TestKubeletConfig(t *testing.T) {
 		"containerRuntimeEndpoint": "unix:///state/containerd/containerd.sock",
 		"failCgroupV1":             false,
 		"cgroupDriver":             "cgroupfs",
-		"cgroupsPerQOS":            false,
-		"resolvConf":               "/state/kubelet/resolv.conf",
+		// Pod-level cgroups under a root of the cluster's own: in-place resize needs them.
+		"cgroupsPerQOS": true,
+		"cgroupRoot":    "/paddock-dev",
+		"resolvConf":    "/state/kubelet/resolv.conf",
 		// Pods requesting ephemeral-storage schedule only where the kubelet reports it.
 		"localStorageCapacityIsolation": true,
 		"podPidsLimit":                  float64(PodPidsLimit),

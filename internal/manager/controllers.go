@@ -190,6 +190,7 @@ func poolOptions(o *Options) sandboxwarmpool.Options {
 	opts.SafeToEvict = o.EnableWarmPoolEviction
 	opts.ReplenishDelay = o.WarmPoolReplenishDelay
 	opts.MaxRefillRate = o.WarmPoolMaxRefillRate
+	opts.MaxStarting = o.WarmPoolMaxStarting
 	return opts
 }
 

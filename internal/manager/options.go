@@ -66,6 +66,7 @@ type Options struct {
 	WarmPoolMaxBatchSize                 int
 	WarmPoolReplenishDelay               time.Duration
 	WarmPoolMaxRefillRate                float64
+	WarmPoolMaxStarting                  int
 	WarmPoolReadinessGracePeriod         time.Duration
 	WarmPoolUnschedulableRecheckInterval time.Duration
 	EnableWarmPoolEviction               bool
@@ -159,6 +160,7 @@ func NewOptions() *Options {
 		WarmPoolMaxBatchSize:                 pool.MaxBatchSize,
 		WarmPoolReplenishDelay:               pool.ReplenishDelay,
 		WarmPoolMaxRefillRate:                pool.MaxRefillRate,
+		WarmPoolMaxStarting:                  pool.MaxStarting,
 		WarmPoolReadinessGracePeriod:         pool.ReadinessGracePeriod,
 		WarmPoolUnschedulableRecheckInterval: pool.UnschedulableRecheckInterval,
 		EnableWarmPoolEviction:               pool.SafeToEvict,
@@ -202,6 +204,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.WarmPoolMaxBatchSize, "sandbox-warm-pool-max-batch-size", o.WarmPoolMaxBatchSize, "Most Sandboxes a pool creates or deletes in one pass.")
 	fs.DurationVar(&o.WarmPoolReplenishDelay, "sandbox-warm-pool-replenish-delay", o.WarmPoolReplenishDelay, "Delay before a pool refills after a member is claimed; 0 refills at once.")
 	fs.Float64Var(&o.WarmPoolMaxRefillRate, "sandbox-warm-pool-max-refill-rate", o.WarmPoolMaxRefillRate, "Most Sandboxes per second one pool creates; 0 means no limit.")
+	fs.IntVar(&o.WarmPoolMaxStarting, "sandbox-warm-pool-max-starting", o.WarmPoolMaxStarting, "Most members of one pool starting (created, not yet Ready) at once; the next is created when one is Ready, so a refill leaves the node's CPU to the claims being served. 0 means no limit.")
 	fs.DurationVar(&o.WarmPoolReadinessGracePeriod, "sandbox-warm-pool-readiness-grace-period", o.WarmPoolReadinessGracePeriod, "How long a pool member may stay not Ready before it is replaced.")
 	fs.DurationVar(&o.WarmPoolUnschedulableRecheckInterval, "sandbox-warm-pool-unschedulable-recheck-interval", o.WarmPoolUnschedulableRecheckInterval, "How often a pool holding unschedulable members checks them again.")
 	fs.BoolVar(&o.EnableWarmPoolEviction, "enable-warm-pool-eviction", o.EnableWarmPoolEviction, "Mark unclaimed pool Pods safe to evict for the cluster autoscaler.")
@@ -304,6 +307,9 @@ func (o *Options) Validate() error {
 	}
 	if o.WarmPoolReplenishDelay < 0 {
 		errs = append(errs, fmt.Errorf("--sandbox-warm-pool-replenish-delay=%s: must not be negative", o.WarmPoolReplenishDelay))
+	}
+	if o.WarmPoolMaxStarting < 0 {
+		errs = append(errs, fmt.Errorf("--sandbox-warm-pool-max-starting=%d: must be 0 (no limit) or more", o.WarmPoolMaxStarting))
 	}
 	for flagName, d := range map[string]time.Duration{
 		"sandbox-warm-pool-readiness-grace-period":         o.WarmPoolReadinessGracePeriod,

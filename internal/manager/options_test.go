@@ -81,6 +81,7 @@ func TestInvalidOptionsNameTheFlag(t *testing.T) {
 		{[]string{"--sandbox-warm-pool-readiness-grace-period=0s"}, "--sandbox-warm-pool-readiness-grace-period"},
 		{[]string{"--sandbox-warm-pool-unschedulable-recheck-interval=-1m"}, "--sandbox-warm-pool-unschedulable-recheck-interval"},
 		{[]string{"--sandbox-warm-pool-replenish-delay=-1s"}, "--sandbox-warm-pool-replenish-delay"},
+		{[]string{"--sandbox-warm-pool-max-starting=-1"}, "--sandbox-warm-pool-max-starting=-1: must be 0 (no limit) or more"},
 		{[]string{"--sandbox-status-coalesce-window=-1s"}, "--sandbox-status-coalesce-window"},
 		{[]string{"--metrics-bind-address=8080"}, "--metrics-bind-address"},
 		{[]string{"--health-probe-bind-address=localhost"}, "--health-probe-bind-address"},

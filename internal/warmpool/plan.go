@@ -52,7 +52,13 @@ type Input struct {
 	ExpectationsSatisfied bool
 	// Grace is how long a member may stay not Ready before it is replaced or held.
 	Grace time.Duration
-	Now   time.Time
+	// MaxStarting caps the pool's starting members (not Ready, neither unschedulable nor
+	// incompatible), those about to be created included; 0 does not. Starting a member is what
+	// costs the node CPU; with the cap a refill runs at most this many starts at once, and a
+	// claim's critical path shares the node with no more than that. The member's Ready event
+	// brings the next reconcile, so nothing waits on a timer.
+	MaxStarting int
+	Now         time.Time
 }
 
 // DeleteReason says why a member is deleted.
@@ -95,6 +101,9 @@ type Plan struct {
 	IncompatibleMessage string
 	// RecheckAt is the earliest time a young not-Ready member's grace period ends; zero if none.
 	RecheckAt time.Time
+	// Starting counts active members that are starting (not Ready, neither unschedulable nor
+	// incompatible); HeldStarting is how many creates MaxStarting held back.
+	Starting, HeldStarting int
 }
 
 // Make computes the plan for one pass.
@@ -135,6 +144,9 @@ func Make(members []Member, in Input) Plan {
 				if p.RecheckAt.IsZero() || deadline.Before(p.RecheckAt) {
 					p.RecheckAt = deadline
 				}
+				if !m.Unschedulable {
+					p.Starting++
+				}
 			case m.Unschedulable:
 				p.Unschedulable++
 			default:
@@ -154,6 +166,11 @@ func Make(members []Member, in Input) Plan {
 	}
 	if total := len(active) + terminating; in.TemplateKnown && total < in.Desired {
 		p.Create = min(in.Desired-total, in.MaxBatch)
+		if in.MaxStarting > 0 {
+			allowed := max(0, in.MaxStarting-p.Starting)
+			p.HeldStarting = max(0, p.Create-allowed)
+			p.Create -= p.HeldStarting
+		}
 	}
 	if excess := len(active) - in.Desired; excess > 0 {
 		for _, m := range excessOrder(active)[:min(excess, in.MaxBatch)] {

@@ -88,7 +88,7 @@ func TestMake(t *testing.T) {
 			name:    "young not-Ready members are kept and rechecked at the end of their grace",
 			members: []Member{notReady("a", time.Minute), notReady("b", 2*time.Minute), ready("c", time.Hour)},
 			in:      base,
-			want:    Plan{Replicas: 3, ReadyReplicas: 1, RecheckAt: t0.Add(3 * time.Minute)},
+			want:    Plan{Replicas: 3, ReadyReplicas: 1, Starting: 2, RecheckAt: t0.Add(3 * time.Minute)},
 		},
 		{
 			name:    "stuck members are replaced, unschedulable ones held",
@@ -117,7 +117,37 @@ func TestMake(t *testing.T) {
 			members: []Member{ready("old", time.Hour), ready("new", time.Minute), notReady("slow", time.Second), ready("mid", 30*time.Minute)},
 			in:      in(func(i *Input) { i.Desired = 2 }),
 			want: Plan{Delete: []Deletion{{Name: "slow", UID: uidOf("slow"), ResourceVersion: "rv-slow", Owned: true, Reason: DeleteExcess}, {Name: "new", UID: uidOf("new"), ResourceVersion: "rv-new", Owned: true, Reason: DeleteExcess}},
-				Replicas: 4, ReadyReplicas: 3, RecheckAt: t0.Add(5*time.Minute - time.Second)},
+				Replicas: 4, ReadyReplicas: 3, Starting: 1, RecheckAt: t0.Add(5*time.Minute - time.Second)},
+		},
+		{
+			name: "max starting: an empty pool starts only that many",
+			in:   in(func(i *Input) { i.Desired, i.MaxStarting = 5, 2 }),
+			want: Plan{Create: 2, HeldStarting: 3},
+		},
+		{
+			name:    "max starting: members still starting use up the cap; Ready ones do not",
+			members: []Member{notReady("a", time.Second), ready("b", time.Minute)},
+			in:      in(func(i *Input) { i.Desired, i.MaxStarting = 5, 2 }),
+			want:    Plan{Create: 1, HeldStarting: 2, Replicas: 2, ReadyReplicas: 1, Starting: 1, RecheckAt: t0.Add(5*time.Minute - time.Second)},
+		},
+		{
+			name:    "max starting: a full cap holds every create until a member is Ready",
+			members: []Member{notReady("a", time.Second), notReady("b", time.Second)},
+			in:      in(func(i *Input) { i.Desired, i.MaxStarting = 4, 2 }),
+			want:    Plan{HeldStarting: 2, Replicas: 2, Starting: 2, RecheckAt: t0.Add(5*time.Minute - time.Second)},
+		},
+		{
+			name: "max starting: unschedulable and incompatible members start nothing and do not count",
+			members: []Member{with(notReady("u", time.Second), func(m *Member) { m.Unschedulable = true }),
+				with(notReady("i", time.Second), func(m *Member) { m.Incompatible = "no sandboxd" })},
+			in:   in(func(i *Input) { i.Desired, i.MaxStarting = 4, 1 }),
+			want: Plan{Create: 1, HeldStarting: 1, Replicas: 2, Incompatible: 1, IncompatibleMessage: "i: no sandboxd", RecheckAt: t0.Add(5*time.Minute - time.Second)},
+		},
+		{
+			name:    "max starting 0 caps nothing",
+			members: []Member{notReady("a", time.Second), notReady("b", time.Second)},
+			in:      in(func(i *Input) { i.Desired = 5 }),
+			want:    Plan{Create: 3, Replicas: 2, Starting: 2, RecheckAt: t0.Add(5*time.Minute - time.Second)},
 		},
 	}
 	for _, tt := range tests {

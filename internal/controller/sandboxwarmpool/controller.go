@@ -42,6 +42,9 @@ type Options struct {
 	ReplenishDelay time.Duration
 	// MaxRefillRate is --sandbox-warm-pool-max-refill-rate in Sandboxes per second (0, unpaced).
 	MaxRefillRate float64
+	// MaxStarting is --sandbox-warm-pool-max-starting: most members of one pool starting at once
+	// (0, no cap; warmpool.Input.MaxStarting).
+	MaxStarting int
 	// AutosizeRateWindow is how far back an autosized pool counts the claims of its members
 	// (1m; docs/design/autosize.md).
 	AutosizeRateWindow time.Duration
@@ -143,6 +146,9 @@ func checkOptions(o Options) error {
 	if o.MaxRefillRate < 0 {
 		negative("MaxRefillRate", o.MaxRefillRate)
 	}
+	if o.MaxStarting < 0 {
+		negative("MaxStarting", o.MaxStarting)
+	}
 	if o.AutosizeRateWindow < 0 {
 		negative("AutosizeRateWindow", o.AutosizeRateWindow)
 	}
@@ -184,10 +190,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		TemplateKnown:         tpl != nil,
 		ExpectationsSatisfied: r.expectations.Satisfied(key),
 		Grace:                 r.opts.ReadinessGracePeriod,
+		MaxStarting:           r.opts.MaxStarting,
 		Now:                   now,
 	})
 	log.V(4).Info("Warm pool plan", "pool", klog.KObj(pool), "members", len(members), "create", plan.Create,
-		"delete", len(plan.Delete), "adopt", len(plan.Adopt), "replicas", plan.Replicas, "ready", plan.ReadyReplicas)
+		"delete", len(plan.Delete), "adopt", len(plan.Adopt), "replicas", plan.Replicas, "ready", plan.ReadyReplicas,
+		"starting", plan.Starting, "heldStarting", plan.HeldStarting)
 
 	create, paced := r.shaping.Allow(key, plan.Create, int(plan.Replicas), now)
 	blocked, blockErr := r.creationBlocker(ctx, pool, tpl)

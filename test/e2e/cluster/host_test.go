@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/paddock-dev/paddock/internal/devcluster"
 )
 
 // hostSnapshot is the part of the host a cluster touches: what `dev down` must restore.
@@ -23,6 +25,8 @@ type hostSnapshot struct {
 	IPSets  string
 	// RunscState is what lies under gVisor's shim root (/run/containerd/runsc).
 	RunscState []string
+	// Cgroups are the kubelet's cgroup roots (devcluster.KubeletCgroupRoot) in the hierarchies.
+	Cgroups []string
 }
 
 func snapshotHost(stateDir string) (hostSnapshot, error) {
@@ -41,6 +45,10 @@ func snapshotHost(stateDir string) (hostSnapshot, error) {
 	s.IPTables = iptablesRules()
 	s.Routing = command("ip", "-4", "rule", "show") + command("ip", "-4", "route", "show", "table", "all")
 	s.IPSets = command("ipset", "list", "-n")
+	for _, pattern := range []string{"/sys/fs/cgroup/*" + devcluster.KubeletCgroupRoot, "/sys/fs/cgroup" + devcluster.KubeletCgroupRoot} {
+		found, _ := filepath.Glob(pattern)
+		s.Cgroups = append(s.Cgroups, found...)
+	}
 	_ = filepath.WalkDir("/run/containerd/runsc", func(p string, _ os.DirEntry, err error) error {
 		if err == nil {
 			s.RunscState = append(s.RunscState, p)

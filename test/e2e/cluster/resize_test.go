@@ -3,7 +3,12 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -64,7 +69,7 @@ func warmResize(t *testing.T, runtimeClass *string) {
 	if got := before.Spec.Containers[0].Resources; !podresize.Equal(got, guaranteed("10m", "32Mi")) {
 		t.Fatalf("member Pod waits with %v, want 10m/32Mi", got)
 	}
-	t.Logf("idle member %s: cgroup %s", member, cgroupLimits(ctx, ns, member))
+	t.Logf("idle member %s: container's cgroup %s; Pod's cgroup on the node %s", member, cgroupLimits(ctx, ns, member), podCgroupLimits(t, before))
 
 	claim := builder.MakeClaim("big", ns, "resize").
 		Annotation(extensionsv1beta1.CPUAnnotation, "300m").Annotation(extensionsv1beta1.MemoryAnnotation, "192Mi").Obj()
@@ -111,19 +116,44 @@ func warmResize(t *testing.T, runtimeClass *string) {
 		t.Errorf("container status reports %v, want 300m/192Mi", is.Resources)
 	}
 	limits := cgroupLimits(ctx, ns, member)
-	t.Logf("claimed %s: cgroup %s", member, limits)
-	if runtimeClass == nil && (!strings.Contains(limits, "cpu.max=30000 100000") || !strings.Contains(limits, "memory.max=201326592")) {
-		t.Errorf("the container's cgroup says %q, want cpu.max 30000 100000 and memory.max 201326592", limits)
+	t.Logf("claimed %s: container's cgroup %s", member, limits)
+	if want := "cpu.max=30000 100000 memory.max=201326592"; runtimeClass == nil && limits != want {
+		t.Errorf("the container's cgroup says %q, want %q", limits, want)
+	}
+	// The Pod's cgroup on the host: the sum of its containers' limits (one container here) plus
+	// the RuntimeClass's memory overhead (gVisor's), 10m/32Mi before the claim; and the node's
+	// pids limit per Pod.
+	wantMemory := resource.MustParse("192Mi")
+	if after.Spec.Overhead != nil {
+		wantMemory.Add(after.Spec.Overhead[corev1.ResourceMemory])
+	}
+	wantPod := fmt.Sprintf("cpu.max=30000 100000 memory.max=%d pids.max=%d", wantMemory.Value(), devcluster.PodPidsLimit)
+	if got := podCgroupLimits(t, after); got != wantPod {
+		t.Errorf("the Pod's cgroup on the node says %q, want %q", got, wantPod)
 	}
 }
 
-// requireInPlaceResize skips unless the node's kubelet can resize a Pod in place. The dev node's
-// kubelet runs with cgroupsPerQOS: false (internal/devcluster/render.go), and kubelet v1.37.2 then
-// has no pod-level cgroup configuration: the first resize it actuates dereferences a nil pod
-// memory limit in doPodResizeAction (pkg/kubelet/kuberuntime/kuberuntime_manager.go:1111) and
-// the kubelet process panics, taking every Pod on the node with it (seen 2026-12-02 on this
-// machine). Until the dev node runs with pod-level cgroups, the test must not run there.
+// requireInPlaceResize skips unless the node's kubelet can resize a Pod in place: kubelet v1.37.2
+// without pod-level cgroups (cgroupsPerQOS: false) dereferences a nil pod memory limit in
+// doPodResizeAction on the first resize it actuates and the whole kubelet panics, taking every
+// Pod of the node with it. The dev node runs with pod-level cgroups (internal/devcluster,
+// KubeletCgroupRoot); a cluster given with -cluster-kubeconfig may not.
 func requireInPlaceResize(t *testing.T) {
+	t.Helper()
+	if q := kubeletConfig(t).CgroupsPerQOS; q != nil && !*q {
+		t.Skipf("node %s's kubelet runs with cgroupsPerQOS: false; kubelet v1.37.2 panics on an in-place resize without pod-level cgroups (docs/design/warm-resources.md)", devcluster.NodeName)
+	}
+}
+
+// nodeKubeletConfig is what the tests read of the node's kubelet configuration.
+type nodeKubeletConfig struct {
+	CgroupsPerQOS *bool  `json:"cgroupsPerQOS"`
+	CgroupRoot    string `json:"cgroupRoot"`
+	CgroupDriver  string `json:"cgroupDriver"`
+}
+
+// kubeletConfig reads the configuration of the dev node's kubelet through its configz endpoint.
+func kubeletConfig(t *testing.T) nodeKubeletConfig {
 	t.Helper()
 	ctx := framework.Context(t, 30*time.Second)
 	raw, err := suite.client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/" + devcluster.NodeName + "/proxy/configz").DoRaw(ctx)
@@ -131,23 +161,61 @@ func requireInPlaceResize(t *testing.T) {
 		t.Fatalf("reading the kubelet configuration of node %s: %v", devcluster.NodeName, err)
 	}
 	var configz struct {
-		KubeletConfig struct {
-			CgroupsPerQOS *bool `json:"cgroupsPerQOS"`
-		} `json:"kubeletconfig"`
+		KubeletConfig nodeKubeletConfig `json:"kubeletconfig"`
 	}
 	if err := json.Unmarshal(raw, &configz); err != nil {
 		t.Fatalf("decoding the kubelet configuration of node %s: %v", devcluster.NodeName, err)
 	}
-	if q := configz.KubeletConfig.CgroupsPerQOS; q != nil && !*q {
-		t.Skipf("node %s's kubelet runs with cgroupsPerQOS: false; kubelet v1.37.2 panics on an in-place resize without pod-level cgroups (docs/design/warm-resources.md)", devcluster.NodeName)
-	}
+	return configz.KubeletConfig
 }
 
-// cgroupLimits reads the CPU and memory limits the container sees in its cgroup.
+// cgroupLimitsScript prints a cgroup's CPU and memory limits as cgroup v2 names them, from v2's
+// files or v1's (cpu and memory hierarchies): "cpu.max=QUOTA PERIOD memory.max=BYTES", "max"
+// for no limit. Its one argument is the cgroup's path below the hierarchies' mounts.
+const cgroupLimitsScript = `set -e; d=/sys/fs/cgroup
+if [ -f "$d$1/cpu.max" ]; then
+  echo "cpu.max=$(cat "$d$1/cpu.max") memory.max=$(cat "$d$1/memory.max")"
+else
+  q=$(cat "$d/cpu$1/cpu.cfs_quota_us"); [ "$q" = -1 ] && q=max
+  m=$(cat "$d/memory$1/memory.limit_in_bytes"); [ "$m" -ge 9223372036854000000 ] 2>/dev/null && m=max
+  echo "cpu.max=$q $(cat "$d/cpu$1/cpu.cfs_period_us") memory.max=$m"
+fi`
+
+// cgroupLimits reads the CPU and memory limits the container sees in its own cgroup.
 func cgroupLimits(ctx context.Context, ns, pod string) string {
-	out, err := execInPod(ctx, ns, pod, "sh", "-c", "echo cpu.max=$(cat /sys/fs/cgroup/cpu.max) memory.max=$(cat /sys/fs/cgroup/memory.max)")
+	out, err := execInPod(ctx, ns, pod, "sh", "-c", cgroupLimitsScript, "sh", "")
 	if err != nil {
 		return fmt.Sprintf("(exec: %v: %s)", err, out)
 	}
-	return strings.TrimSpace(out)
+	return strings.Trim(out, " \n\x00")
+}
+
+// podCgroupLimits reads, on this host, the limits of the Pod's own cgroup, which the kubelet
+// writes on a resize whatever the runtime: the sum of its containers' limits plus its
+// RuntimeClass's overhead. Under gVisor it is the cgroup of runsc's sandbox processes.
+func podCgroupLimits(t *testing.T, pod *corev1.Pod) string {
+	t.Helper()
+	kc := kubeletConfig(t)
+	if kc.CgroupDriver != "cgroupfs" {
+		t.Fatalf("node %s's kubelet uses the %q cgroup driver; the test reads cgroupfs paths", devcluster.NodeName, kc.CgroupDriver)
+	}
+	dir := path.Join("/", kc.CgroupRoot, "kubepods")
+	switch pod.Status.QOSClass {
+	case corev1.PodQOSBurstable, corev1.PodQOSBestEffort:
+		dir = path.Join(dir, strings.ToLower(string(pod.Status.QOSClass)))
+	}
+	dir = path.Join(dir, "pod"+string(pod.UID))
+	out, err := exec.Command("sh", "-c", cgroupLimitsScript, "sh", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("reading the limits of cgroup %s on this host (the test runs on the dev node): %v: %s", dir, err, out)
+	}
+	// The kubelet's podPidsLimit, on the Pod's cgroup: a fork bomb in the sandbox stops there.
+	pids, err := os.ReadFile(path.Join("/sys/fs/cgroup/pids", dir, "pids.max"))
+	if errors.Is(err, fs.ErrNotExist) {
+		pids, err = os.ReadFile(path.Join("/sys/fs/cgroup", dir, "pids.max"))
+	}
+	if err != nil {
+		t.Fatalf("reading the pids limit of cgroup %s on this host: %v", dir, err)
+	}
+	return strings.TrimSpace(string(out)) + " pids.max=" + strings.TrimSpace(string(pids))
 }

@@ -3,13 +3,16 @@ package extensions
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -258,5 +261,103 @@ func TestPoolReplacesStuckAndHoldsUnschedulable(t *testing.T) {
 	})
 	if diff := cmp.Diff(held, memberUIDs(t, ns, "unsched")); diff != "" {
 		t.Errorf("unschedulable member was replaced (-before +after):\n%s", diff)
+	}
+}
+
+// TestPoolMaxStarting: with MaxStarting 2, a pool of 5 whose members start only when the test
+// lets them has at most 2 members starting at any moment, as its own watch sees them; each member
+// that turns Ready lets the next one be created, until the pool holds 5 Ready members.
+func TestPoolMaxStarting(t *testing.T) {
+	h := controllers(t)
+	opts := sandboxwarmpool.DefaultOptions()
+	opts.MaxStarting = 2
+	h.restart(t, opts)
+	t.Cleanup(func() { h.restart(t, sandboxwarmpool.DefaultOptions()) })
+	ns := env.Namespace(t)
+	hash := blueprint.PoolHash("paced")
+	var mu sync.Mutex
+	started := map[string]bool{}
+	h.readiness.SetDecision(func(sb *agentsv1beta1.Sandbox) framework.Readiness {
+		mu.Lock()
+		defer mu.Unlock()
+		if sb.Labels[agentsv1beta1.WarmPoolSandboxLabel] == hash && !started[sb.Name] {
+			return framework.Pending
+		}
+		return framework.Ready
+	})
+	mostStarting := watchStartingCount(t, ns, hash)
+	create(t, builder.MakeTemplate("tpl", ns).Obj())
+	create(t, builder.MakeWarmPool("paced", ns, "tpl").Replicas(5).Obj())
+
+	for made := 2; ; made++ {
+		var waiting []string
+		framework.Eventually(t, func(ctx context.Context) error {
+			ms, err := members(ctx, ns, "paced")
+			if err != nil {
+				return err
+			}
+			waiting = waiting[:0]
+			for _, sb := range ms {
+				if !apimeta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
+					waiting = append(waiting, sb.Name)
+				}
+			}
+			if want := min(made, 5); len(ms) != want {
+				return fmt.Errorf("pool holds %d members, want %d once %d have started", len(ms), want, made-2)
+			}
+			return nil
+		})
+		if len(waiting) == 0 {
+			break
+		}
+		mu.Lock()
+		started[waiting[0]] = true // this one starts; the pool may create the next
+		mu.Unlock()
+	}
+	waitPoolReady(t, ns, "paced", 5)
+	if got := mostStarting(); got != 2 {
+		t.Errorf("at most %d members were starting at once, want 2 (MaxStarting)", got)
+	}
+}
+
+// watchStartingCount follows the pool's members through a watch and returns a function that
+// reports the largest number of them not Ready at once.
+func watchStartingCount(t *testing.T, ns, poolHash string) func() int {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := wc.Watch(ctx, &agentsv1beta1.SandboxList{}, client.InNamespace(ns), client.MatchingLabels{agentsv1beta1.WarmPoolSandboxLabel: poolHash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	starting := map[types.UID]bool{}
+	highest := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			sb, ok := ev.Object.(*agentsv1beta1.Sandbox)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			if ev.Type == watch.Deleted || apimeta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
+				delete(starting, sb.UID)
+			} else {
+				starting[sb.UID] = true
+			}
+			highest = max(highest, len(starting))
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { cancel(); w.Stop(); <-done })
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return highest
 	}
 }

@@ -53,6 +53,7 @@ dist: chart-files $(KUSTOMIZE) ## Render the single-file install bundles under d
 	$(KUSTOMIZE) build config/default > dist/paddock.yaml
 	$(KUSTOMIZE) build config/core > dist/paddock-core.yaml
 	$(KUSTOMIZE) build config/router > dist/paddock-router.yaml
+	$(KUSTOMIZE) build config/snapshots > dist/paddock-snapshots.yaml
 	@# Upstream's namespace, in files under 1 MiB each: kubectl apply --server-side -f dist/agent-sandbox-system/
 	@mkdir -p dist/agent-sandbox-system
 	$(KUSTOMIZE) build config/crd/core > dist/agent-sandbox-system/crds-core.yaml

@@ -124,8 +124,10 @@ func whilePaused(ctx context.Context, rt Runtime, id string, copy func() error) 
 	}
 	start = time.Now()
 	if err := rt.Pause(ctx, id); err != nil {
-		resume() // a pause that failed half way must not leave the container frozen
-		return 0, errors.Join(fmt.Errorf("pausing container %s: %w", id, err), ignoreNotPaused(resumeErr))
+		// A pause that failed half way must not leave the container frozen.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+		defer cancel()
+		return 0, errors.Join(fmt.Errorf("pausing container %s: %w", id, err), Resume(rctx, rt, id))
 	}
 	stop := context.AfterFunc(ctx, resume)
 	defer stop()
@@ -138,14 +140,6 @@ func whilePaused(ctx context.Context, rt Runtime, id string, copy func() error) 
 		err = errors.Join(err, fmt.Errorf("capture stopped: %w", context.Cause(ctx)))
 	}
 	return paused, err
-}
-
-// ignoreNotPaused drops the error of resuming a container that was never paused.
-func ignoreNotPaused(err error) error {
-	if err != nil && strings.Contains(err.Error(), "not paused") {
-		return nil
-	}
-	return err
 }
 
 // UpperDir finds the upper directory in the overlay mount of a container's root filesystem.

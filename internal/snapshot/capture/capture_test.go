@@ -35,8 +35,15 @@ type fakeRuntime struct {
 	upper     string
 	pauseErr  error
 	resumeErr error
+	stateErr  error
 	calls     []string
 	paused    bool
+}
+
+func (f *fakeRuntime) Paused(context.Context, string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.paused, f.stateErr
 }
 
 func (f *fakeRuntime) Container(context.Context, string) (string, string, error) {

@@ -70,11 +70,19 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 // is not an error: the resume Pod runs whenever a capture ended without a result, whether or
 // not it paused anything.
 func Resume(ctx context.Context, rt Runtime, id string) error {
-	err := rt.Resume(ctx, id)
-	if err == nil || ignoreNotPaused(err) == nil || isNotFound(err) {
+	paused, err := rt.Paused(ctx, id)
+	switch {
+	case isNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading the state of container %s: %w", id, err)
+	case !paused:
 		return nil
 	}
-	return fmt.Errorf("resuming container %s: %w", id, err)
+	if err := rt.Resume(ctx, id); err != nil && !isNotFound(err) {
+		return fmt.Errorf("resuming container %s: %w", id, err)
+	}
+	return nil
 }
 
 // isNotFound reports containerd's answer for a container or task that does not exist.

@@ -94,24 +94,24 @@ func TestRunscUpper(t *testing.T) {
 	}
 }
 
-// TestResume: resuming a paused container resumes it; one that is not paused or is gone is not
-// an error; anything else is.
+// TestResume: resuming a paused container resumes it; one that is not paused or is gone is
+// left alone without an error; a state containerd cannot read or a refused resume is an error.
 func TestResume(t *testing.T) {
 	rt := &fakeRuntime{paused: true}
 	if err := Resume(context.Background(), rt, "c1"); err != nil || rt.paused {
 		t.Errorf("Resume of a paused container: %v, paused %v", err, rt.paused)
 	}
-	for _, tc := range []struct {
-		err  error
-		want bool
-	}{
-		{errors.New("container c1 is not paused: failed precondition"), false},
-		{status.Error(codes.NotFound, "task c1 not found"), false},
-		{errors.New("shim gone"), true},
-	} {
-		rt := &fakeRuntime{resumeErr: tc.err}
-		if err := Resume(context.Background(), rt, "c1"); (err != nil) != tc.want {
-			t.Errorf("Resume with containerd answering %v: error %v, want an error: %v", tc.err, err, tc.want)
+	running := &fakeRuntime{}
+	if err := Resume(context.Background(), running, "c1"); err != nil || len(running.calls) != 0 {
+		t.Errorf("Resume of a running container: %v, calls %v; want nothing asked", err, running.calls)
+	}
+	gone := &fakeRuntime{stateErr: status.Error(codes.NotFound, "task c1 not found")}
+	if err := Resume(context.Background(), gone, "c1"); err != nil {
+		t.Errorf("Resume of a container that is gone: %v", err)
+	}
+	for _, rt := range []*fakeRuntime{{stateErr: errors.New("shim gone")}, {paused: true, resumeErr: errors.New("shim gone")}} {
+		if err := Resume(context.Background(), rt, "c1"); err == nil || !strings.Contains(err.Error(), "shim gone") {
+			t.Errorf("Resume with containerd failing: error %v, want it reported", err)
 		}
 	}
 }

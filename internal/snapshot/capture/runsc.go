@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 
@@ -16,32 +17,34 @@ import (
 
 // runscUpper streams `runsc tar rootfs-upper` of o.ContainerID through layer.FromOverlayTar
 // into out: gVisor keeps a container's writes inside the sandbox (its overlay's upper layer is
-// sandbox memory or an opaque filestore), so only runsc can list them. The tar is checked as it
-// arrives (names, links, the byte budget); a tar that breaks a rule stops runsc at once, so a
-// sandbox cannot make the capture write more than the budget anywhere.
+// sandbox memory or an opaque filestore), so only runsc can list them. runsc prints a status
+// line on its stdout, so the tar goes through a pipe it opens as --file (/proc/self/fd/3), and
+// it is checked as it arrives (names, links, the byte budget): nothing of it touches the disk.
+// A tar that breaks a rule fails the capture; the rest is drained, never left blocking the
+// sandbox, which writes it while holding its filesystem's read lock.
 func runscUpper(ctx context.Context, o Options, out io.Writer) error {
 	root := o.RunscRoot
 	if root == "" {
 		root = DefaultRunscRoot
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, o.Runsc, "--root="+root, "tar", "rootfs-upper", o.ContainerID)
-	var stderr bytes.Buffer
-	cmd.Stderr = &limitedBuffer{buf: &stderr, max: 4096}
-	stdout, err := cmd.StdoutPipe()
+	r, w, err := os.Pipe()
 	if err != nil {
 		return err
 	}
+	defer r.Close()
+	cmd := exec.CommandContext(ctx, o.Runsc, "--root="+root, "tar", "rootfs-upper", "--file=/proc/self/fd/3", o.ContainerID)
+	cmd.ExtraFiles = []*os.File{w}
+	var stderr bytes.Buffer
+	cmd.Stdout = &limitedBuffer{buf: &stderr, max: 4096}
+	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
+		w.Close()
 		return fmt.Errorf("running %s: %w", o.Runsc, err)
 	}
-	_, convErr := layer.FromOverlayTar(stdout, out, o.Layer)
-	if convErr != nil {
-		cancel() // stop runsc: what it still writes is not wanted
-	}
-	// Drain what is left so runsc never blocks on a full pipe before it exits.
-	_, _ = io.Copy(io.Discard, stdout)
+	// Only runsc and the sandbox hold the write end now: EOF comes when both are done.
+	w.Close()
+	_, convErr := layer.FromOverlayTar(r, out, o.Layer)
+	_, _ = io.Copy(io.Discard, r)
 	waitErr := cmd.Wait()
 	if convErr != nil {
 		return convErr

@@ -24,7 +24,8 @@ func standInRunsc(t *testing.T, tarPath string, exit int) (bin, argsFile string)
 	dir := t.TempDir()
 	argsFile = filepath.Join(dir, "args")
 	bin = filepath.Join(dir, "runsc")
-	script := "#!/bin/sh\necho \"$@\" > " + argsFile + "\ncat " + tarPath + "\necho 'runsc says no' >&2\nexit " + string(rune('0'+exit)) + "\n"
+	// Like runsc: a status line on stdout, the tar to --file (the last-but-one argument).
+	script := "#!/bin/sh\necho \"$@\" > " + argsFile + "\necho Serializing rootfs upper layer\nfor a; do case $a in --file=*) out=${a#--file=};; esac; done\ncat " + tarPath + " > $out\necho 'runsc says no' >&2\nexit " + string(rune('0'+exit)) + "\n"
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestRunscUpper(t *testing.T) {
 		t.Fatalf("runscUpper: %v", err)
 	}
 	args, _ := os.ReadFile(argsFile)
-	if got := strings.TrimSpace(string(args)); got != "--root=/run/r/k8s.io tar rootfs-upper c1" {
+	if got := strings.TrimSpace(string(args)); got != "--root=/run/r/k8s.io tar rootfs-upper --file=/proc/self/fd/3 c1" {
 		t.Errorf("runsc arguments %q", got)
 	}
 	var names []string

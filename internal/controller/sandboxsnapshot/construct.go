@@ -152,9 +152,9 @@ func nodePod(name, app string, snap *snapshotsv1alpha1.SandboxSnapshot, node str
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
 			HostPath: &corev1.HostPathVolumeSource{Path: p, Type: ptr.To(corev1.HostPathDirectory)},
 		}})
-		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{
-			Name: vol, MountPath: p, MountPropagation: ptr.To(corev1.MountPropagationHostToContainer),
-		})
+		// No mount propagation: what is read there are files, not mounts, and HostToContainer
+		// fails the container where the node's / is not a shared mount.
+		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: p})
 	}
 	return pod
 }

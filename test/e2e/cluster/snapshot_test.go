@@ -33,9 +33,11 @@ printf x > snap/mode
 chmod 0751 snap/mode
 rm /opt/venv/bin/activate.csh`
 
-// snapshotTree lists what snapshotWrites touched: every entry's type, mode, owner and size, the
-// link's target, the file's content and whether the deleted file is back.
-const snapshotTree = `cd /home/user && find snap -exec stat -c '%n %F %a %u:%g %s' {} + | sort
+// snapshotTree lists what snapshotWrites touched: every entry's type, mode and owner, the size of
+// files and links (a directory's size is its filesystem's, which differs between gVisor's
+// in-sandbox upper layer and an image layer), the link's target, the file's content and whether
+// the deleted file is back.
+const snapshotTree = `cd /home/user && { find snap -type d -exec stat -c '%n %F %a %u:%g' {} +; find snap ! -type d -exec stat -c '%n %F %a %u:%g %s' {} +; } | sort
 readlink snap/link
 cat snap/dir/file; echo
 test -e /opt/venv/bin/activate.csh && echo activate.csh present || echo activate.csh deleted`
@@ -67,8 +69,8 @@ func snapshotRoundTrip(t *testing.T, gvisor bool) {
 	srcRun := sandboxRunner(t, ctx, c, src, srcIP)
 	srcRun("sh", "-c", snapshotWrites)
 	want := srcRun("sh", "-c", snapshotTree)
-	for _, line := range []string{"snap/dir directory 755 1000:1000", "snap/dir/file regular file 644 1000:1000 5", "snap/link symbolic link 777 1000:1000",
-		"snap/mode regular file 751 1000:1000 1", "snap/dir/sub directory 755 1000:1000", "\ndir/file\nhello\nactivate.csh deleted"} {
+	for _, line := range []string{"snap/dir directory 755 1000:1000\n", "snap/dir/file regular file 644 1000:1000 5\n", "snap/link symbolic link 777 1000:1000 8\n",
+		"snap/mode regular file 751 1000:1000 1\n", "snap/dir/sub directory 755 1000:1000\n", "\ndir/file\nhello\nactivate.csh deleted"} {
 		if !strings.Contains(want, line) {
 			t.Fatalf("the source's tree after its writes:\n%s\nlacks %q", want, line)
 		}

@@ -41,3 +41,22 @@ const NetworkAnnotation = "e2b.paddock.dev/network"
 // AllowInternetAccessAnnotation holds create's allow_internet_access ("true" or "false") when it
 // was given.
 const AllowInternetAccessAnnotation = "e2b.paddock.dev/allow-internet-access"
+
+// Labels of the SandboxSnapshots the front door makes (createSnapshot and fork).
+const (
+	// SnapshotLabel ("true") marks a SandboxSnapshot made by the front door: only those are E2B
+	// snapshots, listed, started from and deleted through it.
+	SnapshotLabel = "e2b.paddock.dev/snapshot"
+	// SnapshotSourceLabel holds the sandbox ID the snapshot was taken of (listSnapshots'
+	// sandboxID filter).
+	SnapshotSourceLabel = "e2b.paddock.dev/source-sandbox"
+	// SnapshotAliasLabel and SnapshotTagLabel hold the name the snapshot was given
+	// (createSnapshot's name); an unnamed snapshot has a generated alias and no SnapshotNamedLabel.
+	SnapshotAliasLabel = "e2b.paddock.dev/snapshot-alias"
+	SnapshotTagLabel   = "e2b.paddock.dev/snapshot-tag"
+	// SnapshotNamedLabel ("true") marks a snapshot created with a name.
+	SnapshotNamedLabel = "e2b.paddock.dev/snapshot-named"
+	// ForkLabel ("true") marks the snapshot a fork took; listSnapshots does not show it, and it
+	// is deleted with the last of its forks (their claims own it).
+	ForkLabel = "e2b.paddock.dev/fork"
+)

@@ -230,3 +230,39 @@ type NetworkUpdate struct {
 
 // AllTraffic is E2B's ALL_TRAFFIC: the denyOut entry that makes allowOut an allow-list.
 const AllTraffic = "0.0.0.0/0"
+
+// SnapshotRequest is the body of createSnapshot: an optional name, "alias", "alias:tag" or
+// "namespace/alias:tag" (E2B's "team-slug/alias:tag").
+type SnapshotRequest struct {
+	Name string `json:"name,omitempty"`
+}
+
+// SnapshotInfo is a snapshot as createSnapshot and listSnapshots answer it. SnapshotID is what
+// Sandbox.create takes as templateID and deleteSnapshot as the template ID.
+type SnapshotInfo struct {
+	SnapshotID string   `json:"snapshotID"`
+	Names      []string `json:"names"`
+}
+
+// ForkRequest is the body of fork; both keys are omitted unless given.
+type ForkRequest struct {
+	// Timeout is each fork's lifetime in seconds; DefaultForkTimeoutSeconds when omitted.
+	Timeout *int64 `json:"timeout,omitempty"`
+	// Count is how many forks to start; 1 when omitted, at most MaxForkCount.
+	Count *int64 `json:"count,omitempty"`
+}
+
+// ForkResult is one entry of fork's answer: exactly one of Sandbox and Error.
+type ForkResult struct {
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
+	Error   *Error   `json:"error,omitempty"`
+}
+
+// Fork bounds, as E2B's API has them: forks live 15 s unless the request says otherwise.
+const (
+	DefaultForkTimeoutSeconds = 15
+	MaxForkCount              = 100
+)
+
+// DefaultSnapshotTag is the tag of a snapshot named without one, and of every unnamed snapshot.
+const DefaultSnapshotTag = "default"

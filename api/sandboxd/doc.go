@@ -85,6 +85,12 @@ const EnvdPort = 49983
 // InterpreterPort is the port @e2b/code-interpreter calls the code interpreter on.
 const InterpreterPort = 49999
 
+// MatplotlibFontCacheDir is where the code-interpreter image keeps matplotlib's font cache,
+// built with the image (internal/envimage); the interpreter's Python kernel copies it into the
+// user's matplotlib cache directory before matplotlib's first import, which would otherwise
+// spend seconds building it (over ten under gVisor).
+const MatplotlibFontCacheDir = "/usr/share/paddock/matplotlib"
+
 // Activity endpoints (scale to zero, docs/compatibility.md "Idle policy"). Both take the sandbox
 // token or the control token; neither counts as activity itself except keepalive.
 const (

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/paddock-dev/paddock/api/e2b"
+	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
@@ -138,10 +139,13 @@ func TestInterpreterAsAnAttacker(t *testing.T) {
 }
 
 // TestInterpreterLockedMember refuses the sandbox token on an unclaimed warm member until claim
-// settings arrive; health stays open.
+// settings arrive; health stays open. The member's default Python kernel starts before the claim,
+// with the environment of the sandbox's commands, and serves the first cell after it with the
+// claim's variables (in os.environ and in the processes it starts) and still no token.
 func TestInterpreterLockedMember(t *testing.T) {
-	port := freePort(t)
-	d := startAsSandboxUser(t, "--interpreter-port="+strconv.Itoa(port), "--interpreter-python="+debianPython, "--require-claim")
+	port, rest := freePort(t), freePort(t)
+	d := startAsSandboxUser(t, "--interpreter-port="+strconv.Itoa(port), "--interpreter-python="+debianPython, "--require-claim",
+		"--rest-port="+strconv.Itoa(rest))
 	ctx := framework.Context(t, framework.DefaultTimeout)
 	framework.Eventually(t, func(ctx context.Context) error {
 		status, _, err := interpreterCall(ctx, port, http.MethodGet, "/health", "", "", "")
@@ -158,4 +162,78 @@ func TestInterpreterLockedMember(t *testing.T) {
 			t.Errorf("%s %s without a token (the port-forward's shape) on a locked member: %d %v %s, want 403", c.method, c.path, status, err, body)
 		}
 	}
+
+	var warm int
+	framework.Eventually(t, func(context.Context) error {
+		warm = childNamed(t, d.cmd.Process.Pid, "python3")
+		if warm == 0 {
+			return fmt.Errorf("no Python kernel under the locked sandboxd (pid %d) yet", d.cmd.Process.Pid)
+		}
+		return nil
+	})
+	framework.BindSandboxd(t, fmt.Sprintf("http://127.0.0.1:%d", rest), d.control,
+		claim.Settings{ClaimName: "c", ClaimUID: "uid-1", Env: []claim.EnvVar{{Name: "CLAIM_VAR", Value: "claimed"}}})
+	out := cellOutput(ctx, t, port, d.token, "python", `import json, os, subprocess
+print(json.dumps({"pid": os.getpid(), "environ": dict(os.environ),
+    "started": open("/proc/self/environ", "rb").read().decode(errors="replace"),
+    "child": subprocess.check_output(["sh", "-c", "echo $CLAIM_VAR"]).decode().strip()}))`)
+	var got struct {
+		PID     int               `json:"pid"`
+		Environ map[string]string `json:"environ"`
+		Started string            `json:"started"`
+		Child   string            `json:"child"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("the first cell after the claim printed %q: %v", out, err)
+	}
+	if got.PID != warm {
+		t.Errorf("the first cell ran in pid %d, not in the kernel started before the claim (%d)", got.PID, warm)
+	}
+	if strings.Contains(got.Started, "CLAIM_VAR") {
+		t.Errorf("the kernel's start environment has the claim's variable; it was not started before the claim: %q", got.Started)
+	}
+	if got.Environ["CLAIM_VAR"] != "claimed" || got.Child != "claimed" {
+		t.Errorf("the claim's variable in the warm kernel: os.environ %q, a child process %q; want %q in both", got.Environ["CLAIM_VAR"], got.Child, "claimed")
+	}
+	if strings.Contains(out, d.token) || strings.Contains(out, d.control) {
+		t.Errorf("the kernel started before the claim sees sandboxd's credentials:\n%s", out)
+	}
+	names := strings.Split(got.Started, "\x00")
+	for name := range got.Environ {
+		names = append(names, name)
+	}
+	for _, name := range names {
+		if strings.HasPrefix(name, "SANDBOXD_") {
+			t.Errorf("the kernel started before the claim sees sandboxd's setting %q", name)
+		}
+	}
+}
+
+// childNamed is the pid of a child of parent whose command is comm, or 0.
+func childNamed(t *testing.T, parent int, comm string) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		open, end := strings.IndexByte(string(stat), '('), strings.LastIndexByte(string(stat), ')')
+		if open < 0 || end < open {
+			continue
+		}
+		fields := strings.Fields(string(stat[end+1:]))
+		if string(stat[open+1:end]) == comm && len(fields) > 1 && fields[1] == strconv.Itoa(parent) {
+			return pid
+		}
+	}
+	return 0
 }

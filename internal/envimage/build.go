@@ -202,7 +202,7 @@ func build(ctx context.Context, r Recipe, opts BuildOptions, envDir, dir string)
 	}
 	// The hook runs from a file: inline, mmdebstrap would print all of it as one progress line.
 	hook := filepath.Join(tmp, "customize.sh")
-	if err := os.WriteFile(hook, []byte(customizeHook), 0o644); err != nil {
+	if err := os.WriteFile(hook, []byte(r.hook()), 0o644); err != nil {
 		return nil, err
 	}
 	mirrors := opts.Mirrors

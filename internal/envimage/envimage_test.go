@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/internal/image/imagetest"
 )
@@ -223,6 +224,7 @@ func TestKey(t *testing.T) {
 		"suite":        func(r *Recipe) { r.Suite = "trixie" },
 		"architecture": func(r *Recipe) { r.Architecture = "arm64" },
 		"packages":     func(r *Recipe) { r.Packages = []string{"python3"} },
+		"customize":    func(r *Recipe) { r.Customize = "true\n" },
 	}
 	for what, change := range changed {
 		r := testRecipe
@@ -420,6 +422,9 @@ func TestCodeInterpreterExtendsBase(t *testing.T) {
 	if ci.Suite != Base.Suite || ci.Architecture != Base.Architecture || ci.Key() == Base.Key() || ci.Name == Base.Name {
 		t.Errorf("code-interpreter %s/%s key %s; want env-base's suite and architecture (%s/%s) and another name and key than %s",
 			ci.Suite, ci.Architecture, ci.Key(), Base.Suite, Base.Architecture, Base.Key())
+	}
+	if Base.Customize != "" || !strings.Contains(ci.hook(), customizeHook) || !strings.Contains(ci.Customize, sandboxd.MatplotlibFontCacheDir) {
+		t.Errorf("code-interpreter's hook must be env-base's (%q) and build matplotlib's font cache into %s: %q", Base.Customize, sandboxd.MatplotlibFontCacheDir, ci.Customize)
 	}
 	if len(Base.Packages) == len(ci.Packages) || Base.Name != "env-base" {
 		t.Errorf("extending env-base changed it: %s with %d packages", Base.Name, len(Base.Packages))

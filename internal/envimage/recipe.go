@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/paddock-dev/paddock/api/sandboxd"
 )
 
 // Recipe is an environment image: a Debian suite and the packages installed into it.
@@ -27,6 +29,9 @@ type Recipe struct {
 	Architecture string
 	// Packages are installed with their dependencies, not their recommendations.
 	Packages []string
+	// Customize is shell run after the common customize hook, on the same root filesystem
+	// ("$root"), as root: what one image adds to the common setup.
+	Customize string
 }
 
 // Base is env-base: what code that agents write most often calls.
@@ -54,7 +59,16 @@ var CodeInterpreter = Base.Extend("code-interpreter",
 	"python3-numpy", "python3-pandas", "python3-matplotlib", "python3-scipy", "python3-seaborn", "python3-requests",
 	// matplotlib's Agg backend draws charts to PNG with Pillow; listed because the interpreter
 	// needs it, though matplotlib depends on it.
-	"python3-pil")
+	"python3-pil").Then(matplotlibFontCache)
+
+// matplotlibFontCache builds matplotlib's font cache into sandboxd.MatplotlibFontCacheDir, from
+// which the code interpreter's kernel copies it into the user's cache directory (the user's home
+// is a volume in E2B templates, so the image cannot put it there).
+var matplotlibFontCache = `dir=` + sandboxd.MatplotlibFontCacheDir + `
+mkdir -p "$root$dir"
+chroot "$root" env MPLCONFIGDIR="$dir" MPLBACKEND=Agg PYTHONHASHSEED=0 python3 -c 'import matplotlib.font_manager'
+ls "$root$dir"/fontlist-*.json >/dev/null
+`
 
 // Recipes are the environment images `paddock dev up` builds and pushes, in build order.
 var Recipes = []Recipe{Base, CodeInterpreter}
@@ -66,6 +80,16 @@ func (r Recipe) Extend(name, description string, packages ...string) Recipe {
 	r.Packages = slices.Concat(r.Packages, packages)
 	return r
 }
+
+// Then is r with script run after the common customize hook (after r's own Customize).
+func (r Recipe) Then(script string) Recipe {
+	r.Customize += script
+	return r
+}
+
+// hook is the script mmdebstrap runs on the finished root filesystem: the common hook, then the
+// recipe's own.
+func (r Recipe) hook() string { return customizeHook + r.Customize }
 
 // Paths and the account inside every environment image.
 const (
@@ -100,7 +124,7 @@ func (r Recipe) Key() string {
 		Architecture string
 		Packages     []string
 		Args         []string
-	}{recipeFormat, r.Suite, r.Architecture, r.sortedPackages(), r.options(customizeHook)})
+	}{recipeFormat, r.Suite, r.Architecture, r.sortedPackages(), r.options(r.hook())})
 	return fmt.Sprintf("%x", sha256.Sum256(in))[:16]
 }
 

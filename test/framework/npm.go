@@ -1,11 +1,15 @@
 package framework
 
 import (
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 var npmInstalled sync.Map // directory → *sync.Once
@@ -38,4 +42,39 @@ func NodePackage(t testing.TB, dir string) string {
 		t.Fatal(failure)
 	}
 	return abs
+}
+
+// NodeScriptTimeout bounds one RunNode.
+const NodeScriptTimeout = 5 * time.Minute
+
+// RunNode runs `node script` in the Node package dir (see NodePackage) with env added to the
+// test's environment, for at most NodeScriptTimeout, and returns what it printed.
+func RunNode(t testing.TB, dir, script string, env ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), NodeScriptTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script)
+	cmd.Dir = NodePackage(t, dir)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// RequireChecks logs a check script's output line by line and fails the test unless the script
+// exited 0 and printed summary ("" for no summary).
+func RequireChecks(t testing.TB, out string, err error, summary string) {
+	t.Helper()
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		t.Log(line)
+	}
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			t.Fatalf("the script failed its checks (exit %d); see the FAIL line above", exit.ExitCode())
+		}
+		t.Fatal(err)
+	}
+	if summary != "" && !strings.Contains(out, summary) {
+		t.Fatalf("the script ended without %q", summary)
+	}
 }

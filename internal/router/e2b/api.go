@@ -22,7 +22,7 @@ import (
 // handlers (sandboxes.go, create.go, lifecycle.go, metrics.go, templates.go).
 func (f *FrontDoor) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	handle := func(pattern string, h handlerFunc) { mux.Handle(pattern, f.authenticated(h)) }
+	handle := func(pattern string, h handlerFunc) { mux.Handle(pattern, f.authenticated(h, 1)) }
 	handle("POST /sandboxes", f.create)
 	handle("POST /v2/sandboxes", f.create)
 	handle("GET /sandboxes", func(w http.ResponseWriter, r *http.Request, ns string) { f.list(w, r, ns, true) })
@@ -38,9 +38,23 @@ func (f *FrontDoor) routes() *http.ServeMux {
 	handle("PUT /sandboxes/{id}/network", f.updateNetwork)
 	handle("GET /templates", f.listTemplates)
 	handle("GET /templates/aliases/{alias}", f.templateAlias)
+	if f.noSnapshots == "" {
+		handle("POST /sandboxes/{id}/snapshots", f.createSnapshot)
+		// Fork waits twice: for its snapshot, then for its sandboxes.
+		mux.Handle("POST /sandboxes/{id}/fork", f.authenticated(f.fork, 2))
+		handle("GET /snapshots", f.listSnapshots)
+		handle("DELETE /templates/{id}", f.deleteSnapshot)
+	} else {
+		unserved := func(w http.ResponseWriter, _ *http.Request, _ string) {
+			writeError(w, http.StatusNotImplemented, "snapshots and fork are not served: "+f.noSnapshots)
+		}
+		for _, p := range []string{"POST /sandboxes/{id}/snapshots", "POST /sandboxes/{id}/fork", "GET /snapshots", "DELETE /templates/{id}"} {
+			handle(p, unserved)
+		}
+	}
 	handle("/", func(w http.ResponseWriter, r *http.Request, _ string) {
 		writeError(w, http.StatusNotImplemented, fmt.Sprintf("%s %s is not served by Paddock's E2B front door yet "+
-			"(snapshots, fork, volumes and template builds are not implemented); see docs/design/e2b-front-door.md", r.Method, r.URL.Path))
+			"(volumes and template builds are not implemented); see docs/design/e2b-front-door.md", r.Method, r.URL.Path))
 	})
 	return mux
 }
@@ -54,10 +68,10 @@ const controlSlack = 30 * time.Second
 // authenticated answers 401 with E2B's error body unless the request carries a known API key.
 // The handler's API calls outlive the client's half of the connection: a client that half-closes
 // after sending (nc, some proxies) cancels the request's context at once, which would turn every
-// answer into a 500. They are bounded by CreateTimeout plus controlSlack instead.
-func (f *FrontDoor) authenticated(h handlerFunc) http.Handler {
+// answer into a 500. They are bounded by waits times CreateTimeout, plus controlSlack, instead.
+func (f *FrontDoor) authenticated(h handlerFunc, waits time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), f.cfg.CreateTimeout+controlSlack)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), waits*f.cfg.CreateTimeout+controlSlack)
 		defer cancel()
 		r = r.WithContext(ctx)
 		ns, err := f.namespaceOf(r.Context(), r)
@@ -120,6 +134,15 @@ func (f *FrontDoor) withClaim(w http.ResponseWriter, r *http.Request, ns string,
 
 // maxBodyBytes bounds a control-plane request body.
 const maxBodyBytes = 1 << 20
+
+// readBody decodes the request body into v, or answers 400 naming what is wrong and returns false.
+func readBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := decode(r, v); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return false
+	}
+	return true
+}
 
 func decode(r *http.Request, v any) error {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))

@@ -87,8 +87,13 @@ func quantity(res corev1.ResourceRequirements, name corev1.ResourceName) (interf
 type listFilter struct {
 	metadata map[string]string
 	states   []string
-	limit    int
-	after    string
+	pageBounds
+}
+
+// pageBounds are a list's limit and the cursor it starts after ("" for the first page).
+type pageBounds struct {
+	limit int
+	after string
 }
 
 // List bounds, as E2B's API has them.
@@ -100,7 +105,7 @@ const (
 // parseListQuery reads metadata (one URL-encoded "k=v&k2=v2" string), state ("running,paused"),
 // limit and nextToken. v1 lists only running sandboxes unless state says otherwise.
 func parseListQuery(q url.Values, v1 bool) (listFilter, error) {
-	f := listFilter{limit: defaultListLimit}
+	var f listFilter
 	if raw := q.Get("metadata"); raw != "" {
 		vals, err := url.ParseQuery(raw)
 		if err != nil {
@@ -125,20 +130,29 @@ func parseListQuery(q url.Values, v1 bool) (listFilter, error) {
 	if len(f.states) == 0 && v1 {
 		f.states = []string{e2bapi.StateRunning}
 	}
+	var err error
+	f.pageBounds, err = parsePageBounds(q, e2bapi.IsID)
+	return f, err
+}
+
+// parsePageBounds reads limit and nextToken; a nextToken that validToken refuses was not issued
+// by this server.
+func parsePageBounds(q url.Values, validToken func(string) bool) (pageBounds, error) {
+	b := pageBounds{limit: defaultListLimit}
 	if raw := q.Get("limit"); raw != "" {
 		var n int
 		if _, err := fmt.Sscanf(raw, "%d", &n); err != nil || n < 1 || n > maxListLimit {
-			return f, fmt.Errorf("limit %q must be a number from 1 to %d", raw, maxListLimit)
+			return b, fmt.Errorf("limit %q must be a number from 1 to %d", raw, maxListLimit)
 		}
-		f.limit = n
+		b.limit = n
 	}
 	if raw := q.Get("nextToken"); raw != "" {
-		if !e2bapi.IsID(raw) {
-			return f, fmt.Errorf("nextToken %q was not issued by this server; start the list again without it", raw)
+		if !validToken(raw) {
+			return b, fmt.Errorf("nextToken %q was not issued by this server; start the list again without it", raw)
 		}
-		f.after = raw
+		b.after = raw
 	}
-	return f, nil
+	return b, nil
 }
 
 // matches reports whether a sandbox passes the filter's metadata and state.
@@ -151,16 +165,16 @@ func (f listFilter) matches(metadata map[string]string, state string) bool {
 	return len(f.states) == 0 || slices.Contains(f.states, state)
 }
 
-// page orders details by sandbox ID, keeps those after the cursor and returns at most limit of
+// page orders items by their ID (key), keeps those after the cursor and returns at most limit of
 // them with the cursor of the next page ("" on the last page). The ID order is stable under
 // concurrent creates and deletes: a page never repeats an item, and an item that exists for the
 // whole listing is returned once.
-func page(all []e2bapi.SandboxDetail, f listFilter) ([]e2bapi.SandboxDetail, string) {
-	sort.Slice(all, func(i, j int) bool { return all[i].SandboxID < all[j].SandboxID })
-	start := sort.Search(len(all), func(i int) bool { return all[i].SandboxID > f.after })
+func page[T any](all []T, key func(T) string, b pageBounds) ([]T, string) {
+	sort.Slice(all, func(i, j int) bool { return key(all[i]) < key(all[j]) })
+	start := sort.Search(len(all), func(i int) bool { return key(all[i]) > b.after })
 	out := all[start:]
-	if len(out) > f.limit {
-		return out[:f.limit], out[f.limit-1].SandboxID
+	if len(out) > b.limit {
+		return out[:b.limit], key(out[b.limit-1])
 	}
 	return out, ""
 }

@@ -22,12 +22,12 @@ func TestListQueryAndPaging(t *testing.T) {
 		t.Error("metadata filter must need every pair and allow extra keys")
 	}
 	all := []e2bapi.SandboxDetail{{SandboxID: "c"}, {SandboxID: "a"}, {SandboxID: "b"}}
-	p1, next := page(all, f)
+	p1, next := page(all, detailID, f.pageBounds)
 	if len(p1) != 2 || p1[0].SandboxID != "a" || p1[1].SandboxID != "b" || next != "b" {
 		t.Fatalf("page 1 = %v, next %q", p1, next)
 	}
 	f.after = next
-	p2, next := page(all, f)
+	p2, next := page(all, detailID, f.pageBounds)
 	if len(p2) != 1 || p2[0].SandboxID != "c" || next != "" {
 		t.Fatalf("page 2 = %v, next %q; want c and no next token", p2, next)
 	}
@@ -40,3 +40,5 @@ func TestListQueryAndPaging(t *testing.T) {
 		}
 	}
 }
+
+func detailID(d e2bapi.SandboxDetail) string { return d.SandboxID }

@@ -28,8 +28,7 @@ import (
 // and answer once the claimed sandbox's daemon accepts its token.
 func (f *FrontDoor) create(w http.ResponseWriter, r *http.Request, ns string) {
 	var body e2bapi.CreateRequest
-	if err := decode(r, &body); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if !readBody(w, r, &body) {
 		return
 	}
 	req, err := parseCreate(body)
@@ -42,47 +41,54 @@ func (f *FrontDoor) create(w http.ResponseWriter, r *http.Request, ns string) {
 		writeError(w, status, err.Error())
 		return
 	}
-	pool, err := f.poolFor(r.Context(), ns, req.templateID)
-	if err != nil {
-		writeError(w, http.StatusNotFound, err.Error())
+	pool, ref := f.poolForTemplate(r.Context(), ns, req.templateID)
+	if ref != nil {
+		writeError(w, ref.status, ref.msg)
 		return
 	}
+	_, sb, ref := f.startSandbox(r.Context(), ns, pool, req)
+	if ref != nil {
+		writeError(w, ref.status, ref.msg)
+		return
+	}
+	httpjson.Write(w, http.StatusCreated, sb)
+}
+
+// startSandbox creates a claim of pool for req and waits until its sandbox's daemon accepts the
+// sandbox's token: the claim and the create answer, or the refusal E2B's error body carries. A
+// claim whose sandbox did not start is deleted: nobody will ever learn its ID.
+func (f *FrontDoor) startSandbox(ctx context.Context, ns, pool string, req createRequest) (*extensionsv1beta1.SandboxClaim, e2bapi.Sandbox, *refusal) {
 	// Without the credentials key no sandbox token can be handed out: refuse before writing.
 	if err := f.cfg.Tokens.KeyErr(); err != nil {
 		f.cfg.Log.Error(err, "E2B create refused")
-		writeError(w, http.StatusServiceUnavailable, err.Error())
-		return
+		return nil, e2bapi.Sandbox{}, &refusal{http.StatusServiceUnavailable, err.Error()}
 	}
-	claim, err := f.createClaim(r.Context(), ns, pool, req)
+	claim, err := f.createClaim(ctx, ns, pool, req)
 	if apierrors.IsInvalid(err) {
 		// Admission refused the claim (the warm-resources policy names the metadata key at fault).
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil, e2bapi.Sandbox{}, badRequest("%v", err)
 	}
 	if err != nil {
-		f.internal(w, err)
-		return
+		f.cfg.Log.Error(err, "E2B control-plane request failed")
+		return nil, e2bapi.Sandbox{}, &refusal{http.StatusInternalServerError, err.Error()}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), f.cfg.CreateTimeout)
+	waitCtx, cancel := context.WithTimeout(ctx, f.cfg.CreateTimeout)
 	defer cancel()
-	sb, err := f.awaitDaemon(ctx, claim)
+	sb, err := f.awaitDaemon(waitCtx, claim)
 	if err == nil {
 		var token string
 		if token, err = f.sandboxToken(sb); err == nil {
-			httpjson.Write(w, http.StatusCreated, f.sandboxResponse(claim, token))
-			return
+			return claim, f.sandboxResponse(claim, token), nil
 		}
 	}
-	// Nobody will ever learn this claim's ID: do not leave it behind.
 	if derr := f.client.Delete(context.Background(), claim, client.PropagationPolicy(metav1.DeletePropagationBackground)); derr != nil && !apierrors.IsNotFound(derr) {
 		f.cfg.Log.Error(derr, "deleting the claim of a failed create", "claim", klog.KObj(claim))
 	}
 	f.cfg.Log.Info("E2B create failed", "claim", klog.KObj(claim), "err", err.Error())
 	if errors.As(err, new(unservable)) {
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("sandbox for template %q cannot be served: %v", req.templateID, err))
-		return
+		return nil, e2bapi.Sandbox{}, &refusal{http.StatusServiceUnavailable, fmt.Sprintf("sandbox for template %q cannot be served: %v", req.templateID, err)}
 	}
-	writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("sandbox for template %q was not ready in %s: %v", req.templateID, f.cfg.CreateTimeout, err))
+	return nil, e2bapi.Sandbox{}, &refusal{http.StatusServiceUnavailable, fmt.Sprintf("sandbox for template %q was not ready in %s: %v", req.templateID, f.cfg.CreateTimeout, err)}
 }
 
 // createRequest is a create body parsed and checked once: everything its claim is built from.

@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -21,6 +22,7 @@ import (
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	e2bapi "github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
 	"github.com/paddock-dev/paddock/internal/controller/indexes"
 	"github.com/paddock-dev/paddock/internal/router/headers"
 	"github.com/paddock-dev/paddock/internal/router/proxy"
@@ -77,6 +79,9 @@ type FrontDoor struct {
 	proxy   http.Handler
 	control http.Handler
 	stats   *frontDoorMetrics
+	// noSnapshots says why the snapshot and fork calls are not served ("" when they are): the
+	// cluster lacks the SandboxSnapshot CRD (chart upgrades do not add CRDs).
+	noSnapshots string
 }
 
 // New builds the front door; Start runs its cache.
@@ -88,7 +93,7 @@ func New(cfg Config) (*FrontDoor, error) {
 		cfg.DaemonPort = e2bapi.EnvdPort
 	}
 	scheme := k8sruntime.NewScheme()
-	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme} {
+	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme, snapshotsv1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, fmt.Errorf("building the E2B front door's scheme: %w", err)
 		}
@@ -107,20 +112,29 @@ func New(cfg Config) (*FrontDoor, error) {
 	if err != nil {
 		return nil, err
 	}
-	ca, err := cache.New(cfg.Kube, cache.Options{
-		Scheme: scheme,
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{
-				cfg.KeysNamespace: {LabelSelector: labels.NewSelector().Add(*hasKeyLabel)}}},
-			&extensionsv1beta1.SandboxClaim{}:    {Label: labels.SelectorFromSet(labels.Set{e2bapi.SandboxLabel: "true"}), Transform: dropManagedFields},
-			&agentsv1beta1.Sandbox{}:             {Transform: dropManagedFields},
-			&extensionsv1beta1.SandboxTemplate{}: {Transform: dropManagedFields},
-		},
-	})
+	noSnapshots, err := snapshotsMissing(c.RESTMapper())
+	if err != nil {
+		return nil, err
+	}
+	byObject := map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Namespaces: map[string]cache.Config{
+			cfg.KeysNamespace: {LabelSelector: labels.NewSelector().Add(*hasKeyLabel)}}},
+		&extensionsv1beta1.SandboxClaim{}:    {Label: labels.SelectorFromSet(labels.Set{e2bapi.SandboxLabel: "true"}), Transform: dropManagedFields},
+		&agentsv1beta1.Sandbox{}:             {Transform: dropManagedFields},
+		&extensionsv1beta1.SandboxTemplate{}: {Transform: dropManagedFields},
+	}
+	if noSnapshots == "" {
+		// Only the snapshots the front door made: the ones it lists and waits for.
+		byObject[&snapshotsv1alpha1.SandboxSnapshot{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{e2bapi.SnapshotLabel: "true"}), Transform: dropManagedFields}
+	}
+	ca, err := cache.New(cfg.Kube, cache.Options{Scheme: scheme, ByObject: byObject})
 	if err != nil {
 		return nil, fmt.Errorf("creating the E2B front door's cache: %w", err)
 	}
-	f := &FrontDoor{cfg: cfg, client: c, cache: ca, waits: newNotifier()}
+	f := &FrontDoor{cfg: cfg, client: c, cache: ca, waits: newNotifier(), noSnapshots: noSnapshots}
+	if noSnapshots != "" {
+		cfg.Log.Info("E2B snapshot and fork calls are not served", "reason", noSnapshots)
+	}
 	if err := f.registerInformers(context.Background()); err != nil {
 		return nil, err
 	}
@@ -137,8 +151,9 @@ func dropManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// registerInformers adds the indexes and the event handlers that wake waiting creates (keys and
-// pools wake none; their informers start here so that the cache serves them at once).
+// registerInformers adds the indexes and the event handlers that wake waiting creates, snapshots
+// and forks (keys and pools wake none; their informers start here so that the cache serves them
+// at once).
 func (f *FrontDoor) registerInformers(ctx context.Context) error {
 	if err := f.cache.IndexField(ctx, &extensionsv1beta1.SandboxClaim{}, e2bapi.ClaimNameIndex, func(o client.Object) []string {
 		return []string{o.GetName()}
@@ -148,7 +163,11 @@ func (f *FrontDoor) registerInformers(ctx context.Context) error {
 	if err := f.cache.IndexField(ctx, &agentsv1beta1.Sandbox{}, agentsv1beta1.SandboxClaimUIDIndex, indexes.SandboxByClaimUID); err != nil {
 		return fmt.Errorf("indexing Sandboxes by claim UID: %w", err)
 	}
-	for _, obj := range []client.Object{&extensionsv1beta1.SandboxClaim{}, &agentsv1beta1.Sandbox{}, &corev1.Secret{}, &extensionsv1beta1.SandboxWarmPool{}, &extensionsv1beta1.SandboxTemplate{}} {
+	watched := []client.Object{&extensionsv1beta1.SandboxClaim{}, &agentsv1beta1.Sandbox{}, &corev1.Secret{}, &extensionsv1beta1.SandboxWarmPool{}, &extensionsv1beta1.SandboxTemplate{}}
+	if f.noSnapshots == "" {
+		watched = append(watched, &snapshotsv1alpha1.SandboxSnapshot{})
+	}
+	for _, obj := range watched {
 		inf, err := f.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 		if err != nil {
 			return fmt.Errorf("creating the %T informer: %w", obj, err)
@@ -162,6 +181,19 @@ func (f *FrontDoor) registerInformers(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// snapshotsMissing says why the cluster cannot serve SandboxSnapshots, "" when it can.
+func snapshotsMissing(mapper meta.RESTMapper) (string, error) {
+	gvk := snapshotsv1alpha1.GroupVersion.WithKind("SandboxSnapshot")
+	_, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	switch {
+	case meta.IsNoMatchError(err):
+		return fmt.Sprintf("the cluster has no %s CRD (%s); install it from Paddock's CRDs (helm upgrade does not add CRDs: kubectl apply --server-side -f charts/paddock/crds/) and restart the router", gvk.Kind, gvk.GroupVersion()), nil
+	case err != nil:
+		return "", fmt.Errorf("looking up the SandboxSnapshot API: %w", err)
+	}
+	return "", nil
 }
 
 // Start runs the cache until ctx ends.

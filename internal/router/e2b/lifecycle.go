@@ -51,8 +51,7 @@ func (f *FrontDoor) setTimeout(w http.ResponseWriter, r *http.Request, ns string
 // sandbox does not expire, as in E2B; connect gives it a new timeout.
 func (f *FrontDoor) pause(w http.ResponseWriter, r *http.Request, ns string) {
 	var req e2bapi.ConnectRequest // {"memory": bool}: accepted, no memory snapshots yet
-	if err := decode(r, &req); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if !readBody(w, r, &req) {
 		return
 	}
 	f.withClaim(w, r, ns, func(c *extensionsv1beta1.SandboxClaim) {
@@ -84,8 +83,7 @@ func (f *FrontDoor) pause(w http.ResponseWriter, r *http.Request, ns string) {
 // accepts requests.
 func (f *FrontDoor) connect(w http.ResponseWriter, r *http.Request, ns string) {
 	var req e2bapi.ConnectRequest
-	if err := decode(r, &req); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if !readBody(w, r, &req) {
 		return
 	}
 	f.withClaim(w, r, ns, func(c *extensionsv1beta1.SandboxClaim) {

@@ -128,8 +128,7 @@ func networkOf(c *extensionsv1beta1.SandboxClaim) (*e2bapi.NetworkConfig, *bool)
 // configuration ({} opens it), live, without a restart; 204.
 func (f *FrontDoor) updateNetwork(w http.ResponseWriter, r *http.Request, ns string) {
 	var body e2bapi.NetworkUpdate
-	if err := decode(r, &body); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if !readBody(w, r, &body) {
 		return
 	}
 	_, policy, ref := egressPolicy(body.AllowOut, body.DenyOut, body.Rules, body.EgressProxy, body.AllowInternetAccess)

@@ -79,7 +79,7 @@ func (f *FrontDoor) list(w http.ResponseWriter, r *http.Request, ns string, v1 b
 		}
 		all = append(all, d)
 	}
-	items, next := page(all, filter)
+	items, next := page(all, func(d e2bapi.SandboxDetail) string { return d.SandboxID }, filter.pageBounds)
 	out := make([]e2bapi.ListedSandbox, 0, len(items))
 	for _, d := range items {
 		out = append(out, d.Listed())

@@ -17,6 +17,7 @@ import (
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	e2bapi "github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
 	"github.com/paddock-dev/paddock/internal/podresize"
 	"github.com/paddock-dev/paddock/internal/router/headers"
 	"github.com/paddock-dev/paddock/internal/router/resolve"
@@ -158,7 +159,8 @@ func (f *FrontDoor) probe(ctx context.Context, sb *agentsv1beta1.Sandbox) error 
 }
 
 // notifier wakes a create or connect waiting on one claim when that claim changes, or a Sandbox
-// bound to it (labelled with its UID) does. Nothing else wakes it: a namespace's other claims,
+// bound to it (labelled with its UID) does, and a snapshot or fork waiting on one SandboxSnapshot
+// when that snapshot changes. Nothing else wakes it: a namespace's other claims,
 // its pool members starting and refilling, keys and pools. Waking every wait of a namespace at
 // every such change made each change cost a cache read and a daemon probe per wait in flight,
 // which under a steady rate of creates is most of the front door's work.
@@ -175,13 +177,19 @@ type waiter struct {
 
 func newNotifier() *notifier { return &notifier{waiters: map[string]map[*waiter]struct{}{}} }
 
-func claimKey(ns, name string) string { return "claim/" + ns + "/" + name }
-func boundKey(uid types.UID) string   { return "bound/" + string(uid) }
+func claimKey(ns, name string) string    { return "claim/" + ns + "/" + name }
+func boundKey(uid types.UID) string      { return "bound/" + string(uid) }
+func snapshotKey(ns, name string) string { return "snapshot/" + ns + "/" + name }
 
 // follow registers a wait on the claim; its channel receives a signal at every later change of
 // the claim or of a Sandbox bound to it. Call stop when the wait ends.
 func (n *notifier) follow(c *extensionsv1beta1.SandboxClaim) (changed <-chan struct{}, stop func()) {
-	w := &waiter{keys: []string{claimKey(c.Namespace, c.Name), boundKey(c.UID)}, wake: make(chan struct{}, 1)}
+	return n.followKeys(claimKey(c.Namespace, c.Name), boundKey(c.UID))
+}
+
+// followKeys registers a wait on the objects keysOf maps to keys.
+func (n *notifier) followKeys(keys ...string) (changed <-chan struct{}, stop func()) {
+	w := &waiter{keys: keys, wake: make(chan struct{}, 1)}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, k := range w.keys {
@@ -214,6 +222,8 @@ func keysOf(obj any) []string {
 		if uid := o.Labels[agentsv1beta1.ClaimUIDLabel]; uid != "" {
 			return []string{boundKey(types.UID(uid))}
 		}
+	case *snapshotsv1alpha1.SandboxSnapshot:
+		return []string{snapshotKey(o.Namespace, o.Name)}
 	}
 	return nil
 }

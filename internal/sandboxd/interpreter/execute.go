@@ -110,7 +110,7 @@ func (s *Server) run(ctx context.Context, c *codeContext, code string, env map[s
 	}
 	defer func() { <-c.turn }()
 	out.write(executionsLine(c.next()))
-	k, err := c.kernel(&s.cfg)
+	k, err := c.current(&s.cfg)
 	if err != nil {
 		out.write(errorLine("KernelStartFailed", err.Error(), ""))
 		return

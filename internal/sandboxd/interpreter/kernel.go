@@ -33,7 +33,8 @@ var (
 func (c *Config) kernelCommand(lang string) (argv []string, shell bool) {
 	switch lang {
 	case Python:
-		return []string{c.Python, "-u", "-c", pythonDriver}, false
+		// The driver reads its arguments (sys.argv[1:]) and sets sys.argv to IPython's [''].
+		return []string{c.Python, "-u", "-c", pythonDriver, c.MatplotlibCache}, false
 	case JavaScript:
 		return []string{c.Node, "-e", nodeDriver}, false
 	default:
@@ -60,6 +61,14 @@ type kernel struct {
 	req    *os.File // requests: fd 3, or stdin for bash
 	marker string
 
+	// env is the environment code in the kernel sees ("K=V"): the one it started with, until
+	// pending changes it. cells counts the cells sent. pending is sent with the next cell and
+	// applied for good before it (see codeContext.current). The three belong to the holder of
+	// the context's turn.
+	env     []string
+	cells   int
+	pending *envChange
+
 	ready     chan struct{} // closed at the driver's ready message
 	readyOnce sync.Once
 	exited    chan struct{} // closed when the process has exited
@@ -82,7 +91,7 @@ func startKernel(cfg *Config, lang, dir string, env []string) (*kernel, error) {
 		return nil, err
 	}
 	k := &kernel{lang: lang, shell: shell, marker: "\x1e" + hex.EncodeToString(mark[:]) + "\x1f",
-		ready: make(chan struct{}), exited: make(chan struct{})}
+		env: env, ready: make(chan struct{}), exited: make(chan struct{})}
 	reqR, reqW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -235,12 +244,24 @@ const (
 	cellAbandoned                    // the caller went away and the cell was interrupted
 )
 
+// interruptAckWait is how long a JavaScript kernel may take to acknowledge an interrupt request
+// sent on fd 3 before sandboxd concludes that its event loop is held by synchronous code and
+// sends SIGINT, which Node's REPL turns into an interruption only while it evaluates
+// synchronously (a SIGINT at any other moment may find Node's default action and end the
+// kernel, so it is never sent to a kernel that can read the request).
+const interruptAckWait = 200 * time.Millisecond
+
 // execute runs one cell and calls emit with its messages (stdout, stderr, result, error) as
 // they come, in the goroutines reading the kernel. When ctx ends first (the client went away),
-// it interrupts the cell with SIGINT, then again after grace, and kills the kernel after twice
-// grace; it returns once the kernel is ready for the next cell or gone.
+// it interrupts the cell: with SIGINT (Python, bash), or for JavaScript with an interrupt
+// request on fd 3, then SIGINT if the driver does not acknowledge it within interruptAckWait;
+// then SIGINT again after grace, and it kills the kernel after twice grace. It returns once the
+// kernel is ready for the next cell or gone.
 func (k *kernel) execute(ctx context.Context, code string, env map[string]string, grace time.Duration, emit func(message)) (cellOutcome, message, error) {
+	k.cells++
+	cell := k.cells
 	finished := make(chan message, 1)
+	acked := make(chan struct{}, 1)
 	var done *message
 	seen := map[string]bool{}
 	check := func() {
@@ -264,6 +285,14 @@ func (k *kernel) execute(ctx context.Context, code string, env map[string]string
 		case "mark":
 			seen[m.Text] = true
 			check()
+		case "interrupt_ack":
+			if m.Cell != cell {
+				return // the answer to an interrupt of an earlier cell, which ended meanwhile
+			}
+			select {
+			case acked <- struct{}{}:
+			default:
+			}
 		default:
 			emit(m)
 		}
@@ -282,11 +311,17 @@ func (k *kernel) execute(ctx context.Context, code string, env map[string]string
 			return cellExited, message{}, fmt.Errorf("sending the cell to the %s kernel: %w", k.lang, err)
 		}
 	}
-	var interrupted bool
+	var interrupted, awaitingAck bool
 	var nudge <-chan time.Time
 	kills := 0
 	for {
 		select {
+		case <-acked:
+			// The driver read the request: an awaiting cell is ending; go on as after a SIGINT.
+			if awaitingAck {
+				awaitingAck = false
+				nudge = time.After(grace)
+			}
 		case m := <-finished:
 			if interrupted {
 				return cellAbandoned, m, nil
@@ -300,9 +335,23 @@ func (k *kernel) execute(ctx context.Context, code string, env map[string]string
 		case <-ctx.Done():
 			ctx = context.Background()
 			interrupted = true
+			if k.lang == JavaScript {
+				if _, err := fmt.Fprintf(k.req, "{\"interrupt\":%d}\n", cell); err == nil {
+					awaitingAck = true
+					nudge = time.After(interruptAckWait)
+					continue
+				}
+			}
 			k.signal(syscall.SIGINT)
 			nudge = time.After(grace)
 		case <-nudge:
+			if awaitingAck {
+				// No answer: synchronous code holds the event loop, where SIGINT interrupts it.
+				awaitingAck = false
+				k.signal(syscall.SIGINT)
+				nudge = time.After(grace)
+				continue
+			}
 			kills++
 			if kills == 1 {
 				k.signal(syscall.SIGINT)
@@ -320,7 +369,12 @@ func (k *kernel) execute(ctx context.Context, code string, env map[string]string
 // the variables prefixing a function call are set for that call only.
 func (k *kernel) request(code string, env map[string]string) string {
 	if !k.shell {
-		b, _ := json.Marshal(map[string]any{"code": code, "env": env, "marker": k.marker})
+		req := map[string]any{"code": code, "env": env, "marker": k.marker}
+		if p := k.pending; p != nil {
+			req["setenv"], req["unsetenv"] = p.set, p.unset
+			k.pending = nil
+		}
+		b, _ := json.Marshal(req)
 		return string(b) + "\n"
 	}
 	names := make([]string, 0, len(env))

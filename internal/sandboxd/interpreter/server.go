@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/paddock-dev/paddock/api/sandboxd"
 )
 
 // Config configures the interpreter service.
@@ -28,6 +30,11 @@ type Config struct {
 	// InterruptGrace is how long an interrupted cell may take to stop after each SIGINT before the
 	// next step (a second SIGINT, then killing the kernel).
 	InterruptGrace time.Duration
+	// MatplotlibCache is a directory of prebuilt matplotlib font caches (fontlist-*.json) that the
+	// Python kernel copies into the user's matplotlib cache directory, where missing, before
+	// matplotlib's first import; empty means sandboxd.MatplotlibFontCacheDir, where the
+	// code-interpreter image has them. A directory that does not exist is no error.
+	MatplotlibCache string
 }
 
 // maxBody bounds request bodies (the code of one cell).
@@ -65,6 +72,9 @@ func New(cfg Config) *Server {
 	if cfg.InterruptGrace <= 0 {
 		cfg.InterruptGrace = 5 * time.Second
 	}
+	if cfg.MatplotlibCache == "" {
+		cfg.MatplotlibCache = sandboxd.MatplotlibFontCacheDir
+	}
 	s := &Server{cfg: cfg, contexts: map[string]*codeContext{}, defaults: map[string]*codeContext{}}
 	for _, lang := range []string{Python, JavaScript} {
 		s.defaults[lang] = s.add(lang, cfg.Dir)
@@ -72,9 +82,11 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Warm starts the default Python kernel, so the first cell does not wait for the interpreter to
-// start. sandboxd calls it once the sandbox is claimed, when the kernel gets the claim's
-// environment.
+// Warm starts the default Python kernel, so that the first cell does not wait for the
+// interpreter to start. sandboxd calls it as it starts serving, a warm pool member included,
+// and again once the sandbox is claimed: a kernel that has run no cell yet then catches up with
+// the claim's environment (started again at once when the change needs a new process, else
+// applied with its first cell; see codeContext.current). While a cell runs, the cell does it.
 func (s *Server) Warm() {
 	s.mu.Lock()
 	c := s.defaults[Python]
@@ -82,7 +94,13 @@ func (s *Server) Warm() {
 	if c == nil {
 		return
 	}
-	if _, err := c.kernel(&s.cfg); err != nil {
+	select {
+	case c.turn <- struct{}{}:
+	default:
+		return
+	}
+	defer func() { <-c.turn }()
+	if _, err := c.current(&s.cfg); err != nil && !errors.Is(err, errRemoved) {
 		klog.ErrorS(err, "Starting the default Python kernel")
 	}
 }

@@ -74,6 +74,9 @@ type message struct {
 	Marks []string `json:"marks,omitempty"`
 	// Status of done (bash): the cell's exit status.
 	Status int `json:"status,omitempty"`
+	// Cell of interrupt_ack: the number of the cell (1, 2, ... in the kernel) whose interrupt
+	// request the driver read.
+	Cell int `json:"cell,omitempty"`
 }
 
 // Wire line types of POST /execute.

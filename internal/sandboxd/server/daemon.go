@@ -219,9 +219,9 @@ func (d *Daemon) Serve(ctx context.Context, ls Listeners) error {
 	}
 	if ls.Interpreter != nil {
 		serveHTTP(ls.Interpreter, d.InterpreterHandler(d.interp.Handler()), nil)
-		if !d.locked.Load() {
-			go d.interp.Warm()
-		}
+		// On a locked warm member too: the kernel starts with the environment of the sandbox's
+		// commands (no token) and takes the claim's variables before its first cell.
+		go d.interp.Warm()
 	}
 	var grpcServer *grpc.Server
 	if ls.GRPC != nil {

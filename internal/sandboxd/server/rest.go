@@ -232,7 +232,7 @@ func (d *Daemon) putClaimSettings(w http.ResponseWriter, r *http.Request) {
 	if d.locked.CompareAndSwap(true, false) {
 		klog.InfoS("claimed: sandboxd serves the sandbox token from now on", "claim", s.ClaimName, "claimUID", s.ClaimUID)
 		if d.interp != nil {
-			// The first cell then finds Python started, with the claim's environment.
+			// The kernel started before the claim catches up with the claim's environment.
 			go d.interp.Warm()
 		}
 	}

@@ -62,7 +62,7 @@ func testBYOImage(t *testing.T) {
 		}
 		env := append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key, "E2B_PKG="+e2bSDKs[0],
 			"E2B_TEMPLATE=byo-web", fmt.Sprintf("SERVICE_PORT=%d", byoServicePort), "SERVICE_BODY="+byoServiceBody)
-		out, err := node(t, ctx, e2bClientDir(t, ctx), env, "byo.mjs")
+		out, err := node(t, ctx, e2bClientDir(t), env, "byo.mjs")
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		var res struct{ ID string }
 		if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil || res.ID == "" {
@@ -96,7 +96,7 @@ func testBYOImage(t *testing.T) {
 	})
 
 	t.Run("paddock mcp", func(t *testing.T) {
-		npmCI(t, ctx, mcpClientDir)
+		framework.NodePackage(t, mcpClientDir)
 		bin := paddockBinary(t)
 		steps := []mcpStep{
 			{"claim_sandbox", map[string]any{"pool": "byo-web", "name": "mcp-byo", "timeout_seconds": 300}},

@@ -49,7 +49,7 @@ func testE2B(t *testing.T) {
 		framework.MustCreate(t, ctx, c, obj)
 	}
 	key, otherKey, url := e2bAPIKey(t, ctx, c, ns), e2bAPIKey(t, ctx, c, otherNS), e2bURL(t, ctx, c)
-	dir := e2bClientDir(t, ctx)
+	dir := e2bClientDir(t)
 	env := append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key)
 	waitPoolReady(t, c, ns, e2b.DefaultTemplate, 2)
 
@@ -200,25 +200,9 @@ func e2bURL(t *testing.T, ctx context.Context, c client.Client) string {
 }
 
 // e2bClientDir is the front door's Node client with its pinned SDKs installed (npm ci).
-func e2bClientDir(t *testing.T, ctx context.Context) string {
+func e2bClientDir(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(framework.RepoRoot(), "test", "integration", "e2bfrontdoor", "client")
-	npmCI(t, ctx, dir)
-	return dir
-}
-
-// npmCI installs the packages of the Node project in dir as its package-lock.json pins them,
-// unless an earlier run did.
-func npmCI(t *testing.T, ctx context.Context, dir string) {
-	t.Helper()
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json")); err == nil {
-		return
-	}
-	npm := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-	npm.Dir = dir
-	if out, err := npm.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-	}
+	return framework.NodePackage(t, filepath.Join(framework.RepoRoot(), "test", "integration", "e2bfrontdoor", "client"))
 }
 
 // node runs a script of the client and logs its output line by line.

@@ -64,7 +64,7 @@ func testEnvBase(t *testing.T) {
 	// The managed policy denies the node; a policy of the test's own admits its file server's
 	// port, as an operator would admit a package mirror (NetworkPolicies add up).
 	allowEnvFiles(t, ctx, ns, nodeIP, server)
-	dir := e2bClientDir(t, ctx)
+	dir := e2bClientDir(t)
 	env := append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key,
 		"E2B_PKG="+e2bSDKs[0], "SERVER_URL="+server, "PROBE="+probe)
 	for _, tc := range []struct{ runtime, template string }{{"gVisor", e2b.DefaultTemplate}, {"runc", runc}} {

@@ -75,7 +75,7 @@ func testMCP(t *testing.T) {
 	}
 	applyExample(t, ctx, c, ns, "sandboxd-template.yaml")
 	framework.MustCreate(t, ctx, c, builder.MakeWarmPool("sandboxd", ns, "sandboxd").Replicas(1).Obj())
-	npmCI(t, ctx, mcpClientDir)
+	framework.NodePackage(t, mcpClientDir)
 	bin := paddockBinary(t)
 	base := []string{"--kubeconfig", suite.kubeconfig, "-n", ns, "mcp", "--pools", "sandboxd"}
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/cli"
 	"github.com/paddock-dev/paddock/internal/router"
 	"github.com/paddock-dev/paddock/internal/router/authz"
@@ -28,35 +29,11 @@ import (
 func TestExecAndCopyThroughTheRouter(t *testing.T) {
 	ns := env.Namespace(t)
 	kc := kubeconfig(t, ns)
-	env.PlayKubelet(t, ns, "127.0.0.1") // the test's sandboxd listens on loopback
 	var ls server.Listeners
-	for _, l := range []*net.Listener{&ls.Legacy, &ls.REST} {
-		var err error
-		if *l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	legacy, rest := ls.Legacy.Addr().(*net.TCPAddr).Port, ls.REST.Addr().(*net.TCPAddr).Port
-	ctx := framework.Context(t, framework.DefaultTimeout)
-	// The router dials only ports the sandbox declares.
-	framework.MustCreate(t, ctx, env.Client, builder.MakeTemplate("tpl", ns).Port("legacy", int32(legacy)).Port("rest", int32(rest)).Obj())
-	framework.MustCreate(t, ctx, env.Client, builder.MakeWarmPool("pool", ns, "tpl").Replicas(1).Obj())
-	mustPaddock(t, kc, "claim", "--pool", "pool", "--name", "agent")
-	claim, err := getClaim(ctx, ns, "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
+	claim := claimOnLoopback(t, ns, kc, "agent", loopbackPort{"legacy", &ls.Legacy}, loopbackPort{"rest", &ls.REST})
+	legacy, rest := portOf(ls.Legacy), portOf(ls.REST)
 	root := sandboxdtest.ServeWithToken(t, ls, sandboxToken(t, ns, "agent"))
-
-	// The router as installed: TokenReview, the access check, the sandbox's own token injected.
-	cfg := framework.RouterConfig(t, env.Config)
-	cfg.AuthzMode = router.AuthzTokenReview
-	cfg.TokenReview = authz.TokenReviewOptions{TTL: time.Second, CacheSize: 16}
-	cfg.InjectSandboxToken, cfg.SandboxTokenSource, cfg.SandboxNamespaces = true, router.TokensFromSandboxSecrets, []string{ns}
-	r, _ := framework.ServeRouter(t, cfg)
-	url := "http://" + r.Addr(routerserver.ProxyHTTP)
-
-	granted := framework.ServiceAccountToken(t, env.Config, ns, "agent-runner", claim.Status.Sandbox.Name)
+	url, granted := routerAsInstalled(t, ns, claim)
 	nobody := framework.ServiceAccountToken(t, env.Config, ns, "nobody")
 	tokenFile := func(token string) string {
 		p := filepath.Join(t.TempDir(), "token")
@@ -106,4 +83,54 @@ func TestExecAndCopyThroughTheRouter(t *testing.T) {
 		!strings.Contains(err.Error(), "give --router-url too") {
 		t.Errorf("--router-token-file without --router-url: %v, want an error naming --router-url", err)
 	}
+}
+
+// loopbackPort is a port the test's sandboxd serves on loopback: the template declares it by
+// name, and l receives its listener.
+type loopbackPort struct {
+	name string
+	l    *net.Listener
+}
+
+// claimOnLoopback listens on loopback for each port, creates a template declaring them (the
+// router dials only ports a sandbox declares) and a pool of one, claims name from the pool with
+// `paddock claim` and returns the claim. The play kubelet gives the sandbox 127.0.0.1, where the
+// test then serves sandboxd on the listeners.
+func claimOnLoopback(t *testing.T, ns, kc, name string, ports ...loopbackPort) *extensionsv1beta1.SandboxClaim {
+	t.Helper()
+	env.PlayKubelet(t, ns, "127.0.0.1")
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	tpl := builder.MakeTemplate("tpl", ns)
+	for _, p := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		*p.l = l
+		tpl = tpl.Port(p.name, int32(portOf(l)))
+	}
+	framework.MustCreate(t, ctx, env.Client, tpl.Obj())
+	framework.MustCreate(t, ctx, env.Client, builder.MakeWarmPool("pool", ns, "tpl").Replicas(1).Obj())
+	mustPaddock(t, kc, "claim", "--pool", "pool", "--name", name)
+	claim, err := getClaim(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return claim
+}
+
+func portOf(l net.Listener) int { return l.Addr().(*net.TCPAddr).Port }
+
+// routerAsInstalled serves a real router in its default mode for namespace ns (TokenReview, the
+// per-sandbox access check, the sandbox's own token injected) and returns its proxy URL and the
+// token of an identity granted sandboxes/proxy on the claim's sandbox.
+func routerAsInstalled(t *testing.T, ns string, claim *extensionsv1beta1.SandboxClaim) (url, granted string) {
+	t.Helper()
+	cfg := framework.RouterConfig(t, env.Config)
+	cfg.AuthzMode = router.AuthzTokenReview
+	cfg.TokenReview = authz.TokenReviewOptions{TTL: time.Second, CacheSize: 16}
+	cfg.InjectSandboxToken, cfg.SandboxTokenSource, cfg.SandboxNamespaces = true, router.TokensFromSandboxSecrets, []string{ns}
+	r, _ := framework.ServeRouter(t, cfg)
+	return "http://" + r.Addr(routerserver.ProxyHTTP),
+		framework.ServiceAccountToken(t, env.Config, ns, claim.Name+"-runner", claim.Status.Sandbox.Name)
 }

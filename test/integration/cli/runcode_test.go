@@ -4,20 +4,14 @@ import (
 	"bytes"
 	"context"
 	"image/png"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/paddock-dev/paddock/internal/cli"
-	"github.com/paddock-dev/paddock/internal/router"
-	"github.com/paddock-dev/paddock/internal/router/authz"
-	routerserver "github.com/paddock-dev/paddock/internal/router/server"
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
-	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
 	"github.com/paddock-dev/paddock/test/sandboxdtest"
 )
@@ -29,21 +23,9 @@ import (
 func TestRunCode(t *testing.T) {
 	ns := env.Namespace(t)
 	kc := kubeconfig(t, ns)
-	env.PlayKubelet(t, ns, "127.0.0.1") // the test's sandboxd listens on loopback
 	var ls server.Listeners
-	var err error
-	if ls.Interpreter, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(ls.Interpreter.Addr().(*net.TCPAddr).Port)
-	ctx := framework.Context(t, framework.DefaultTimeout)
-	framework.MustCreate(t, ctx, env.Client, builder.MakeTemplate("tpl", ns).Port("interpreter", int32(ls.Interpreter.Addr().(*net.TCPAddr).Port)).Obj())
-	framework.MustCreate(t, ctx, env.Client, builder.MakeWarmPool("pool", ns, "tpl").Replicas(1).Obj())
-	mustPaddock(t, kc, "claim", "--pool", "pool", "--name", "analyst")
-	claim, err := getClaim(ctx, ns, "analyst")
-	if err != nil {
-		t.Fatal(err)
-	}
+	claim := claimOnLoopback(t, ns, kc, "analyst", loopbackPort{"interpreter", &ls.Interpreter})
+	port := strconv.Itoa(portOf(ls.Interpreter))
 	sandboxdtest.ServeInterpreter(t, ls, sandboxToken(t, ns, "analyst"))
 
 	mustPaddock(t, kc, "run-code", "analyst", "--interpreter-port", port, "total = 40")
@@ -73,14 +55,10 @@ func TestRunCode(t *testing.T) {
 		t.Errorf("run-code with blank code: %v; want an error saying there is no code", err)
 	}
 
-	// Through the router as installed: TokenReview, the access check, the sandbox's token injected.
-	cfg := framework.RouterConfig(t, env.Config)
-	cfg.AuthzMode = router.AuthzTokenReview
-	cfg.TokenReview = authz.TokenReviewOptions{TTL: time.Second, CacheSize: 16}
-	cfg.InjectSandboxToken, cfg.SandboxTokenSource, cfg.SandboxNamespaces = true, router.TokensFromSandboxSecrets, []string{ns}
-	r, _ := framework.ServeRouter(t, cfg)
-	t.Setenv(cli.RouterTokenEnv, framework.ServiceAccountToken(t, env.Config, ns, "analyst-runner", claim.Status.Sandbox.Name))
-	routed := []string{"run-code", "analyst", "--interpreter-port", port, "--router-url", "http://" + r.Addr(routerserver.ProxyHTTP), "total"}
+	// Through the router as installed.
+	url, granted := routerAsInstalled(t, ns, claim)
+	t.Setenv(cli.RouterTokenEnv, granted)
+	routed := []string{"run-code", "analyst", "--interpreter-port", port, "--router-url", url, "total"}
 	framework.Eventually(t, func(context.Context) error { // the router's cache sees the claimed Sandbox
 		_, _, err := paddock(t, kc, routed...)
 		return err

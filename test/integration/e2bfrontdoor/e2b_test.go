@@ -162,8 +162,8 @@ func TestAPIKeysAndTenancy(t *testing.T) {
 	if r.status != http.StatusNotFound || !strings.Contains(string(r.body), `\"nope\"`) {
 		t.Errorf("unknown template: %d %s; want 404 naming the template", r.status, r.body)
 	}
-	if r := h.call(t, http.MethodPost, "/sandboxes/"+sbx.SandboxID+"/snapshots", h.apiKey, map[string]any{}); r.status != http.StatusNotImplemented || r.code(t) != 501 {
-		t.Errorf("snapshots: %d %s; want 501", r.status, r.body)
+	if r := h.call(t, http.MethodGet, "/volumes", h.apiKey, nil); r.status != http.StatusNotImplemented || r.code(t) != 501 {
+		t.Errorf("volumes: %d %s; want 501", r.status, r.body)
 	}
 	// Rotation: a key made by `paddock e2b create-key` works without a restart, and stops working
 	// once its Secret is deleted.

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
@@ -102,6 +103,13 @@ func start(t testing.TB, poolSize int32) *harness { return startWith(t, poolSize
 // (whose requests are then not recorded); "" means the stand-in.
 func startWith(t testing.TB, poolSize int32, upstream string) *harness {
 	t.Helper()
+	return startAs(t, poolSize, upstream, nil)
+}
+
+// startAs is startWith with the front door talking to the API server as identity returns (the
+// test's admin when nil).
+func startAs(t testing.TB, poolSize int32, upstream string, identity func(testing.TB, *harness) *rest.Config) *harness {
+	t.Helper()
 	ctx := framework.Context(t, framework.DefaultTimeout)
 	h := &harness{ns: env.Namespace(t), keysNS: env.Namespace(t), otherNS: env.Namespace(t), daemon: newDaemon(t),
 		apiKey: "key-" + fmt.Sprint(time.Now().UnixNano()), otherKey: "other-" + fmt.Sprint(time.Now().UnixNano())}
@@ -132,7 +140,11 @@ func startWith(t testing.TB, poolSize int32, upstream string) *harness {
 	// The router's own token source, watching the credentials key Secret.
 	h.tokens = sandboxtoken.New(kubernetes.NewForConfigOrDie(env.Config), types.NamespacedName{Namespace: h.keysNS, Name: credentials.KeySecretName})
 	h.metrics = prometheus.NewRegistry()
-	h.fd, err = e2b.New(e2b.Config{Kube: env.Config, Domain: domain, KeysNamespace: h.keysNS,
+	kube := env.Config
+	if identity != nil {
+		kube = identity(t, h)
+	}
+	h.fd, err = e2b.New(e2b.Config{Kube: kube, Domain: domain, KeysNamespace: h.keysNS,
 		Tokens: h.tokens, CreateTimeout: framework.DefaultTimeout, Transport: transport, Registry: h.metrics,
 		Log: testr.NewWithInterface(t, testr.Options{Verbosity: 0})})
 	if err != nil {

@@ -31,9 +31,13 @@ const server = repl.start({
   ignoreUndefined: true,
   breakEvalOnSigint: true,
 })
-// No SIGINT listener of our own: during a cell the REPL turns SIGINT into an interruption error,
-// and a listener would make Node restore the default action (exit) while the REPL's evaluation
-// removes listeners. sandboxd sends SIGINT only while a cell runs.
+// No SIGINT listener of our own: while a cell runs synchronously the REPL turns SIGINT into an
+// interruption error, and a listener would make Node restore the default action (exit) while the
+// REPL's evaluation removes listeners. Outside of that evaluation SIGINT may find the default
+// action, so sandboxd interrupts with a request on fd 3 ({"interrupt": N}, N the cell's number),
+// which this driver reads whenever its event loop is free (the cell awaits, or has ended) and
+// acknowledges with N; only when no acknowledgement comes (synchronous code holds the event loop)
+// does sandboxd send SIGINT.
 
 const display = (value) => {
   const text = typeof value === 'string' ? util.inspect(value) : util.inspect(value, { depth: 4 })
@@ -44,6 +48,9 @@ const display = (value) => {
 // to the eval callback; the listener hands it to the running cell.
 let failCell = null
 server._domain.on('error', (e) => failCell && failCell(e))
+
+// interruptAwait ends the running cell's wait, while a cell awaits.
+let interruptAwait = null
 
 const runCell = (code) =>
   new Promise((resolve) => {
@@ -72,13 +79,22 @@ const runCell = (code) =>
       // never emits on its own.
       const interrupt = () => server.emit('SIGINT')
       process.on('SIGINT', interrupt)
+      interruptAwait = interrupt
       const done = finish
       finish = (err, value) => {
         process.removeListener('SIGINT', interrupt)
+        interruptAwait = null
         done(err, value)
       }
     }
   })
+
+// applyEnv takes a change of the sandbox's environment for good, before the kernel's first cell
+// (a warm member was claimed after this kernel started).
+const applyEnv = (setenv, unsetenv) => {
+  for (const k of unsetenv || []) delete process.env[k]
+  for (const [k, v] of Object.entries(setenv || {})) process.env[k] = v
+}
 
 const withEnv = async (env, fn) => {
   const saved = {}
@@ -107,16 +123,42 @@ const mark = (marker) => {
   return written
 }
 
-const main = async () => {
+// main reads requests as they come: cells, run one after another (sandboxd sends the next only
+// after the last one's done), and interrupts, handled at once.
+const main = () => {
   let marker = ''
+  const queue = []
+  let running = false
+  let closed = false
+  const next = async () => {
+    if (running) return
+    running = true
+    while (queue.length) {
+      const req = queue.shift()
+      if (req.marker) marker = req.marker
+      applyEnv(req.setenv, req.unsetenv)
+      await withEnv(req.env || {}, () => runCell(req.code || ''))
+      send({ type: 'done', marks: marker ? mark(marker) : [] })
+    }
+    running = false
+    if (closed) process.exit(0)
+  }
   send({ type: 'ready' })
   const lines = readline.createInterface({ input: fs.createReadStream(null, { fd: 3 }), crlfDelay: Infinity })
-  for await (const line of lines) {
+  lines.on('line', (line) => {
     const req = JSON.parse(line)
-    if (req.marker) marker = req.marker
-    await withEnv(req.env || {}, () => runCell(req.code || ''))
-    send({ type: 'done', marks: marker ? mark(marker) : [] })
-  }
-  process.exit(0)
+    if (req.interrupt) {
+      // Read while the event loop is free: the cell awaits, or has ended.
+      if (interruptAwait) interruptAwait()
+      send({ type: 'interrupt_ack', cell: req.interrupt })
+      return
+    }
+    queue.push(req)
+    next()
+  })
+  lines.on('close', () => {
+    closed = true
+    if (!running) process.exit(0)
+  })
 }
 main()

@@ -260,6 +260,50 @@ class _BackendFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 sys.meta_path.append(_BackendFinder())
 os.environ["MPLBACKEND"] = "module://" + _BACKEND
 
+# sandboxd passes the directory of prebuilt matplotlib font caches (the code-interpreter image's).
+_FONT_CACHES = sys.argv[1] if len(sys.argv) > 1 else ""
+sys.argv = [""]
+
+
+class _FontCacheSeeder(importlib.abc.MetaPathFinder):
+    """Before matplotlib's first import, copies the prebuilt font caches into the directory
+    matplotlib reads them from, where they are missing, so that the import does not spend seconds
+    building one. It finds no module itself."""
+
+    seeded = False
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "matplotlib" and not self.seeded:
+            self.seeded = True
+            try:
+                _seed_font_cache()
+            except Exception:
+                pass  # matplotlib then builds its cache as it always does
+        return None
+
+
+def _seed_font_cache():
+    if not _FONT_CACHES or os.environ.get("MPLCONFIGDIR"):
+        return
+    try:
+        names = [n for n in os.listdir(_FONT_CACHES) if n.startswith("fontlist-") and n.endswith(".json")]
+    except OSError:
+        return
+    # matplotlib's cache directory on Linux without MPLCONFIGDIR.
+    dest = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "matplotlib")
+    for name in names:
+        target = os.path.join(dest, name)
+        if os.path.exists(target):
+            continue
+        import shutil
+        os.makedirs(dest, exist_ok=True)
+        tmp = "%s.%d.tmp" % (target, os.getpid())
+        shutil.copyfile(os.path.join(_FONT_CACHES, name), tmp)
+        os.replace(tmp, target)
+
+
+sys.meta_path.insert(0, _FontCacheSeeder())
+
 
 def _show_figures():
     plt = sys.modules.get("matplotlib.pyplot")
@@ -624,6 +668,18 @@ def _with_env(env, fn):
                 os.environ[k] = v
 
 
+def _apply_env(setenv, unsetenv):
+    """The sandbox's environment changed since this kernel started, before its first cell (a warm
+    member was claimed): os.environ, and with it the environment of the processes cells start,
+    takes the change for good."""
+    for k in unsetenv or ():
+        os.environ.pop(k, None)
+    os.environ.update(setenv or {})
+    if "TZ" in (setenv or {}) or "TZ" in (unsetenv or ()):
+        import time
+        time.tzset()
+
+
 def _mark(marker):
     written = []
     for name, fd in (("stdout", 1), ("stderr", 2)):
@@ -650,6 +706,7 @@ def main():
         req = json.loads(line)
         if req.get("marker"):
             marker = req["marker"]
+        _apply_env(req.get("setenv"), req.get("unsetenv"))
         _with_env(req.get("env") or {}, lambda: run_cell(req.get("code", "")))
         _send({"type": "done", "marks": _mark(marker) if marker else []})
 

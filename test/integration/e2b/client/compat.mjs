@@ -5,6 +5,7 @@
 // settings). It prints "ok <check>" or "FAIL <check>: <reason>" per check and exits 1 on any
 // failure. With BENCH=1 it prints benchmark figures instead.
 import { createHash, randomBytes } from 'node:crypto'
+import { check, expect, failures, rejects } from '../../checks.mjs'
 
 const pkg = process.env.E2B_PKG
 const { Sandbox, CommandExitError, NotFoundError, FileNotFoundError, AuthenticationError } = await import(pkg)
@@ -14,28 +15,6 @@ const connect = (accessToken) =>
   new Sandbox({ sandboxId: 'debug_sandbox_id', envdVersion: process.env.ENVD_VERSION, envdAccessToken: accessToken, debug: true })
 const sbx = connect(token)
 
-let failed = 0
-async function check(name, fn) {
-  try {
-    await fn()
-    console.log(`ok ${name}`)
-  } catch (err) {
-    failed++
-    console.log(`FAIL ${name}: ${err?.stack ?? err}`)
-  }
-}
-function expect(cond, what) {
-  if (!cond) throw new Error(what)
-}
-async function rejects(promise, type, what) {
-  try {
-    await promise
-  } catch (err) {
-    expect(err instanceof type, `${what}: got ${err?.name}: ${err?.message}, want ${type.name}`)
-    return err
-  }
-  throw new Error(`${what}: succeeded, want ${type.name}`)
-}
 // until polls fn until it returns true or the deadline passes.
 async function until(fn, what, ms = 30000) {
   const deadline = Date.now() + ms
@@ -203,8 +182,8 @@ await check('missing or wrong access token is refused', async () => {
   expect((await wrong.isRunning()) === true, 'health must stay open')
 })
 
-console.log(failed === 0 ? 'all checks passed' : `${failed} checks failed`)
-process.exit(failed === 0 ? 0 : 1)
+console.log(failures() === 0 ? 'all checks passed' : `${failures()} checks failed`)
+process.exit(failures() === 0 ? 0 : 1)
 
 function report(what, times) {
   times.sort((a, b) => a - b)

@@ -24,6 +24,7 @@ import (
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/blueprint"
 	"github.com/paddock-dev/paddock/internal/credentials"
+	"github.com/paddock-dev/paddock/internal/sandboxd/claim"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
 )
@@ -134,7 +135,10 @@ func TestClaimWithEnvIsServedWarm(t *testing.T) {
 // control token, as code that had reached it would) is WarmMemberTampered, with or without env.
 func TestRefusedSettingsFallBackToCold(t *testing.T) {
 	otherKey := bytes.Repeat([]byte{7}, credentials.KeySize)
-	bindElsewhere := func(t *testing.T, d *daemon) { d.putSettings(t, "some-other-uid") }
+	// Someone holding the control token binds the member to another claim first.
+	bindElsewhere := func(t *testing.T, d *daemon) {
+		framework.BindSandboxd(t, "http://"+d.rest, d.control, claim.Settings{ClaimName: "other", ClaimUID: "some-other-uid"})
+	}
 	for _, tt := range []struct {
 		name    string
 		key     []byte

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -173,24 +172,4 @@ func (d *daemon) lastPutTime() time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.putTime
-}
-
-// putSettings binds the daemon to some other claim with its control token, as an attacker who
-// reached an unclaimed member would have.
-func (d *daemon) putSettings(t *testing.T, claimUID string) {
-	t.Helper()
-	body := fmt.Sprintf(`{"claimName":"other","claimUID":%q}`, claimUID)
-	req, err := http.NewRequest(http.MethodPut, "http://"+d.rest+"/v1/claim-settings", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+d.control)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("binding sandboxd to claim %s: %s", claimUID, resp.Status)
-	}
 }

@@ -6,6 +6,7 @@
 // check. It prints "ok <check>" or "FAIL <check>: <reason>" per check and exits 1 on any failure.
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { check, expect, failures, pngSize, rejects, show } from '../../checks.mjs'
 import { InvalidArgumentError, NotFoundError, Sandbox, SandboxError, TimeoutError } from '@e2b/code-interpreter'
 
 const token = process.env.TOKEN
@@ -14,37 +15,6 @@ const connect = (tok) =>
   new Sandbox({ sandboxId: 'debug_sandbox_id', envdAccessToken: tok, trafficAccessToken: tok, debug: true })
 const sbx = connect(token)
 
-let failed = 0
-async function check(name, fn) {
-  const t0 = performance.now()
-  try {
-    await fn()
-    console.log(`ok ${name} (${Math.round(performance.now() - t0)} ms)`)
-  } catch (err) {
-    failed++
-    console.log(`FAIL ${name}: ${err?.stack ?? err}`)
-  }
-}
-function expect(cond, what) {
-  if (!cond) throw new Error(what)
-}
-const show = (v) => JSON.stringify(v)
-async function rejects(promise, type, what) {
-  try {
-    await promise
-  } catch (err) {
-    expect(err instanceof type, `${what}: got ${err?.name}: ${err?.message}, want ${type.name}`)
-    return err
-  }
-  throw new Error(`${what}: succeeded, want ${type.name}`)
-}
-// pngSize reads the width and height from a base64 PNG's IHDR chunk.
-function pngSize(b64) {
-  const b = Buffer.from(b64, 'base64')
-  expect(b.subarray(1, 4).toString() === 'PNG', 'not a PNG')
-  return [b.readUInt32BE(16), b.readUInt32BE(20)]
-}
-
 if (process.env.MODE === 'locked') {
   await check('an unclaimed warm member refuses the sandbox token', async () => {
     const err = await rejects(sbx.runCode('1+1'), SandboxError, 'runCode')
@@ -52,7 +22,7 @@ if (process.env.MODE === 'locked') {
     const list = await rejects(sbx.listCodeContexts(), SandboxError, 'listCodeContexts')
     expect(list.message.startsWith('403'), list.message)
   })
-  process.exit(failed ? 1 : 0)
+  process.exit(failures() ? 1 : 0)
 }
 
 if (process.env.MODE === 'bench') {
@@ -247,8 +217,8 @@ await check('a wrong token is refused', async () => {
   await rejects(connect('not-the-token').listCodeContexts(), SandboxError, 'listCodeContexts with a wrong token')
 })
 
-if (failed) {
-  console.log(`${failed} checks failed`)
+if (failures()) {
+  console.log(`${failures()} checks failed`)
   process.exit(1)
 }
 console.log('all checks passed')

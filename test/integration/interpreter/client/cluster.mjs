@@ -6,27 +6,7 @@
 // ({"createToFirstResultMs", "roundTripMs": [...]}), and exits 1 on any failure.
 import { writeFileSync } from 'node:fs'
 import { Sandbox, TimeoutError } from '@e2b/code-interpreter'
-
-let failed = 0
-async function check(name, fn) {
-  try {
-    await fn()
-    console.log(`ok ${name}`)
-  } catch (err) {
-    failed++
-    console.log(`FAIL ${name}: ${err?.stack ?? err}`)
-  }
-}
-function expect(cond, what) {
-  if (!cond) throw new Error(what)
-}
-const show = (v) => JSON.stringify(v)
-// pngSize reads the width and height from a base64 PNG's IHDR chunk.
-function pngSize(b64) {
-  const b = Buffer.from(b64, 'base64')
-  expect(b.subarray(1, 4).toString() === 'PNG', 'not a PNG')
-  return [b.readUInt32BE(16), b.readUInt32BE(20)]
-}
+import { check, expect, failures, pngSize, show } from '../../checks.mjs'
 
 const start = performance.now()
 const sbx = await Sandbox.create({ timeoutMs: 10 * 60 * 1000 })
@@ -53,6 +33,13 @@ try {
     expect(main.html?.includes('<table') && main.html.includes('Oslo'), `html ${main.html}`)
     expect(main.text?.includes('Lima'), `text ${main.text}`)
     expect(show(main.data?.temp) === '[3.5,19]', `data ${show(main.data)}`)
+  })
+
+  await check("matplotlib's first import uses the image's font cache and builds none", async () => {
+    const r = await sbx.runCode('import logging\nlogging.basicConfig(level=logging.INFO)\nimport matplotlib.pyplot')
+    expect(!r.error, `error ${show(r.error)}`)
+    const stderr = r.logs.stderr.join('')
+    expect(!stderr.includes('generated new fontManager'), `matplotlib built its font cache: ${stderr}`)
   })
 
   await check('a matplotlib chart is a PNG of the figure size, with its chart description', async () => {
@@ -89,7 +76,7 @@ try {
     expect(sh.logs.stdout.join('').trim() === '/home/user', `bash gave ${show(sh.toJSON())}`)
   })
 
-  if (!failed) {
+  if (!failures()) {
     for (let i = 0; i < Number(process.env.ROUND_TRIPS ?? 0); i++) {
       const t = performance.now()
       await sbx.runCode('1+1')
@@ -100,4 +87,4 @@ try {
   await sbx.kill()
 }
 console.log(JSON.stringify(timings))
-process.exit(failed ? 1 : 0)
+process.exit(failures() ? 1 : 0)

@@ -2,6 +2,7 @@
 #   docker build --target controller -t paddock-controller .
 #   docker build --target router     -t paddock-router .
 #   docker build --target sandbox    -t paddock-sandbox .
+#   docker build --target snapshot   -t paddock-snapshot .
 # The local cluster builds the same images without Docker (internal/image).
 FROM golang:1.26 AS source
 WORKDIR /src
@@ -21,6 +22,9 @@ RUN go build -ldflags "${LDFLAGS}" -o /out/paddock-controller ./cmd/paddock-cont
 
 FROM source AS build-router
 RUN go build -ldflags "${LDFLAGS}" -o /out/paddock-router ./cmd/paddock-router
+
+FROM source AS build-snapshot
+RUN go build -ldflags "${LDFLAGS}" -o /out/paddock-snapshot ./cmd/paddock-snapshot
 
 FROM source AS build-sandboxd
 RUN go build -ldflags "${LDFLAGS}" -o /out/sandboxd ./cmd/sandboxd
@@ -44,3 +48,10 @@ FROM busybox:1.37-musl AS sandbox
 COPY --from=build-sandboxd /out/sandboxd /usr/local/bin/sandboxd
 ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 ENTRYPOINT ["/usr/local/bin/sandboxd"]
+
+# paddock-snapshot: the capture and resume Pods of SandboxSnapshots (snapshots.enabled in the
+# chart, dist/paddock-snapshots.yaml). It runs as root in privileged Pods: it pauses containers
+# through containerd and runs the node's runsc.
+FROM gcr.io/distroless/static AS snapshot
+COPY --from=build-snapshot /out/paddock-snapshot /paddock-snapshot
+ENTRYPOINT ["/paddock-snapshot"]

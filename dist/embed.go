@@ -12,3 +12,10 @@ var Bundle []byte
 //
 //go:embed paddock-router.yaml
 var RouterBundle []byte
+
+// SnapshotsBundle is dist/paddock-snapshots.yaml: the opt-in snapshot install (the privileged
+// capture namespace, the snapshot image admission policy and its parameters), applied after
+// Bundle.
+//
+//go:embed paddock-snapshots.yaml
+var SnapshotsBundle []byte

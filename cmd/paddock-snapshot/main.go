@@ -1,7 +1,9 @@
 // Command paddock-snapshot runs in the capture Pods the SandboxSnapshot controller creates
 // (docs/design/snapshots.md): `paddock-snapshot capture --container-id=... --target=...` pauses
 // the container, writes its root filesystem's changes as one layer, resumes it, pushes the image
-// and writes the result (snapshot.Result) to the termination message. It listens on nothing.
+// and writes the result (snapshot.Result) to the termination message. `paddock-snapshot resume
+// --container-id=...` resumes a container a killed capture left paused (the resume Pod). It
+// listens on nothing.
 package main
 
 import (
@@ -12,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/paddock-dev/paddock/internal/snapshot"
 	"github.com/paddock-dev/paddock/internal/snapshot/capture"
@@ -19,8 +22,15 @@ import (
 )
 
 func main() {
+	if len(os.Args) >= 2 && os.Args[1] == "resume" {
+		if err := resume(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "paddock-snapshot resume:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] != "capture" {
-		fmt.Fprintln(os.Stderr, "usage: paddock-snapshot capture --container-id=ID --base-image=REF --target=REPO:TAG [flags]")
+		fmt.Fprintln(os.Stderr, "usage: paddock-snapshot capture --container-id=ID --base-image=REF --target=REPO:TAG [flags]\n       paddock-snapshot resume --container-id=ID [--containerd-socket=PATH]")
 		os.Exit(2)
 	}
 	o, resultFile, socket, err := parse(os.Args[2:])
@@ -50,6 +60,31 @@ func runCapture(ctx context.Context, socket string, o capture.Options) snapshot.
 	return capture.Run(ctx, rt, o)
 }
 
+// resume resumes one container; a container that is not paused or is gone is fine.
+func resume(args []string) error {
+	fs := flag.NewFlagSet("resume", flag.ContinueOnError)
+	socket := fs.String("containerd-socket", "/run/containerd/containerd.sock", "containerd's socket on the node.")
+	id := fs.String("container-id", "", "containerd ID of the container to resume.")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *id == "" {
+		return errors.New("--container-id is required")
+	}
+	rt, err := capture.DialContainerd(*socket)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := capture.Resume(ctx, rt, *id); err != nil {
+		return err
+	}
+	fmt.Printf("container %s is not paused\n", *id)
+	return nil
+}
+
 func parse(args []string) (capture.Options, string, string, error) {
 	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
 	o := capture.Options{Layer: layer.Options{Limits: layer.DefaultLimits()}}
@@ -60,6 +95,8 @@ func parse(args []string) (capture.Options, string, string, error) {
 	fs.StringVar(&o.Target, "target", "", "Repository and tag to push the snapshot to.")
 	fs.StringVar(&runtimeClass, "runtime-class", "", "RuntimeClass of the source Pod (informational; containerd reports the runtime).")
 	fs.BoolVar(&o.Insecure, "insecure-registry", false, "Pull and push over plain HTTP.")
+	fs.StringVar(&o.Runsc, "runsc", "", "The node's runsc binary, for gVisor containers (runsc tar rootfs-upper); empty refuses them.")
+	fs.StringVar(&o.RunscRoot, "runsc-root", capture.DefaultRunscRoot, "runsc's state directory for containerd's CRI namespace.")
 	fs.StringVar(&o.WorkDir, "work-dir", os.TempDir(), "Where the layer is kept while it is pushed.")
 	fs.Int64Var(&o.Layer.MaxBytes, "max-bytes", o.Layer.MaxBytes, "Most bytes of file content a snapshot may hold.")
 	fs.StringVar(&resultFile, "result-file", "/dev/termination-log", "Where the result is written (the Pod's termination message).")

@@ -62,6 +62,12 @@ func runUninstall(cmd *cobra.Command, g *Globals, o *uninstallOptions) error {
 		return err
 	}
 	bundle = append(bundle, router...)
+	// So is the opt-in snapshot bundle's (objects it did not install are skipped as absent).
+	snapshots, err := ParseBundle(dist.SnapshotsBundle)
+	if err != nil {
+		return err
+	}
+	bundle = append(bundle, snapshots...)
 	s, err := g.connect()
 	if err != nil {
 		return err

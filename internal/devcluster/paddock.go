@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,16 @@ func (c Config) ControllerImage() string { return c.RegistryHost() + "/paddock/c
 
 // RouterImage is paddock-router's image in the dev registry.
 func (c Config) RouterImage() string { return c.RegistryHost() + "/paddock/router:dev" }
+
+// SnapshotCaptureImage is paddock-snapshot's image in the dev registry: the capture and resume
+// Pods of SandboxSnapshots.
+func (c Config) SnapshotCaptureImage() string { return c.RegistryHost() + "/paddock/snapshot:dev" }
+
+// SnapshotRepository is where the dev cluster's SandboxSnapshots are pushed.
+func (c Config) SnapshotRepository() string { return c.RegistryHost() + "/snapshots" }
+
+// snapshotCaptureNamespace is config/snapshots' privileged namespace for capture Pods.
+const snapshotCaptureNamespace = "paddock-snapshots"
 
 // SandboxImage is the default sandbox image: sandboxd with a busybox shell.
 func (c Config) SandboxImage() string { return c.RegistryHost() + "/paddock/sandbox:dev" }
@@ -61,6 +72,13 @@ func (cl *cluster) installPaddock(ctx context.Context) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
+	if cl.cfg.GVisor {
+		// Capture Pods mount runsc's state directory, which the shim makes only at its first
+		// gVisor Pod.
+		if err := os.MkdirAll(runscStateRoot, 0o711); err != nil {
+			return "", false, err
+		}
+	}
 	c, err := cl.applyClient()
 	if err != nil {
 		return "", false, err
@@ -90,14 +108,18 @@ func (cl *cluster) bundleFiles() []string {
 	if cl.profile == ProfileUpstreamUnauthenticatedMigration {
 		return []string{ProfileUpstreamUnauthenticatedMigration + ".yaml"}
 	}
-	return []string{"paddock.yaml", "paddock-router.yaml"}
+	return []string{"paddock.yaml", "paddock-router.yaml", snapshotsBundle}
 }
+
+// snapshotsBundle is the opt-in snapshot install, which the dev cluster's default profile applies.
+const snapshotsBundle = "paddock-snapshots.yaml"
 
 // pushPaddockImages builds paddock-controller, paddock-router and sandboxd as static binaries and
 // pushes their images. Images are reproducible, so an unchanged tree uploads nothing.
 func (cl *cluster) pushPaddockImages(ctx context.Context) (bool, error) {
 	controllerBin, routerBin, sandboxdBin := cl.cfg.path("bin", "paddock-controller"), cl.cfg.path("bin", "paddock-router"), cl.cfg.path("bin", "sandboxd")
-	for pkg, out := range map[string]string{"./cmd/paddock-controller": controllerBin, "./cmd/paddock-router": routerBin, "./cmd/sandboxd": sandboxdBin} {
+	snapshotBin := cl.cfg.path("bin", "paddock-snapshot")
+	for pkg, out := range map[string]string{"./cmd/paddock-controller": controllerBin, "./cmd/paddock-router": routerBin, "./cmd/sandboxd": sandboxdBin, "./cmd/paddock-snapshot": snapshotBin} {
 		if err := goBuild(ctx, cl.cfg.SourceDir, pkg, out); err != nil {
 			return false, err
 		}
@@ -110,6 +132,11 @@ func (cl *cluster) pushPaddockImages(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// The capture runs as root: it is privileged and talks to containerd and runsc.
+	capture, err := image.FromTree(image.NewTree().AddFile("/paddock-snapshot", snapshotBin, 0o755), image.Config{Entrypoint: []string{"/paddock-snapshot"}})
+	if err != nil {
+		return false, err
+	}
 	tree, err := SandboxImageTree("", "", sandboxdBin)
 	if err != nil {
 		return false, err
@@ -119,7 +146,7 @@ func (cl *cluster) pushPaddockImages(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	uploaded := false
-	for ref, img := range map[string]v1.Image{cl.cfg.ControllerImage(): controller, cl.cfg.RouterImage(): router, cl.cfg.SandboxImage(): sandbox} {
+	for ref, img := range map[string]v1.Image{cl.cfg.ControllerImage(): controller, cl.cfg.RouterImage(): router, cl.cfg.SandboxImage(): sandbox, cl.cfg.SnapshotCaptureImage(): capture} {
 		p, err := image.Push(ctx, img, ref)
 		if err != nil {
 			return false, fmt.Errorf("push %s: %w", ref, err)
@@ -165,6 +192,12 @@ func (cl *cluster) bundle(file string, images map[string]string) ([]*unstructure
 				return nil, err
 			}
 		}
+		if u.GetKind() == "ConfigMap" && u.GetName() == "paddock-snapshots" {
+			// The snapshot image policy's parameter: the controller's --snapshot-repository.
+			if err := unstructured.SetNestedField(u.Object, cl.cfg.SnapshotRepository(), "data", "repository"); err != nil {
+				return nil, err
+			}
+		}
 		objs = append(objs, u)
 	}
 	return objs, nil
@@ -191,6 +224,9 @@ func (cl *cluster) adaptDeployment(u *unstructured.Unstructured) error {
 		// Sandboxes resolve through the internet stand-in: the public resolvers of the default
 		// are unreachable from this machine's pods, on purpose.
 		setArg(c, "--sandbox-nameservers=", cl.cfg.InternetResolver().String())
+		if slices.Contains(cl.bundleFiles(), snapshotsBundle) {
+			cl.snapshotArgs(c)
+		}
 	}
 	if d.Name == "paddock-router" {
 		if cl.routerAuthz != "" {
@@ -209,6 +245,24 @@ func (cl *cluster) adaptDeployment(u *unstructured.Unstructured) error {
 	u.SetAPIVersion("apps/v1")
 	u.SetKind("Deployment")
 	return nil
+}
+
+// snapshotArgs configures SandboxSnapshots (dist/paddock-snapshots.yaml is applied too): images
+// go to the dev registry, capture Pods run paddock-snapshot from it in the privileged namespace
+// and reach this node's containerd, whose socket and root live in the state dir, and, with
+// gVisor, the runsc the shim runs and its state.
+func (cl *cluster) snapshotArgs(c *corev1.Container) {
+	nodePaths := []string{cl.cfg.path("containerd")}
+	if cl.cfg.GVisor && cl.bin.GVisorDir != "" {
+		nodePaths = append(nodePaths, runscStateRoot)
+		setArg(c, "--snapshot-runsc=", filepath.Join(cl.bin.GVisorDir, "runsc"))
+	}
+	setArg(c, "--snapshot-repository=", cl.cfg.SnapshotRepository())
+	setArg(c, "--snapshot-capture-image=", cl.cfg.SnapshotCaptureImage())
+	setArg(c, "--snapshot-insecure-registry=", "true")
+	setArg(c, "--snapshot-capture-namespace=", snapshotCaptureNamespace)
+	setArg(c, "--snapshot-containerd-socket=", cl.cfg.ContainerdSocket())
+	setArg(c, "--snapshot-node-paths=", strings.Join(nodePaths, ","))
 }
 
 // rolledOut reports whether d runs its current template only, all of it available: an up that

@@ -94,7 +94,7 @@ func TestRouterAuthzReachesTheRouter(t *testing.T) {
 func TestMigrationProfileInstallsItsBundle(t *testing.T) {
 	cfg := testCfg
 	cfg.SourceDir = filepath.Join("..", "..")
-	if got := (&cluster{cfg: cfg}).bundleFiles(); !slices.Equal(got, []string{"paddock.yaml", "paddock-router.yaml"}) {
+	if got := (&cluster{cfg: cfg}).bundleFiles(); !slices.Equal(got, []string{"paddock.yaml", "paddock-router.yaml", "paddock-snapshots.yaml"}) {
 		t.Errorf("default profile applies %v", got)
 	}
 	cl := &cluster{cfg: cfg, profile: ProfileUpstreamUnauthenticatedMigration}
@@ -114,6 +114,61 @@ func TestMigrationProfileInstallsItsBundle(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Errorf("deployments lacking the profile's flags: %v", want)
+	}
+}
+
+// TestSnapshotsConfigured: the default profile's controller pushes snapshots to the dev registry
+// from capture Pods in the privileged namespace, with this node's containerd paths and, with
+// gVisor, its runsc; the image policy's parameter names the same repository. The migration
+// profile, which applies no snapshot bundle, gets no snapshot flags.
+func TestSnapshotsConfigured(t *testing.T) {
+	cfg := testCfg
+	cfg.SourceDir = filepath.Join("..", "..")
+	cfg.GVisor = true
+	cl := &cluster{cfg: cfg}
+	cl.bin.GVisorDir = "/cache/gvisor"
+	objs, err := cl.bundle("paddock.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range deployments(t, objs) {
+		for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
+			if strings.HasPrefix(arg, "--snapshot-") {
+				got = append(got, arg)
+			}
+		}
+	}
+	want := []string{"--snapshot-runsc=/cache/gvisor/runsc", "--snapshot-repository=" + cfg.SnapshotRepository(), "--snapshot-capture-image=" + cfg.SnapshotCaptureImage(),
+		"--snapshot-insecure-registry=true", "--snapshot-capture-namespace=paddock-snapshots", "--snapshot-containerd-socket=" + cfg.ContainerdSocket(),
+		"--snapshot-node-paths=" + cfg.path("containerd") + "," + runscStateRoot}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("controller snapshot flags (-want +got):\n%s", diff)
+	}
+	objs, err = cl.bundle(snapshotsBundle, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := ""
+	for _, u := range objs {
+		if u.GetKind() == "ConfigMap" && u.GetName() == "paddock-snapshots" {
+			repo, _, _ = unstructured.NestedString(u.Object, "data", "repository")
+		}
+	}
+	if repo != cfg.SnapshotRepository() {
+		t.Errorf("image policy repository %q, want %q", repo, cfg.SnapshotRepository())
+	}
+	migration := &cluster{cfg: cfg, profile: ProfileUpstreamUnauthenticatedMigration}
+	objs, err = migration.bundle(ProfileUpstreamUnauthenticatedMigration+".yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range deployments(t, objs) {
+		for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
+			if strings.HasPrefix(arg, "--snapshot-") {
+				t.Errorf("migration profile's %s has %s", d.Name, arg)
+			}
+		}
 	}
 }
 

@@ -216,5 +216,6 @@ func snapshotOptions(o *Options) sandboxsnapshot.Options {
 		InsecureRegistry: o.SnapshotInsecureRegistry,
 		ContainerdSocket: o.SnapshotContainerdSocket,
 		NodePaths:        o.SnapshotNodePaths,
+		Runsc:            o.SnapshotRunsc,
 	}
 }

@@ -90,6 +90,8 @@ type Options struct {
 	SnapshotInsecureRegistry bool
 	SnapshotContainerdSocket string
 	SnapshotNodePaths        []string
+	// SnapshotRunsc is the nodes' runsc binary, for captures of gVisor Sandboxes.
+	SnapshotRunsc string
 	// SnapshotCaptureNamespace is where capture Pods run; empty means the controller's own.
 	SnapshotCaptureNamespace string
 
@@ -257,6 +259,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SnapshotCaptureNamespace, "snapshot-capture-namespace", o.SnapshotCaptureNamespace,
 		"Namespace of the privileged capture Pods; it must admit privileged Pods (pod-security.kubernetes.io/enforce: privileged). Empty means the controller's own namespace, which Paddock's install makes restricted.")
 	fs.BoolVar(&o.SnapshotInsecureRegistry, "snapshot-insecure-registry", o.SnapshotInsecureRegistry, "Push snapshots over plain HTTP (a dev registry).")
+	fs.StringVar(&o.SnapshotRunsc, "snapshot-runsc", o.SnapshotRunsc,
+		"Absolute path of runsc on the nodes, mounted into capture Pods to export what gVisor Sandboxes wrote (runsc tar rootfs-upper); empty makes snapshots of gVisor Sandboxes fail, naming this flag.")
 	fs.StringVar(&o.SnapshotContainerdSocket, "snapshot-containerd-socket", o.SnapshotContainerdSocket, "The nodes' containerd socket, as capture Pods see it; empty means /run/containerd/containerd.sock.")
 	fs.Func("snapshot-node-paths", "Comma-separated node directories capture Pods mount at the same path (containerd's socket directory and root); empty means /run/containerd,/var/lib/containerd.",
 		func(s string) error {
@@ -287,6 +291,9 @@ func (o *Options) Validate() error {
 		{"sandbox-warm-pool-concurrent-workers", o.SandboxWarmPoolWorkers},
 		{"sandbox-template-concurrent-workers", o.SandboxTemplateWorkers},
 		{"sandbox-warm-pool-max-batch-size", o.WarmPoolMaxBatchSize},
+	}
+	if o.SnapshotRunsc != "" && !strings.HasPrefix(o.SnapshotRunsc, "/") {
+		errs = append(errs, fmt.Errorf("--snapshot-runsc=%s: must be the absolute path of runsc on the nodes", o.SnapshotRunsc))
 	}
 	for _, p := range positive {
 		if p.value <= 0 {

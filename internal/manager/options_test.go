@@ -147,17 +147,24 @@ func TestMigrationProfileFlagsReachTheControllers(t *testing.T) {
 func TestSnapshotFlagsReachTheController(t *testing.T) {
 	o, err := parse(t, "--snapshot-repository=reg.test:5000/snaps", "--snapshot-capture-image=reg.test:5000/snapshot:v1",
 		"--snapshot-insecure-registry", "--snapshot-containerd-socket=/run/k/containerd.sock", "--snapshot-node-paths=/run/k, /var/lib/k",
-		"--snapshot-capture-namespace=paddock-capture")
+		"--snapshot-capture-namespace=paddock-capture", "--snapshot-runsc=/opt/gvisor/runsc")
 	if err != nil {
 		t.Fatalf("parsing: %v", err)
 	}
 	got := snapshotOptions(o)
-	want := sandboxsnapshot.Options{Namespace: "paddock-capture", Repository: "reg.test:5000/snaps", CaptureImage: "reg.test:5000/snapshot:v1", InsecureRegistry: true,
+	want := sandboxsnapshot.Options{Runsc: "/opt/gvisor/runsc", Namespace: "paddock-capture", Repository: "reg.test:5000/snaps", CaptureImage: "reg.test:5000/snapshot:v1", InsecureRegistry: true,
 		ContainerdSocket: "/run/k/containerd.sock", NodePaths: []string{"/run/k", "/var/lib/k"}}
 	if d := cmp.Diff(want, got, cmpopts.IgnoreFields(sandboxsnapshot.Options{}, "APIReader", "Clock")); d != "" {
 		t.Errorf("snapshot options (-want +got):\n%s", d)
 	}
 	if _, err := parse(t, "--snapshot-node-paths=run/k"); err == nil || !strings.Contains(err.Error(), `"run/k" is not an absolute path`) {
 		t.Errorf("relative node path: error %v, want it named", err)
+	}
+	o, err = parse(t, "--snapshot-runsc=runsc")
+	if err == nil {
+		err = o.Validate()
+	}
+	if err == nil || !strings.Contains(err.Error(), "--snapshot-runsc=runsc: must be the absolute path") {
+		t.Errorf("relative runsc: error %v, want the flag named", err)
 	}
 }

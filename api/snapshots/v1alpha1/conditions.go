@@ -9,6 +9,10 @@ const (
 	ConditionTemplateReady = "TemplateReady"
 	// ConditionReady is True when Captured and TemplateReady are.
 	ConditionReady = "Ready"
+	// ConditionSourceResumed is set on a snapshot whose capture failed after it started: True
+	// once a resume Pod made sure the source container is not left paused (a capture killed
+	// with SIGKILL cannot resume it itself), False while that is pending or failed.
+	ConditionSourceResumed = "SourceResumed"
 )
 
 // Reasons of the snapshot conditions.
@@ -32,4 +36,10 @@ const (
 	ReasonTemplateMissing   = "TemplateMissing"
 	ReasonTemplatePublished = "TemplatePublished"
 	ReasonReady             = "Ready"
+	// ReasonResumePending: the resume Pod is created or running.
+	ReasonResumePending = "ResumePending"
+	// ReasonResumeFailed: the resume Pod failed; it is retried.
+	ReasonResumeFailed = "ResumeFailed"
+	// ReasonResumed: the source container is not paused.
+	ReasonResumed = "Resumed"
 )

@@ -101,6 +101,12 @@ type SandboxSnapshotStatus struct {
 	// +optional
 	NodeName string `json:"nodeName,omitempty"`
 
+	// containerID is the containerd ID of the captured container: what the resume guard resumes
+	// when a capture ended without resuming it (a capture Pod killed with SIGKILL).
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	ContainerID string `json:"containerID,omitempty"`
+
 	// templateName is the SandboxTemplate published for this snapshot.
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
@@ -118,7 +124,7 @@ type SandboxSnapshotStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions are Captured, TemplateReady and Ready.
+	// conditions are Captured, TemplateReady, Ready and, after a failed capture, SourceResumed.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

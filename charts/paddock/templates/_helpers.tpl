@@ -63,6 +63,25 @@ null or empty is left out, so the controller's own default applies.
 {{- if ne .Release.Namespace "paddock-system" }}
 - --router-namespace={{ .Release.Namespace }}
 {{- end }}
+{{- with .Values.snapshots }}
+{{- if .enabled }}
+- --snapshot-repository={{ required "snapshots.repository is required with snapshots.enabled: the registry repository snapshots are pushed to" .repository }}
+- --snapshot-capture-image={{ .captureImage.repository }}:{{ .captureImage.tag | default $.Chart.AppVersion }}
+- --snapshot-capture-namespace={{ .captureNamespace }}
+{{- if .insecureRegistry }}
+- --snapshot-insecure-registry
+{{- end }}
+{{- with .containerdSocket }}
+- --snapshot-containerd-socket={{ . }}
+{{- end }}
+{{- with .nodePaths }}
+- --snapshot-node-paths={{ join "," . }}
+{{- end }}
+{{- with .runsc }}
+- --snapshot-runsc={{ . }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}
 {{- end }}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,6 +35,11 @@ func capturePodName(snap *snapshotsv1alpha1.SandboxSnapshot) string {
 	return "snapshot-" + string(snap.UID)
 }
 
+// resumePodName is the resume Pod of snap in the controller's namespace.
+func resumePodName(snap *snapshotsv1alpha1.SandboxSnapshot) string {
+	return "snapshot-resume-" + string(snap.UID)
+}
+
 // target is the repository and tag the capture pushes to: one repository per snapshot, under
 // its namespace, so that the registry path says whose it is.
 func target(repository string, snap *snapshotsv1alpha1.SandboxSnapshot) string {
@@ -49,8 +55,11 @@ func templateName(snap *snapshotsv1alpha1.SandboxSnapshot) string {
 }
 
 // constructCapturePod builds the Pod that captures src on its node. It is privileged (it pauses
-// a container and reads its files through containerd), has no ports and no service account
-// token: only its command line, written by the controller, tells it what to do.
+// a container and reads its files through containerd, or through runsc under gVisor), has no
+// ports and no service account token: only its command line, written by the controller, tells
+// it what to do. It shares the node's network, so that it pushes to the registry the node pulls
+// from (a loopback registry included), and the node's PID namespace, which runsc needs to reach
+// a gVisor sandbox.
 func constructCapturePod(snap *snapshotsv1alpha1.SandboxSnapshot, src source, o Options) (*corev1.Pod, error) {
 	spec, err := json.Marshal(src.templateSpec)
 	if err != nil {
@@ -63,31 +72,70 @@ func constructCapturePod(snap *snapshotsv1alpha1.SandboxSnapshot, src source, o 
 		"--base-image=" + src.baseImage,
 		"--target=" + target(o.Repository, snap),
 		"--runtime-class=" + src.runtimeClass,
+		"--work-dir=" + workDir,
 	}
 	if o.InsecureRegistry {
 		args = append(args, "--insecure-registry")
 	}
+	if o.Runsc != "" {
+		args = append(args, "--runsc="+o.Runsc)
+	}
+	pod := nodePod(capturePodName(snap), "paddock-snapshot-capture", snap, src.nodeName, o, args)
+	pod.Annotations = map[string]string{
+		snapshotsv1alpha1.SnapshotNamespaceAnnotation: snap.Namespace,
+		snapshotsv1alpha1.SnapshotNameAnnotation:      snap.Name,
+		snapshotsv1alpha1.SnapshotContainerAnnotation: src.containerName,
+		sourceSpecAnnotation:                          string(spec),
+	}
+	pod.Spec.ActiveDeadlineSeconds = ptr.To(int64(o.CaptureTimeout.Seconds()))
+	pod.Spec.HostPID = true
+	// The layer is written here while it is pushed; the capture image has no writable /tmp.
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "work", MountPath: workDir})
+	if o.Runsc != "" {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "runsc", VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: o.Runsc, Type: ptr.To(corev1.HostPathFile)},
+		}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "runsc", MountPath: o.Runsc, ReadOnly: true})
+	}
+	return pod, nil
+}
+
+// workDir is the capture Pod's scratch directory (an emptyDir).
+const workDir = "/work"
+
+// resumeDeadline bounds a resume Pod: one containerd call once it runs.
+const resumeDeadline = 2 * time.Minute
+
+// constructResumePod builds the Pod that resumes the source container of snap on its node, in
+// case a capture was killed between its pause and its resume. Same binary and access as the
+// capture, with nothing to read or push.
+func constructResumePod(snap *snapshotsv1alpha1.SandboxSnapshot, o Options) *corev1.Pod {
+	args := []string{"resume", "--containerd-socket=" + o.ContainerdSocket, "--container-id=" + snap.Status.ContainerID}
+	pod := nodePod(resumePodName(snap), "paddock-snapshot-resume", snap, snap.Status.NodeName, o, args)
+	pod.Spec.ActiveDeadlineSeconds = ptr.To(int64(resumeDeadline.Seconds()))
+	return pod
+}
+
+// nodePod is a privileged Pod on node running the capture image with args, with the node paths
+// mounted at the same paths, labelled with snap's UID.
+func nodePod(name, app string, snap *snapshotsv1alpha1.SandboxSnapshot, node string, o Options, args []string) *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      capturePodName(snap),
+			Name:      name,
 			Namespace: o.Namespace,
 			Labels: map[string]string{
 				snapshotsv1alpha1.SnapshotUIDLabel: string(snap.UID),
-				"app.kubernetes.io/name":           "paddock-snapshot-capture",
-			},
-			Annotations: map[string]string{
-				snapshotsv1alpha1.SnapshotNamespaceAnnotation: snap.Namespace,
-				snapshotsv1alpha1.SnapshotNameAnnotation:      snap.Name,
-				snapshotsv1alpha1.SnapshotContainerAnnotation: src.containerName,
-				sourceSpecAnnotation:                          string(spec),
+				"app.kubernetes.io/name":           app,
 			},
 		},
 		Spec: corev1.PodSpec{
-			NodeName:                     src.nodeName,
+			NodeName:                     node,
 			RestartPolicy:                corev1.RestartPolicyNever,
-			ActiveDeadlineSeconds:        ptr.To(int64(o.CaptureTimeout.Seconds())),
 			AutomountServiceAccountToken: ptr.To(false),
 			EnableServiceLinks:           ptr.To(false),
+			HostNetwork:                  true,
 			// The source's node may be tainted for sandboxes; the capture must run there anyway.
 			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			Containers: []corev1.Container{{
@@ -100,15 +148,15 @@ func constructCapturePod(snap *snapshotsv1alpha1.SandboxSnapshot, src source, o 
 		},
 	}
 	for i, p := range o.NodePaths {
-		name := fmt.Sprintf("node-%d", i)
-		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+		vol := fmt.Sprintf("node-%d", i)
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
 			HostPath: &corev1.HostPathVolumeSource{Path: p, Type: ptr.To(corev1.HostPathDirectory)},
 		}})
-		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{
-			Name: name, MountPath: p, MountPropagation: ptr.To(corev1.MountPropagationHostToContainer),
-		})
+		// No mount propagation: what is read there are files, not mounts, and HostToContainer
+		// fails the container where the node's / is not a shared mount.
+		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: p})
 	}
-	return pod, nil
+	return pod
 }
 
 // sourceSpecOf reads back the template spec a capture Pod carries.

@@ -72,8 +72,24 @@ func TestConstructCapturePod(t *testing.T) {
 	if !strings.Contains(strings.Join(pod.Spec.Containers[0].Args, " "), "--target=reg:5000/snaps/ns/snap:u-1") {
 		t.Errorf("args %q lack the target", pod.Spec.Containers[0].Args)
 	}
-	if len(pod.Spec.Volumes) != 2 || pod.Spec.Containers[0].VolumeMounts[1].MountPath != "/var/lib/c" {
-		t.Errorf("volumes %+v: want the node paths at the same paths", pod.Spec.Volumes)
+	var mounts []string
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		mounts = append(mounts, m.MountPath)
+	}
+	if d := cmp.Diff([]string{"/run/c", "/var/lib/c", workDir}, mounts); d != "" {
+		t.Errorf("mounts (-want +got): want the node paths at the same paths and the work dir\n%s", d)
+	}
+	if !pod.Spec.HostNetwork || !pod.Spec.HostPID || strings.Contains(strings.Join(pod.Spec.Containers[0].Args, " "), "--runsc") {
+		t.Errorf("host network %v, host PID %v, args %q: want both, and no runsc without one configured", pod.Spec.HostNetwork, pod.Spec.HostPID, pod.Spec.Containers[0].Args)
+	}
+	o.Runsc = "/opt/gvisor/runsc"
+	pod, err = constructCapturePod(testSnapshot(), src, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pod.Spec.Containers[0]
+	if last := c.VolumeMounts[len(c.VolumeMounts)-1]; !strings.Contains(strings.Join(c.Args, " "), "--runsc=/opt/gvisor/runsc") || last.MountPath != o.Runsc || !last.ReadOnly {
+		t.Errorf("args %q, last mount %+v: want runsc passed and mounted read-only at its node path", c.Args, last)
 	}
 	spec, err := sourceSpecOf(pod)
 	if err != nil {
@@ -81,5 +97,24 @@ func TestConstructCapturePod(t *testing.T) {
 	}
 	if d := cmp.Diff(twoContainers(), spec); d != "" {
 		t.Errorf("spec read back (-want +got):\n%s", d)
+	}
+}
+
+// TestConstructResumePod: the resume Pod runs on the captured container's node, names only that
+// container, and is bounded in time.
+func TestConstructResumePod(t *testing.T) {
+	o, err := Options{Repository: "reg:5000/snaps", CaptureImage: "cap:1", ContainerdSocket: "/run/c/containerd.sock"}.withDefaults(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := testSnapshot()
+	snap.Status.NodeName, snap.Status.ContainerID = "n1", "abc"
+	pod := constructResumePod(snap, o)
+	want := []string{"resume", "--containerd-socket=/run/c/containerd.sock", "--container-id=abc"}
+	if d := cmp.Diff(want, pod.Spec.Containers[0].Args); d != "" {
+		t.Errorf("args (-want +got):\n%s", d)
+	}
+	if pod.Name != "snapshot-resume-u-1" || pod.Spec.NodeName != "n1" || pod.Spec.ActiveDeadlineSeconds == nil || pod.Labels[snapshotsv1alpha1.SnapshotUIDLabel] != "u-1" {
+		t.Errorf("pod %s on %q deadline %v labels %v", pod.Name, pod.Spec.NodeName, pod.Spec.ActiveDeadlineSeconds, pod.Labels)
 	}
 }

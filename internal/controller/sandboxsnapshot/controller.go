@@ -62,7 +62,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !snap.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, snap)
+		return r.finalize(ctx, snap)
 	}
 	if !controllerutil.ContainsFinalizer(snap, snapshotsv1alpha1.Finalizer) {
 		controllerutil.AddFinalizer(snap, snapshotsv1alpha1.Finalizer)
@@ -89,7 +89,11 @@ func (r *Reconciler) advance(ctx context.Context, snap *snapshotsv1alpha1.Sandbo
 	case snapshotsv1alpha1.SnapshotPhaseReady:
 		return r.publish(ctx, snap, true)
 	case snapshotsv1alpha1.SnapshotPhaseFailed:
-		return ctrl.Result{}, r.deleteCapturePod(ctx, snap)
+		if err := r.deleteCapturePod(ctx, snap); err != nil {
+			return ctrl.Result{}, err
+		}
+		_, res, err := r.guardResume(ctx, snap)
+		return res, err
 	}
 	pod, err := r.capturePod(ctx, snap)
 	if err != nil {
@@ -130,6 +134,7 @@ func (r *Reconciler) startCapture(ctx context.Context, snap *snapshotsv1alpha1.S
 	now := r.now()
 	snap.Status.CaptureStartTime = &now
 	snap.Status.NodeName = src.nodeName
+	snap.Status.ContainerID = src.containerID
 	snap.Status.RuntimeClassName = src.runtimeClass
 	snap.Status.BaseImage = src.baseImage
 	snap.Status.TemplateName = templateName(snap)
@@ -246,16 +251,27 @@ func (r *Reconciler) cleanup(ctx context.Context, snap *snapshotsv1alpha1.Sandbo
 	return ctrl.Result{}, r.deleteCapturePod(ctx, snap)
 }
 
-// finalize removes the capture Pod (its SIGTERM path resumes the source), then the finalizer.
-func (r *Reconciler) finalize(ctx context.Context, snap *snapshotsv1alpha1.SandboxSnapshot) error {
+// finalize removes the capture Pod (its SIGTERM path resumes the source) and, for a capture
+// that had started and not finished, waits for the resume guard; then it removes the resume Pod
+// and the finalizer.
+func (r *Reconciler) finalize(ctx context.Context, snap *snapshotsv1alpha1.SandboxSnapshot) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(snap, snapshotsv1alpha1.Finalizer) {
-		return nil
+		return ctrl.Result{}, nil
 	}
 	if err := r.deleteCapturePod(ctx, snap); err != nil {
-		return err
+		return ctrl.Result{}, err
+	}
+	original := snap.DeepCopy()
+	if done, res, err := r.guardResume(ctx, snap); !done || err != nil {
+		// The condition says what deletion waits for.
+		_, werr := kube.PatchStatus(ctx, r.client, snap, original, statusOf)
+		return res, errors.Join(err, client.IgnoreNotFound(werr))
+	}
+	if err := r.deletePod(ctx, types.NamespacedName{Namespace: r.opts.Namespace, Name: resumePodName(snap)}); err != nil {
+		return ctrl.Result{}, err
 	}
 	controllerutil.RemoveFinalizer(snap, snapshotsv1alpha1.Finalizer)
-	return client.IgnoreNotFound(r.client.Update(ctx, snap))
+	return ctrl.Result{}, client.IgnoreNotFound(r.client.Update(ctx, snap))
 }
 
 // capturePod reads snap's capture Pod uncached; nil when there is none.

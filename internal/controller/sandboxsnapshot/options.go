@@ -24,6 +24,9 @@ type Options struct {
 	// socket directory, its root (where the snapshotter keeps upper directories) and the runsc
 	// state directory.
 	NodePaths []string
+	// Runsc is the nodes' runsc binary, mounted into capture Pods to export gVisor containers'
+	// writes; empty makes captures of gVisor Sandboxes fail with a message naming the flag.
+	Runsc string
 	// InsecureRegistry pushes over plain HTTP (the dev registry).
 	InsecureRegistry bool
 	// ReadyTimeout is how long a snapshot waits for its Sandbox to be Ready before failing.

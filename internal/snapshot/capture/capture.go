@@ -31,7 +31,16 @@ type Options struct {
 	// WorkDir holds the layer while it is pushed.
 	WorkDir string
 	Layer   layer.Options
+	// Runsc is the node's runsc binary, which exports a gVisor container's root filesystem
+	// writes (`runsc tar rootfs-upper`); empty refuses gVisor containers.
+	Runsc string
+	// RunscRoot is runsc's state directory for containerd's CRI namespace.
+	RunscRoot string
 }
+
+// DefaultRunscRoot is where gVisor's containerd shim keeps runsc's state for the CRI's
+// containers: its default root plus the containerd namespace.
+const DefaultRunscRoot = "/run/containerd/runsc/" + criNamespace
 
 // resumeTimeout bounds one resume call; it runs on a context of its own, so that an ended
 // capture context cannot stop it.
@@ -57,28 +66,33 @@ func run(ctx context.Context, rt Runtime, o Options) (snapshot.Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if strings.Contains(runtimeName, "runsc") {
-		return res, fmt.Errorf("container %s runs under %s: gVisor capture (runsc tar rootfs-upper) is not implemented yet", o.ContainerID, runtimeName)
-	}
-	mounts, err := rt.Mounts(ctx, snapshotter, o.ContainerID)
-	if err != nil {
-		return res, err
-	}
-	upper, err := UpperDir(mounts)
-	if err != nil {
-		return res, fmt.Errorf("container %s (snapshotter %s): %w", o.ContainerID, snapshotter, err)
-	}
 	f, err := os.CreateTemp(o.WorkDir, "layer-*.tar")
 	if err != nil {
 		return res, err
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-
-	paused, err := whilePaused(ctx, rt, o.ContainerID, func() error {
-		_, err := layer.FromUpperDir(upper, f, o.Layer)
-		return err
-	})
+	var copyLayer func() error
+	if strings.Contains(runtimeName, "runsc") {
+		if o.Runsc == "" {
+			return res, fmt.Errorf("container %s runs under %s, and no runsc binary was given (--runsc); start the controller with --snapshot-runsc naming the nodes' runsc", o.ContainerID, runtimeName)
+		}
+		copyLayer = func() error { return runscUpper(ctx, o, f) }
+	} else {
+		mounts, err := rt.Mounts(ctx, snapshotter, o.ContainerID)
+		if err != nil {
+			return res, err
+		}
+		upper, err := UpperDir(mounts)
+		if err != nil {
+			return res, fmt.Errorf("container %s (snapshotter %s): %w", o.ContainerID, snapshotter, err)
+		}
+		copyLayer = func() error {
+			_, err := layer.FromUpperDir(upper, f, o.Layer)
+			return err
+		}
+	}
+	paused, err := whilePaused(ctx, rt, o.ContainerID, copyLayer)
 	res.PausedMilliseconds = paused.Milliseconds()
 	if err != nil {
 		return res, err
@@ -110,8 +124,10 @@ func whilePaused(ctx context.Context, rt Runtime, id string, copy func() error) 
 	}
 	start = time.Now()
 	if err := rt.Pause(ctx, id); err != nil {
-		resume() // a pause that failed half way must not leave the container frozen
-		return 0, errors.Join(fmt.Errorf("pausing container %s: %w", id, err), ignoreNotPaused(resumeErr))
+		// A pause that failed half way must not leave the container frozen.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+		defer cancel()
+		return 0, errors.Join(fmt.Errorf("pausing container %s: %w", id, err), Resume(rctx, rt, id))
 	}
 	stop := context.AfterFunc(ctx, resume)
 	defer stop()
@@ -124,14 +140,6 @@ func whilePaused(ctx context.Context, rt Runtime, id string, copy func() error) 
 		err = errors.Join(err, fmt.Errorf("capture stopped: %w", context.Cause(ctx)))
 	}
 	return paused, err
-}
-
-// ignoreNotPaused drops the error of resuming a container that was never paused.
-func ignoreNotPaused(err error) error {
-	if err != nil && strings.Contains(err.Error(), "not paused") {
-		return nil
-	}
-	return err
 }
 
 // UpperDir finds the upper directory in the overlay mount of a container's root filesystem.

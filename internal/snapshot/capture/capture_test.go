@@ -35,8 +35,15 @@ type fakeRuntime struct {
 	upper     string
 	pauseErr  error
 	resumeErr error
+	stateErr  error
 	calls     []string
 	paused    bool
+}
+
+func (f *fakeRuntime) Paused(context.Context, string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.paused, f.stateErr
 }
 
 func (f *fakeRuntime) Container(context.Context, string) (string, string, error) {
@@ -227,13 +234,13 @@ func TestWhilePausedReportsResumeFailure(t *testing.T) {
 	}
 }
 
-// TestRunRefuses: gVisor containers and root filesystems that are not one overlay are refused
-// before any pause.
+// TestRunRefuses: gVisor containers without a runsc binary and root filesystems that are not
+// one overlay are refused before any pause.
 func TestRunRefuses(t *testing.T) {
 	rt := &fakeRuntime{runtime: "io.containerd.runsc.v1"}
-	res := Run(context.Background(), rt, Options{ContainerID: "c1", Target: "127.0.0.1:1/x:y"})
-	if !strings.Contains(res.Error, "gVisor capture") || len(rt.calls) != 0 {
-		t.Errorf("result %+v calls %v: want gVisor refused before any pause", res, rt.calls)
+	res := Run(context.Background(), rt, Options{ContainerID: "c1", Target: "127.0.0.1:1/x:y", WorkDir: t.TempDir()})
+	if !strings.Contains(res.Error, "--snapshot-runsc") || len(rt.calls) != 0 {
+		t.Errorf("result %+v calls %v: want gVisor without runsc refused before any pause", res, rt.calls)
 	}
 	for _, mounts := range [][]Mount{
 		nil,

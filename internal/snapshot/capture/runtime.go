@@ -7,6 +7,7 @@ import (
 	containersv1 "github.com/containerd/containerd/api/services/containers/v1"
 	snapshotsv1 "github.com/containerd/containerd/api/services/snapshots/v1"
 	tasksv1 "github.com/containerd/containerd/api/services/tasks/v1"
+	tasktypes "github.com/containerd/containerd/api/types/task"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -27,6 +28,8 @@ type Runtime interface {
 	Mounts(ctx context.Context, snapshotter, key string) ([]Mount, error)
 	Pause(ctx context.Context, id string) error
 	Resume(ctx context.Context, id string) error
+	// Paused reports whether id's task is paused or pausing.
+	Paused(ctx context.Context, id string) (bool, error)
 }
 
 // criNamespace is the containerd namespace the CRI plugin keeps Kubernetes containers in.
@@ -85,4 +88,14 @@ func (c *Containerd) Pause(ctx context.Context, id string) error {
 func (c *Containerd) Resume(ctx context.Context, id string) error {
 	_, err := tasksv1.NewTasksClient(c.conn).Resume(withNamespace(ctx), &tasksv1.ResumeTaskRequest{ContainerID: id})
 	return err
+}
+
+// Paused implements Runtime.
+func (c *Containerd) Paused(ctx context.Context, id string) (bool, error) {
+	resp, err := tasksv1.NewTasksClient(c.conn).Get(withNamespace(ctx), &tasksv1.GetRequest{ContainerID: id})
+	if err != nil {
+		return false, err
+	}
+	st := resp.GetProcess().GetStatus()
+	return st == tasktypes.Status_PAUSED || st == tasktypes.Status_PAUSING, nil
 }

@@ -264,3 +264,36 @@ func lineDiff(want, got string) string {
 	}
 	return b.String()
 }
+
+// TestResumeAfterKilledCapture: what the resume Pod runs after a capture was killed between its
+// pause and its resume (SIGKILL skips the capture's own resume): `paddock-snapshot resume`
+// resumes the paused container on the real containerd, and succeeds again on a running one and
+// on one that is gone, since it runs after every capture that ended without a result.
+func TestResumeAfterKilledCapture(t *testing.T) {
+	n := startNode(t)
+	n.run("src", n.base, "true")
+	bin := filepath.Join(t.TempDir(), "paddock-snapshot")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/paddock-snapshot")
+	build.Dir = framework.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building paddock-snapshot: %v\n%s", err, out)
+	}
+	resume := func(id string) {
+		t.Helper()
+		out, err := exec.Command(bin, "resume", "--containerd-socket="+n.socket, "--container-id="+id).CombinedOutput()
+		if err != nil {
+			t.Fatalf("paddock-snapshot resume %s: %v\n%s", id, err, out)
+		}
+	}
+	// The state a capture killed mid-copy leaves: the container frozen by containerd's Pause.
+	n.ctr("task", "pause", "src")
+	if s := n.status("src"); s != "PAUSED" {
+		t.Fatalf("source is %s after ctr task pause, want PAUSED", s)
+	}
+	resume("src")
+	if s := n.status("src"); s != "RUNNING" {
+		t.Fatalf("source is %s after paddock-snapshot resume, want RUNNING", s)
+	}
+	resume("src")
+	resume("no-such-container")
+}

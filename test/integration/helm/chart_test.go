@@ -498,3 +498,44 @@ func helmInstall(ctx context.Context, t *testing.T, kubeconfig, release, ns stri
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
+
+// TestSnapshotsMatchKustomize: snapshots.enabled renders the objects of dist/paddock-snapshots.yaml
+// (config/snapshots), with the repository in the policy's parameter, and configures the
+// controller with the same repository; off, none of them and no snapshot flag.
+func TestSnapshotsMatchKustomize(t *testing.T) {
+	want, err := framework.DecodeManifests(dist.SnapshotsBundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart := render(t, namespace, "snapshots.enabled=true", "snapshots.repository=reg.example:5000/snaps", "snapshots.runsc=/opt/gvisor/runsc")
+	for _, w := range want {
+		got := find(chart, w.GetKind(), w.GetName())
+		if got == nil {
+			t.Errorf("the chart renders no %s", key(w))
+			continue
+		}
+		w = asChartRendersIt(w, "paddock-controller")
+		if w.GetKind() == "ConfigMap" {
+			_ = unstructured.SetNestedField(w.Object, "reg.example:5000/snaps", "data", "repository")
+		}
+		if diff := cmp.Diff(w.Object, withoutChartLabels(got).Object); diff != "" {
+			t.Errorf("%s differs from kustomize (-kustomize +chart):\n%s", key(w), diff)
+		}
+	}
+	d := convert[appsv1.Deployment](t, mustFind(t, chart, "Deployment", "paddock-controller"))
+	args := d.Spec.Template.Spec.Containers[0].Args
+	for _, flag := range []string{"--snapshot-repository=reg.example:5000/snaps", "--snapshot-capture-namespace=paddock-snapshots", "--snapshot-runsc=/opt/gvisor/runsc",
+		"--snapshot-capture-image=ghcr.io/paddock-dev/paddock-snapshot:dev"} {
+		if !slices.Contains(args, flag) {
+			t.Errorf("controller args %q lack %s", args, flag)
+		}
+	}
+	for _, u := range render(t, namespace) {
+		if strings.Contains(u.GetName(), "snapshot") && u.GetKind() != "CustomResourceDefinition" {
+			t.Errorf("snapshots off renders %s", key(u))
+		}
+	}
+	if _, err := renderErr(t, namespace, "snapshots.enabled=true"); err == nil || !strings.Contains(err.Error(), "snapshots.repository is required") {
+		t.Errorf("snapshots without a repository: error %v, want the value named", err)
+	}
+}

@@ -3,6 +3,7 @@ package snapshots
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -139,4 +140,25 @@ func goneOrTerminating(ctx context.Context, ns, name string) error {
 		return fmt.Errorf("pod %s/%s still exists and is not being deleted", ns, name)
 	}
 	return nil
+}
+
+// resumePod waits for a new resume Pod of snap (not finished yet), checks it resumes the source's container on the
+// source's node, and plays its end with phase.
+func resumePod(t *testing.T, snap *snapshotsv1alpha1.SandboxSnapshot, phase corev1.PodPhase) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	framework.Eventually(t, func(ctx context.Context) error {
+		var err error
+		pod, err = get(ctx, captureNamespace, "snapshot-resume-"+string(snap.UID), &corev1.Pod{})
+		if err == nil && (!pod.DeletionTimestamp.IsZero() || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded) {
+			return fmt.Errorf("resume Pod %s is %s (deleted: %v), want a new one", pod.Name, pod.Status.Phase, !pod.DeletionTimestamp.IsZero())
+		}
+		return err
+	})
+	args := strings.Join(pod.Spec.Containers[0].Args, " ")
+	if pod.Spec.NodeName != nodeName || !strings.Contains(args, "resume ") || !strings.Contains(args, "--container-id="+containerID) {
+		t.Errorf("resume Pod on node %q with args %q: want node %s and container %s", pod.Spec.NodeName, args, nodeName, containerID)
+	}
+	finishCapture(t, pod, phase, snapshot.Result{})
+	return pod
 }

@@ -81,7 +81,7 @@ func TestCaptureToTemplate(t *testing.T) {
 	want := snapshotsv1alpha1.SandboxSnapshotStatus{
 		Phase: snapshotsv1alpha1.SnapshotPhaseReady, Contents: []snapshotsv1alpha1.SnapshotContent{snapshotsv1alpha1.SnapshotContentFilesystem},
 		Image: snapImage, BaseImage: baseImageDigest, SizeBytes: ptr.To[int64](4096), PausedMilliseconds: ptr.To[int64](12),
-		NodeName: nodeName, TemplateName: "from-snap", ObservedGeneration: snap.Generation,
+		NodeName: nodeName, ContainerID: containerID, TemplateName: "from-snap", ObservedGeneration: snap.Generation,
 	}
 	got := snap.Status.DeepCopy()
 	got.Conditions, got.CaptureStartTime, got.CompletionTime = nil, nil, nil
@@ -149,20 +149,37 @@ func TestCaptureFailed(t *testing.T) {
 		t.Errorf("a failed snapshot published a template (get error %v)", err)
 	}
 	framework.Eventually(t, func(ctx context.Context) error { return goneOrTerminating(ctx, captureNamespace, pod.Name) })
+	// A failed capture is followed by a resume Pod, whose success the status records.
+	resume := resumePod(t, snap, corev1.PodSucceeded)
+	waitSnapshot(t, ns, "snap", snapshotsv1alpha1.SnapshotPhaseFailed, snapshotsv1alpha1.ConditionSourceResumed, metav1.ConditionTrue, snapshotsv1alpha1.ReasonResumed)
+	framework.Eventually(t, func(ctx context.Context) error { return goneOrTerminating(ctx, captureNamespace, resume.Name) })
 }
 
-// TestCaptureLost: a capture Pod that vanishes before reporting fails the snapshot (a restart
-// of the controller in between changes nothing: the state is in the status and the Pod).
+// TestCaptureLost: a capture Pod that vanishes before reporting (killed with SIGKILL, so it
+// could not resume the source) fails the snapshot, and a resume Pod on the source's node
+// resumes the container; a resume Pod that fails is retried. A restart of the controller in
+// between changes nothing: the state is in the status and the Pods.
 func TestCaptureLost(t *testing.T) {
 	ns := env.Namespace(t)
 	runSandbox(t, builder.MakeSandbox("sb", ns).Obj())
 	create(t, builder.MakeSnapshot("snap", ns, "sb").Obj())
 	snap := waitSnapshot(t, ns, "snap", snapshotsv1alpha1.SnapshotPhaseCapturing, snapshotsv1alpha1.ConditionCaptured, metav1.ConditionFalse, snapshotsv1alpha1.ReasonCaptureRunning)
+	if snap.Status.ContainerID != containerID {
+		t.Errorf("status.containerID %q, want %q", snap.Status.ContainerID, containerID)
+	}
 	pod := capturePod(t, snap)
 	if err := env.Client.Delete(framework.Context(t, framework.DefaultTimeout), pod, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatalf("deleting the capture Pod: %v", err)
 	}
 	waitSnapshot(t, ns, "snap", snapshotsv1alpha1.SnapshotPhaseFailed, snapshotsv1alpha1.ConditionReady, metav1.ConditionFalse, snapshotsv1alpha1.ReasonCaptureLost)
+	resumePod(t, snap, corev1.PodFailed)
+	c := waitSnapshot(t, ns, "snap", snapshotsv1alpha1.SnapshotPhaseFailed, snapshotsv1alpha1.ConditionSourceResumed, metav1.ConditionFalse, snapshotsv1alpha1.ReasonResumeFailed)
+	if msg := findCondition(c, snapshotsv1alpha1.ConditionSourceResumed).Message; !strings.Contains(msg, "kubectl -n "+captureNamespace+" logs snapshot-resume-") {
+		t.Errorf("SourceResumed message %q does not say where to look", msg)
+	}
+	// After the retry delay the failed Pod is replaced.
+	resumePod(t, snap, corev1.PodSucceeded)
+	waitSnapshot(t, ns, "snap", snapshotsv1alpha1.SnapshotPhaseFailed, snapshotsv1alpha1.ConditionSourceResumed, metav1.ConditionTrue, snapshotsv1alpha1.ReasonResumed)
 }
 
 // TestNotReadySandboxWaits: a snapshot of a Sandbox that is not Ready waits without a capture
@@ -255,7 +272,15 @@ func TestDeleteWhileCapturing(t *testing.T) {
 	if err := env.Client.Delete(framework.Context(t, framework.DefaultTimeout), snap); err != nil {
 		t.Fatal(err)
 	}
+	// Deletion waits for the capture to stop (the kubelet's SIGTERM, played here), then for a
+	// resume Pod to make sure the source is not left paused.
+	framework.Eventually(t, func(ctx context.Context) error { return goneOrTerminating(ctx, captureNamespace, pod.Name) })
+	finishCapture(t, pod, corev1.PodFailed, snapshot.Result{Error: "capture stopped: context canceled"})
+	resume := resumePod(t, snap, corev1.PodSucceeded)
 	framework.Eventually(t, func(ctx context.Context) error {
+		if err := goneOrTerminating(ctx, captureNamespace, resume.Name); err != nil {
+			return err
+		}
 		if _, err := get(ctx, ns, "snap", &snapshotsv1alpha1.SandboxSnapshot{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("snapshot still exists (get error %v)", err)
 		}

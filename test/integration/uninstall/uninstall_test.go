@@ -39,6 +39,11 @@ func TestUninstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	bundle = append(bundle, router...) // the router's install goes too
+	snapshots, err := cli.ParseBundle(dist.SnapshotsBundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle = append(bundle, snapshots...) // and the opt-in snapshot install
 	for _, obj := range bundle {
 		if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
 			client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {

@@ -1,0 +1,166 @@
+package cluster
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	processv1 "github.com/paddock-dev/paddock/api/proto/process/v1"
+	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
+	"github.com/paddock-dev/paddock/internal/devcluster"
+	"github.com/paddock-dev/paddock/test/builder"
+	"github.com/paddock-dev/paddock/test/framework"
+)
+
+// snapshotWrites is what the source sandbox does to its root filesystem as uid 1000 of env-base:
+// a directory tree, a file, a symlink, a mode change, and the deletion of a file of the image
+// (rm without -f: the file must be there to begin with).
+const snapshotWrites = `set -e
+cd /home/user
+mkdir -p snap/dir/sub
+printf hello > snap/dir/file
+ln -s dir/file snap/link
+printf x > snap/mode
+chmod 0751 snap/mode
+rm /opt/venv/bin/activate.csh`
+
+// snapshotTree lists what snapshotWrites touched: every entry's type, mode and owner, the size of
+// files and links (a directory's size is its filesystem's, which differs between gVisor's
+// in-sandbox upper layer and an image layer), the link's target, the file's content and whether
+// the deleted file is back.
+const snapshotTree = `cd /home/user && { find snap -type d -exec stat -c '%n %F %a %u:%g' {} +; find snap ! -type d -exec stat -c '%n %F %a %u:%g %s' {} +; } | sort
+readlink snap/link
+cat snap/dir/file; echo
+test -e /opt/venv/bin/activate.csh && echo activate.csh present || echo activate.csh deleted`
+
+// testSnapshots: a SandboxSnapshot of a running sandbox becomes Ready on the real node, the
+// source keeps running, and a claim of the template it publishes runs exactly the tree the
+// source wrote, deletion included; another namespace can neither use the template nor run the
+// image (the admission policy), under runc and gVisor.
+func testSnapshots(t *testing.T) {
+	t.Run("runc", func(t *testing.T) { snapshotRoundTrip(t, false) })
+	t.Run("gvisor", func(t *testing.T) {
+		requireGVisor(t)
+		snapshotRoundTrip(t, true)
+	})
+}
+
+func snapshotRoundTrip(t *testing.T, gvisor bool) {
+	ns, other := namespace(t), namespace(t)
+	ctx := framework.Context(t, 10*time.Minute)
+	c := paddockClient(t)
+	src := sandboxdSandbox(t, "source", ns).Obj()
+	if !gvisor {
+		src.Spec.PodTemplate.Spec.RuntimeClassName = nil
+	} else if rc := src.Spec.PodTemplate.Spec.RuntimeClassName; rc == nil || *rc != devcluster.GVisorRuntimeClass {
+		t.Fatalf("the example template runs under %v, want %s", rc, devcluster.GVisorRuntimeClass)
+	}
+	framework.MustCreate(t, ctx, c, src)
+	srcIP := waitSandboxReady(t, c, src)
+	srcRun := sandboxRunner(t, ctx, c, src, srcIP)
+	srcRun("sh", "-c", snapshotWrites)
+	want := srcRun("sh", "-c", snapshotTree)
+	for _, line := range []string{"snap/dir directory 755 1000:1000\n", "snap/dir/file regular file 644 1000:1000 5\n", "snap/link symbolic link 777 1000:1000 8\n",
+		"snap/mode regular file 751 1000:1000 1\n", "snap/dir/sub directory 755 1000:1000\n", "\ndir/file\nhello\nactivate.csh deleted"} {
+		if !strings.Contains(want, line) {
+			t.Fatalf("the source's tree after its writes:\n%s\nlacks %q", want, line)
+		}
+	}
+
+	framework.MustCreate(t, ctx, c, builder.MakeSnapshot("snap", ns, src.Name).Obj())
+	snap := &snapshotsv1alpha1.SandboxSnapshot{}
+	framework.EventuallyWithin(t, 5*time.Minute, func(ctx context.Context) error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "snap"}, snap); err != nil {
+			return err
+		}
+		if snap.Status.Phase == snapshotsv1alpha1.SnapshotPhaseFailed {
+			return nil // reported below, without waiting out the timeout
+		}
+		return builder.HasCondition(snap.Status.Conditions, snapshotsv1alpha1.ConditionReady, metav1.ConditionTrue, "")
+	})
+	if snap.Status.Phase != snapshotsv1alpha1.SnapshotPhaseReady {
+		t.Fatalf("snapshot %s is %s: %s", snap.Name, snap.Status.Phase, builder.FormatConditions(snap.Status.Conditions))
+	}
+	t.Logf("snapshot %s: image %s, layer %v bytes, source paused %v ms", snap.Name, snap.Status.Image, deref(snap.Status.SizeBytes), deref(snap.Status.PausedMilliseconds))
+	if snap.Status.PausedMilliseconds == nil || !strings.Contains(snap.Status.Image, "/snapshots/"+ns+"/snap@sha256:") {
+		t.Errorf("status %+v: want the image in the dev registry under the namespace, and the pause reported", snap.Status)
+	}
+	// The source was resumed: it answers, with its tree unchanged.
+	if got := srcRun("sh", "-c", snapshotTree); got != want {
+		t.Errorf("the source's tree after the snapshot (-before +after):\n%s", cmp.Diff(want, got))
+	}
+
+	// A claim of the published template, through a warm pool of it (fork), sees the same tree.
+	framework.MustCreate(t, ctx, c, builder.MakeWarmPool("fork", ns, snap.Status.TemplateName).Replicas(1).Obj())
+	framework.MustCreate(t, ctx, c, builder.MakeClaim("clone", ns, "fork").Obj())
+	claim := &extensionsv1beta1.SandboxClaim{}
+	framework.EventuallyWithin(t, 5*time.Minute, func(ctx context.Context) error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "clone"}, claim); err != nil {
+			return err
+		}
+		return builder.HasCondition(claim.Status.Conditions, agentsv1beta1.SandboxConditionReady, metav1.ConditionTrue, "")
+	})
+	clone := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claim.Status.Sandbox.Name}}
+	cloneIP := waitSandboxReady(t, c, clone)
+	if got := sandboxRunner(t, ctx, c, clone, cloneIP)("sh", "-c", snapshotTree); got != want {
+		t.Errorf("the clone's tree (-source +clone):\n%s", cmp.Diff(want, got))
+	}
+
+	// Another namespace: the template is not there, and a Pod naming the image is refused.
+	framework.MustCreate(t, ctx, c, builder.MakeWarmPool("thief", other, snap.Status.TemplateName).Replicas(1).Obj())
+	framework.Eventually(t, func(ctx context.Context) error {
+		pool := &extensionsv1beta1.SandboxWarmPool{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: other, Name: "thief"}, pool); err != nil {
+			return err
+		}
+		return builder.HasCondition(pool.Status.Conditions, extensionsv1beta1.PoolConditionTemplateReady, metav1.ConditionFalse, extensionsv1beta1.PoolReasonTemplateNotFound)
+	})
+	thief := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "thief"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: snap.Status.Image, Command: []string{"cat", "/home/user/snap/dir/file"}}}},
+	}
+	err := c.Create(ctx, thief)
+	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || err == nil || !strings.Contains(err.Error(), "are SandboxSnapshots") {
+		t.Errorf("a Pod in namespace %s running %s: error %v, want it refused by the snapshot image policy", other, snap.Status.Image, err)
+	}
+	// The same Pod in the snapshot's own namespace is admitted (the policy is not a blanket ban).
+	own := thief.DeepCopy()
+	own.Namespace = ns
+	if err := c.Create(ctx, own, client.DryRunAll); err != nil {
+		t.Errorf("a Pod in the snapshot's namespace %s running its image: %v", ns, err)
+	}
+}
+
+// sandboxRunner runs commands in sb through sandboxd and returns their output; a non-zero exit
+// fails the test.
+func sandboxRunner(t *testing.T, ctx context.Context, c client.Client, sb *agentsv1beta1.Sandbox, ip string) func(cmd ...string) string {
+	t.Helper()
+	procs := dialSandboxd(t, ip, sandboxToken(t, ctx, c, sb))
+	return func(cmd ...string) string {
+		t.Helper()
+		res, err := procs.Execute(ctx, &processv1.ExecuteRequest{Config: &processv1.ProcessConfig{Command: cmd}})
+		if err != nil {
+			t.Fatalf("%s in %s: %v", strings.Join(cmd, " "), sb.Name, err)
+		}
+		if res.GetExitCode() != 0 {
+			t.Fatalf("%s in %s exited %d: %s%s", strings.Join(cmd, " "), sb.Name, res.GetExitCode(), res.GetStdout(), res.GetStderr())
+		}
+		return string(res.GetStdout())
+	}
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return "(unset)"
+	}
+	return *p
+}

@@ -17,6 +17,12 @@ import (
 // sourceSpecAnnotation on a capture Pod carries the JSON of the template spec to publish.
 const sourceSpecAnnotation = "snapshots.paddock.dev/source-spec"
 
+// sourceAnnotationsAnnotation on a capture Pod carries the JSON of the source template's
+// annotations, which the published template keeps: they say how its Sandboxes run (the
+// sandboxd runtime, which locks unclaimed members and carries claim settings; idle and warm
+// resource policies). Absent when the source had none.
+const sourceAnnotationsAnnotation = "snapshots.paddock.dev/source-annotations"
+
 // captureContainerName is the capture Pod's only container.
 const captureContainerName = "capture"
 
@@ -28,6 +34,9 @@ type source struct {
 	runtimeClass  string
 	baseImage     string // the image the container runs, by digest when the node reports one
 	templateSpec  extensionsv1beta1.SandboxTemplateSpec
+	// templateAnnotations are the source template's annotations (none for a Sandbox made
+	// without a template), minus what only describes that object.
+	templateAnnotations map[string]string
 }
 
 // capturePodName is the capture Pod of snap in the controller's namespace.
@@ -86,6 +95,13 @@ func constructCapturePod(snap *snapshotsv1alpha1.SandboxSnapshot, src source, o 
 		snapshotsv1alpha1.SnapshotNameAnnotation:      snap.Name,
 		snapshotsv1alpha1.SnapshotContainerAnnotation: src.containerName,
 		sourceSpecAnnotation:                          string(spec),
+	}
+	if len(src.templateAnnotations) > 0 {
+		annotations, err := json.Marshal(src.templateAnnotations)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the source template's annotations: %w", err)
+		}
+		pod.Annotations[sourceAnnotationsAnnotation] = string(annotations)
 	}
 	pod.Spec.ActiveDeadlineSeconds = ptr.To(int64(o.CaptureTimeout.Seconds()))
 	pod.Spec.HostPID = true
@@ -159,22 +175,40 @@ func nodePod(name, app string, snap *snapshotsv1alpha1.SandboxSnapshot, node str
 	return pod
 }
 
-// sourceSpecOf reads back the template spec a capture Pod carries.
-func sourceSpecOf(pod *corev1.Pod) (extensionsv1beta1.SandboxTemplateSpec, error) {
+// sourceOf reads back the template spec and annotations a capture Pod carries.
+func sourceOf(pod *corev1.Pod) (extensionsv1beta1.SandboxTemplateSpec, map[string]string, error) {
 	var spec extensionsv1beta1.SandboxTemplateSpec
 	raw, ok := pod.Annotations[sourceSpecAnnotation]
 	if !ok {
-		return spec, fmt.Errorf("capture Pod %s/%s lacks the annotation %s", pod.Namespace, pod.Name, sourceSpecAnnotation)
+		return spec, nil, fmt.Errorf("capture Pod %s/%s lacks the annotation %s", pod.Namespace, pod.Name, sourceSpecAnnotation)
 	}
 	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
-		return spec, fmt.Errorf("capture Pod %s/%s: annotation %s: %w", pod.Namespace, pod.Name, sourceSpecAnnotation, err)
+		return spec, nil, fmt.Errorf("capture Pod %s/%s: annotation %s: %w", pod.Namespace, pod.Name, sourceSpecAnnotation, err)
 	}
-	return spec, nil
+	var annotations map[string]string
+	if raw, ok := pod.Annotations[sourceAnnotationsAnnotation]; ok {
+		if err := json.Unmarshal([]byte(raw), &annotations); err != nil {
+			return spec, nil, fmt.Errorf("capture Pod %s/%s: annotation %s: %w", pod.Namespace, pod.Name, sourceAnnotationsAnnotation, err)
+		}
+	}
+	return spec, annotations, nil
+}
+
+// carriedAnnotations is what of a source template's annotations its snapshot's template keeps:
+// all but kubectl's bookkeeping, which describes the source object, not how it runs.
+func carriedAnnotations(annotations map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range annotations {
+		if !strings.HasPrefix(k, "kubectl.kubernetes.io/") {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // constructTemplate is the SandboxTemplate snap publishes: spec with the captured container
-// running image, controlled by snap.
-func constructTemplate(snap *snapshotsv1alpha1.SandboxSnapshot, spec extensionsv1beta1.SandboxTemplateSpec, container, image string) (*extensionsv1beta1.SandboxTemplate, error) {
+// running image and the source template's annotations, controlled by snap.
+func constructTemplate(snap *snapshotsv1alpha1.SandboxSnapshot, spec extensionsv1beta1.SandboxTemplateSpec, annotations map[string]string, container, image string) (*extensionsv1beta1.SandboxTemplate, error) {
 	spec = *spec.DeepCopy()
 	found := false
 	for i := range spec.PodTemplate.Spec.Containers {
@@ -186,11 +220,13 @@ func constructTemplate(snap *snapshotsv1alpha1.SandboxSnapshot, spec extensionsv
 	if !found {
 		return nil, fmt.Errorf("the source spec has no container %q", container)
 	}
+	kept := carriedAnnotations(annotations)
+	kept[snapshotsv1alpha1.SnapshotAnnotation] = snap.Name
 	return &extensionsv1beta1.SandboxTemplate{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            templateName(snap),
 			Namespace:       snap.Namespace,
-			Annotations:     map[string]string{snapshotsv1alpha1.SnapshotAnnotation: snap.Name},
+			Annotations:     kept,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(snap, snapshotsv1alpha1.GroupVersion.WithKind("SandboxSnapshot"))},
 		},
 		Spec: spec,

@@ -29,10 +29,15 @@ func twoContainers() extensionsv1beta1.SandboxTemplateSpec {
 }
 
 // TestConstructTemplate: only the captured container's image changes, the source spec is not
-// touched, and the snapshot controls the template.
+// touched, the source's annotations are kept (the sandboxd runtime among them, without which
+// the snapshot's pool members would start unlocked), and the snapshot controls the template.
 func TestConstructTemplate(t *testing.T) {
 	snap, spec := testSnapshot(), twoContainers()
-	tpl, err := constructTemplate(snap, spec, "side", "repo/ns/snap@sha256:ab")
+	source := map[string]string{
+		extensionsv1beta1.RuntimeAnnotation:                extensionsv1beta1.RuntimeSandboxd,
+		"kubectl.kubernetes.io/last-applied-configuration": "{}",
+	}
+	tpl, err := constructTemplate(snap, spec, source, "side", "repo/ns/snap@sha256:ab")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,10 +51,17 @@ func TestConstructTemplate(t *testing.T) {
 	if spec.PodTemplate.Spec.Containers[1].Image != "side:1" {
 		t.Error("the source spec was modified")
 	}
-	if tpl.Name != "snap" || tpl.Namespace != "ns" || !metav1.IsControlledBy(tpl, snap) || tpl.Annotations[snapshotsv1alpha1.SnapshotAnnotation] != "snap" {
-		t.Errorf("template meta %+v: want ns/snap controlled by the snapshot and naming it", tpl.ObjectMeta)
+	if tpl.Name != "snap" || tpl.Namespace != "ns" || !metav1.IsControlledBy(tpl, snap) {
+		t.Errorf("template meta %+v: want ns/snap controlled by the snapshot", tpl.ObjectMeta)
 	}
-	if _, err := constructTemplate(snap, spec, "missing", "x"); err == nil || !strings.Contains(err.Error(), `no container "missing"`) {
+	wantAnnotations := map[string]string{
+		extensionsv1beta1.RuntimeAnnotation:  extensionsv1beta1.RuntimeSandboxd,
+		snapshotsv1alpha1.SnapshotAnnotation: "snap",
+	}
+	if d := cmp.Diff(wantAnnotations, tpl.Annotations); d != "" {
+		t.Errorf("template annotations (-want +got):\n%s", d)
+	}
+	if _, err := constructTemplate(snap, spec, nil, "missing", "x"); err == nil || !strings.Contains(err.Error(), `no container "missing"`) {
 		t.Errorf("error %v, want the missing container named", err)
 	}
 }
@@ -61,7 +73,8 @@ func TestConstructCapturePod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := source{nodeName: "n1", containerID: "abc", containerName: "main", baseImage: "base@sha256:1", templateSpec: twoContainers()}
+	runtime := map[string]string{extensionsv1beta1.RuntimeAnnotation: extensionsv1beta1.RuntimeSandboxd}
+	src := source{nodeName: "n1", containerID: "abc", containerName: "main", baseImage: "base@sha256:1", templateSpec: twoContainers(), templateAnnotations: runtime}
 	pod, err := constructCapturePod(testSnapshot(), src, o)
 	if err != nil {
 		t.Fatal(err)
@@ -91,12 +104,15 @@ func TestConstructCapturePod(t *testing.T) {
 	if last := c.VolumeMounts[len(c.VolumeMounts)-1]; !strings.Contains(strings.Join(c.Args, " "), "--runsc=/opt/gvisor/runsc") || last.MountPath != o.Runsc || !last.ReadOnly {
 		t.Errorf("args %q, last mount %+v: want runsc passed and mounted read-only at its node path", c.Args, last)
 	}
-	spec, err := sourceSpecOf(pod)
+	spec, annotations, err := sourceOf(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff(twoContainers(), spec); d != "" {
 		t.Errorf("spec read back (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(runtime, annotations); d != "" {
+		t.Errorf("annotations read back (-want +got):\n%s", d)
 	}
 }
 

@@ -226,12 +226,12 @@ func (r *Reconciler) publish(ctx context.Context, snap *snapshotsv1alpha1.Sandbo
 			fmt.Sprintf("SandboxTemplate %s was deleted after it was published; the image %s remains, create a new SandboxSnapshot for a template", key, snap.Status.Image))
 		return ctrl.Result{}, nil
 	}
-	spec, err := sourceSpecOf(pod)
+	spec, annotations, err := sourceOf(pod)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	container := pod.Annotations[snapshotsv1alpha1.SnapshotContainerAnnotation]
-	want, err := constructTemplate(snap, spec, container, snap.Status.Image)
+	want, err := constructTemplate(snap, spec, annotations, container, snap.Status.Image)
 	if err != nil {
 		setTemplateReady(snap, metav1.ConditionFalse, snapshotsv1alpha1.ReasonTemplateConflict, err.Error())
 		return ctrl.Result{}, nil

@@ -71,31 +71,31 @@ func (r *Reconciler) observeSource(ctx context.Context, snap *snapshotsv1alpha1.
 	if !strings.Contains(src.baseImage, "@sha256:") {
 		src.baseImage = status.Image
 	}
-	spec, p, err := r.templateSpecOf(ctx, sb)
+	tpl, p, err := r.templateOf(ctx, sb)
 	if err != nil || p != nil {
 		return source{}, p, err
 	}
-	src.templateSpec = spec
+	src.templateSpec, src.templateAnnotations = tpl.Spec, carriedAnnotations(tpl.Annotations)
 	return src, nil, nil
 }
 
-// templateSpecOf is the spec the snapshot's template starts from: the Sandbox's own template
+// templateOf is the template the snapshot's template starts from: the Sandbox's own template
 // when it was made from one, so that a claim's env (which may hold secrets) never reaches the
-// published template, else the Sandbox's blueprint.
-func (r *Reconciler) templateSpecOf(ctx context.Context, sb *agentsv1beta1.Sandbox) (extensionsv1beta1.SandboxTemplateSpec, *problem, error) {
+// published template, else one with the Sandbox's blueprint and no annotations.
+func (r *Reconciler) templateOf(ctx context.Context, sb *agentsv1beta1.Sandbox) (*extensionsv1beta1.SandboxTemplate, *problem, error) {
 	name := sb.Annotations[agentsv1beta1.SandboxTemplateRefAnnotation]
 	if name == "" {
-		return extensionsv1beta1.SandboxTemplateSpec{SandboxBlueprint: *sb.Spec.SandboxBlueprint.DeepCopy()}, nil, nil
+		return &extensionsv1beta1.SandboxTemplate{Spec: extensionsv1beta1.SandboxTemplateSpec{SandboxBlueprint: *sb.Spec.SandboxBlueprint.DeepCopy()}}, nil, nil
 	}
 	tpl := &extensionsv1beta1.SandboxTemplate{}
 	if err := r.opts.APIReader.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: name}, tpl); err != nil {
 		if apierrors.IsNotFound(err) {
-			return extensionsv1beta1.SandboxTemplateSpec{}, &problem{snapshotsv1alpha1.ReasonSourceTemplateNotFound,
+			return nil, &problem{snapshotsv1alpha1.ReasonSourceTemplateNotFound,
 				fmt.Sprintf("Sandbox %s was made from SandboxTemplate %s, which no longer exists; recreate it to snapshot the Sandbox", sb.Name, name), true}, nil
 		}
-		return extensionsv1beta1.SandboxTemplateSpec{}, nil, fmt.Errorf("reading SandboxTemplate %s/%s: %w", sb.Namespace, name, err)
+		return nil, nil, fmt.Errorf("reading SandboxTemplate %s/%s: %w", sb.Namespace, name, err)
 	}
-	return *tpl.Spec.DeepCopy(), nil, nil
+	return tpl, nil, nil
 }
 
 // podName is the Sandbox's Pod: the pod-name annotation when set, else the Sandbox's name.

@@ -62,10 +62,13 @@ func TestSandboxNotFound(t *testing.T) {
 
 // TestCaptureToTemplate: a Ready Sandbox made from a template is captured by one Pod on its
 // node; its result makes the snapshot Ready and publishes a template that runs the image, built
-// from the source template (not the Sandbox, whose env may hold a claim's secrets).
+// from the source template (not the Sandbox, whose env may hold a claim's secrets), with the
+// template's annotations (its sandboxd runtime, which locks unclaimed members).
 func TestCaptureToTemplate(t *testing.T) {
 	ns := env.Namespace(t)
-	create(t, builder.MakeTemplate("base", ns).Obj())
+	base := builder.MakeTemplate("base", ns).Obj()
+	base.Annotations = map[string]string{extensionsv1beta1.RuntimeAnnotation: extensionsv1beta1.RuntimeSandboxd}
+	create(t, base)
 	sb := builder.MakeSandbox("sb", ns).Obj()
 	sb.Annotations = map[string]string{agentsv1beta1.SandboxTemplateRefAnnotation: "base"}
 	sb.Spec.PodTemplate.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "CLAIM_SECRET", Value: "s3cret"}}
@@ -102,6 +105,9 @@ func TestCaptureToTemplate(t *testing.T) {
 	c := tpl.Spec.PodTemplate.Spec.Containers[0]
 	if c.Image != snapImage || len(c.Env) != 0 {
 		t.Errorf("published container runs %q with env %v; want %q and the source template's (empty) env", c.Image, c.Env, snapImage)
+	}
+	if got := tpl.Annotations[extensionsv1beta1.RuntimeAnnotation]; got != extensionsv1beta1.RuntimeSandboxd {
+		t.Errorf("published template's %s is %q; want the source template's %q", extensionsv1beta1.RuntimeAnnotation, got, extensionsv1beta1.RuntimeSandboxd)
 	}
 	framework.Eventually(t, func(ctx context.Context) error { return goneOrTerminating(ctx, captureNamespace, pod.Name) })
 }

@@ -191,6 +191,8 @@ func (cl *cluster) adaptDeployment(u *unstructured.Unstructured) error {
 		// Sandboxes resolve through the internet stand-in: the public resolvers of the default
 		// are unreachable from this machine's pods, on purpose.
 		setArg(c, "--sandbox-nameservers=", cl.cfg.InternetResolver().String())
+		// paddock-egress runs on the node (egress.go): the default policy admits its ports.
+		setArg(c, "--sandbox-egress-proxy-ports=", fmt.Sprintf("%d,%d", egressProxyPort, egressDNSPort))
 	}
 	if d.Name == "paddock-router" {
 		if cl.routerAuthz != "" {

@@ -2,6 +2,7 @@
 #   docker build --target controller -t paddock-controller .
 #   docker build --target router     -t paddock-router .
 #   docker build --target sandbox    -t paddock-sandbox .
+#   docker build --target egress     -t paddock-egress .
 # The local cluster builds the same images without Docker (internal/image).
 FROM golang:1.26 AS source
 WORKDIR /src
@@ -21,6 +22,9 @@ RUN go build -ldflags "${LDFLAGS}" -o /out/paddock-controller ./cmd/paddock-cont
 
 FROM source AS build-router
 RUN go build -ldflags "${LDFLAGS}" -o /out/paddock-router ./cmd/paddock-router
+
+FROM source AS build-egress
+RUN go build -ldflags "${LDFLAGS}" -o /out/paddock-egress ./cmd/paddock-egress
 
 FROM source AS build-sandboxd
 RUN go build -ldflags "${LDFLAGS}" -o /out/sandboxd ./cmd/sandboxd
@@ -44,3 +48,11 @@ FROM busybox:1.37-musl AS sandbox
 COPY --from=build-sandboxd /out/sandboxd /usr/local/bin/sandboxd
 ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 ENTRYPOINT ["/usr/local/bin/sandboxd"]
+
+# paddock-egress: the node component that enforces sandboxes' egress policies (config/egress,
+# egress.enabled in the chart). It rewrites the node's iptables, so it carries Debian's iptables
+# (nf_tables backend, as the node's own) and runs as root with NET_ADMIN only.
+FROM debian:bookworm-slim AS egress
+RUN apt-get update && apt-get install -y --no-install-recommends iptables ca-certificates && rm -rf /var/lib/apt/lists/*
+COPY --from=build-egress /out/paddock-egress /paddock-egress
+ENTRYPOINT ["/paddock-egress"]

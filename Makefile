@@ -53,6 +53,7 @@ dist: chart-files $(KUSTOMIZE) ## Render the single-file install bundles under d
 	$(KUSTOMIZE) build config/default > dist/paddock.yaml
 	$(KUSTOMIZE) build config/core > dist/paddock-core.yaml
 	$(KUSTOMIZE) build config/router > dist/paddock-router.yaml
+	$(KUSTOMIZE) build config/egress > dist/paddock-egress.yaml
 	@# Upstream's namespace, in files under 1 MiB each: kubectl apply --server-side -f dist/agent-sandbox-system/
 	@mkdir -p dist/agent-sandbox-system
 	$(KUSTOMIZE) build config/crd/core > dist/agent-sandbox-system/crds-core.yaml
@@ -70,6 +71,7 @@ chart-files: ## Copy the generated CRDs, RBAC rules and admission policies into 
 	cp config/rbac/core/role.yaml $(CHART)/files/rbac/core-role.yaml
 	cp config/rbac/extensions/role.yaml $(CHART)/files/rbac/extensions-role.yaml
 	cp config/admission/idle-policy.yaml config/admission/autosize-policy.yaml config/admission/warm-resources-policy.yaml $(CHART)/files/admission/
+	cp config/egress/admission.yaml $(CHART)/files/admission/egress-policy.yaml
 
 .PHONY: verify
 verify: generate ## Regenerate, then fail on any difference or new untracked file.

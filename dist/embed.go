@@ -12,3 +12,9 @@ var Bundle []byte
 //
 //go:embed paddock-router.yaml
 var RouterBundle []byte
+
+// EgressBundle is dist/paddock-egress.yaml: paddock-egress, the node component that enforces
+// sandboxes' egress policies (opt-in, applied after Bundle).
+//
+//go:embed paddock-egress.yaml
+var EgressBundle []byte

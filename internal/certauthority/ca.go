@@ -39,26 +39,14 @@ func New(o Options) (*CA, error) {
 	if o.CommonName == "" || o.Lifetime <= 0 {
 		return nil, errors.New("certauthority: a CA needs a CommonName and a positive Lifetime")
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: o.CommonName, Organization: []string{o.Organization}},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(o.Lifetime),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
-	}
+	tmpl := template(pkix.Name{CommonName: o.CommonName, Organization: []string{o.Organization}}, o.Lifetime)
+	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign
+	tmpl.BasicConstraintsValid, tmpl.IsCA, tmpl.MaxPathLenZero = true, true, true
 	if len(o.PermittedDNSDomains) > 0 {
 		tmpl.PermittedDNSDomainsCritical = true
 		tmpl.PermittedDNSDomains = o.PermittedDNSDomains
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, key, err := sign(tmpl, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -112,25 +100,15 @@ func (ca *CA) Pool() *x509.CertPool {
 // Issue signs a TLS server certificate for host (a DNS name, or an IP address) valid for
 // lifetime from now; its chain holds the leaf and the CA's certificate, and Leaf is set.
 func (ca *CA) Issue(host string, lifetime time.Duration) (*tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: host},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(lifetime),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
+	tmpl := template(pkix.Name{CommonName: host}, lifetime)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	if a, err := netip.ParseAddr(host); err == nil {
 		tmpl.IPAddresses = append(tmpl.IPAddresses, a.AsSlice())
 	} else {
 		tmpl.DNSNames = []string{host}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	der, key, err := sign(tmpl, ca.cert, ca.key)
 	if err != nil {
 		return nil, err
 	}
@@ -139,6 +117,26 @@ func (ca *CA) Issue(host string, lifetime time.Duration) (*tls.Certificate, erro
 		return nil, err
 	}
 	return &tls.Certificate{Certificate: [][]byte{der, ca.cert.Raw}, PrivateKey: key, Leaf: leaf}, nil
+}
+
+// template is a certificate for subject, valid from an hour ago (for clocks that lag) until
+// lifetime from now.
+func template(subject pkix.Name, lifetime time.Duration) *x509.Certificate {
+	now := time.Now()
+	return &x509.Certificate{SerialNumber: serial(), Subject: subject, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(lifetime)}
+}
+
+// sign makes a new key and signs tmpl for it by parent's key, or by itself when parent is nil.
+func sign(tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) ([]byte, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	return der, key, err
 }
 
 func keyPEM(key *ecdsa.PrivateKey) []byte {

@@ -97,27 +97,7 @@ func testEgress(t *testing.T) {
 	}
 	for _, tc := range []struct{ runtime, template string }{{"gVisor", gvisor}, {"runc", runc}} {
 		t.Run("sandbox on "+tc.runtime, func(t *testing.T) {
-			waitPoolReady(t, c, ns, tc.template, 1)
-			sb, err := paddock.Claim(ctx, sdk.ClaimOptions{WarmPool: tc.template, Namespace: ns})
-			if err != nil {
-				t.Fatalf("claim from %s: %v", tc.template, err)
-			}
-			t.Cleanup(func() { _ = sb.Release(context.Background()) })
-			rt, err := sb.Runtime()
-			if err != nil {
-				t.Fatal(err)
-			}
-			run := func(ctx context.Context, cmd string) (string, error) {
-				res, err := rt.Run(ctx, cmd)
-				if err != nil {
-					return "", err
-				}
-				out := res.Stdout + res.Stderr
-				if res.ExitCode != 0 {
-					return out, fmt.Errorf("exit code %d: %s", res.ExitCode, strings.TrimSpace(out))
-				}
-				return out, nil
-			}
+			sb, run := claimFromPool(t, ctx, paddock, c, ns, tc.template)
 			sh := func(cmd string) func(context.Context) (string, error) {
 				return func(ctx context.Context) (string, error) { return run(ctx, cmd) }
 			}

@@ -427,31 +427,40 @@ func TestRouterMatchesKustomize(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			chart := render(t, namespace, "router.enabled=true", "router.authzMode="+mode)
-			var routerObjs []string
-			for _, u := range chart {
-				if u.GetLabels()["app.kubernetes.io/name"] == "paddock-router" {
-					routerObjs = append(routerObjs, key(u))
-				}
-			}
-			var wantKeys []string
-			for _, w := range want {
-				wantKeys = append(wantKeys, key(w))
-				got := find(chart, w.GetKind(), w.GetName())
-				if got == nil {
-					continue
-				}
-				w = asChartRendersIt(w, "paddock-router")
-				if diff := cmp.Diff(w.Object, withoutChartLabels(got).Object); diff != "" {
-					t.Errorf("%s differs from kustomize (-kustomize +chart):\n%s", key(w), diff)
-				}
-			}
-			slices.Sort(wantKeys)
-			slices.Sort(routerObjs)
-			if diff := cmp.Diff(wantKeys, routerObjs); diff != "" {
-				t.Errorf("router objects differ from kustomize (-kustomize +chart):\n%s", diff)
-			}
+			matchKustomize(t, render(t, namespace, "router.enabled=true", "router.authzMode="+mode), want, "paddock-router", nil)
 		})
+	}
+}
+
+// matchKustomize checks that the chart's objects of component name (its app.kubernetes.io/name
+// label) are exactly the kustomize objects want, each as the chart renders it (adjust, when set,
+// says what else the values change).
+func matchKustomize(t *testing.T, chart, want []*unstructured.Unstructured, name string, adjust func(*unstructured.Unstructured)) {
+	t.Helper()
+	var got, wantKeys []string
+	for _, u := range chart {
+		if u.GetLabels()["app.kubernetes.io/name"] == name {
+			got = append(got, key(u))
+		}
+	}
+	for _, w := range want {
+		wantKeys = append(wantKeys, key(w))
+		c := find(chart, w.GetKind(), w.GetName())
+		if c == nil {
+			continue
+		}
+		w = asChartRendersIt(w, name)
+		if adjust != nil {
+			adjust(w)
+		}
+		if diff := cmp.Diff(w.Object, withoutChartLabels(c).Object); diff != "" {
+			t.Errorf("%s differs from kustomize (-kustomize +chart):\n%s", key(w), diff)
+		}
+	}
+	slices.Sort(wantKeys)
+	slices.Sort(got)
+	if diff := cmp.Diff(wantKeys, got); diff != "" {
+		t.Errorf("%s objects differ from kustomize (-kustomize +chart):\n%s", name, diff)
 	}
 }
 
@@ -465,19 +474,7 @@ func TestEgressMatchesKustomize(t *testing.T) {
 	}
 	const cidrs = "198.18.0.0/24,198.19.128.0/17"
 	chart := render(t, namespace, "egress.enabled=true", "egress.clusterCIDRs={"+cidrs+"}", "egress.image.tag=dev")
-	var got, wantKeys []string
-	for _, u := range chart {
-		if u.GetLabels()["app.kubernetes.io/name"] == "paddock-egress" {
-			got = append(got, key(u))
-		}
-	}
-	for _, w := range want {
-		wantKeys = append(wantKeys, key(w))
-		c := find(chart, w.GetKind(), w.GetName())
-		if c == nil {
-			continue
-		}
-		w = asChartRendersIt(w, "paddock-egress")
+	matchKustomize(t, chart, want, "paddock-egress", func(w *unstructured.Unstructured) {
 		if w.GetKind() == "DaemonSet" {
 			containers, _, _ := unstructured.NestedSlice(w.Object, "spec", "template", "spec", "containers")
 			ctr := containers[0].(map[string]any)
@@ -490,15 +487,7 @@ func TestEgressMatchesKustomize(t *testing.T) {
 			}
 			_ = unstructured.SetNestedSlice(w.Object, containers, "spec", "template", "spec", "containers")
 		}
-		if diff := cmp.Diff(w.Object, withoutChartLabels(c).Object); diff != "" {
-			t.Errorf("%s differs from kustomize (-kustomize +chart):\n%s", key(w), diff)
-		}
-	}
-	slices.Sort(wantKeys)
-	slices.Sort(got)
-	if diff := cmp.Diff(wantKeys, got); diff != "" {
-		t.Errorf("egress objects differ from kustomize (-kustomize +chart):\n%s", diff)
-	}
+	})
 	ds := convert[appsv1.DaemonSet](t, mustFind(t, chart, "DaemonSet", "paddock-egress"))
 	pod := ds.Spec.Template.Spec
 	sc := pod.Containers[0].SecurityContext

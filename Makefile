@@ -90,6 +90,7 @@ lint: $(GOLANGCI_LINT) helm-lint ## Run golangci-lint, with the Kubernetes API l
 helm-lint: $(HELM) ## Lint the Helm chart with its default values and with every optional part on.
 	$(HELM) lint --strict $(CHART)
 	$(HELM) lint --strict $(CHART) --set router.enabled=true,metrics.serviceMonitor.enabled=true,tracing.enabled=true
+	$(HELM) lint --strict $(CHART) --set egress.enabled=true,egress.clusterCIDRs={198.18.0.0/24}
 
 ##@ Test
 

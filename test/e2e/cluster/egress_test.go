@@ -181,14 +181,14 @@ func testEgress(t *testing.T) {
 
 			// A policy change on the running sandbox: the claim's annotation replaces the
 			// template's, the Pod's container keeps running, other.test opens.
-			pod := sandboxPod(t, ctx, ns, sb.SandboxName())
+			pod := sandboxPod(t, ns, sb.SandboxName())
 			started := pod.Status.ContainerStatuses[0].State.Running.StartedAt
 			changed := policy
 			changed.Allow = append(slices.Clone(policy.Allow), "other.test")
 			patchClaimPolicy(t, ctx, c, ns, sb.ClaimName(), changed)
 			expectOutput(t, "http://other.test/ after the claim allows it", curl("http://other.test/"), "hello from other.test")
 			waitEgressApplied(t, c, ns, sb.SandboxName())
-			after := sandboxPod(t, ctx, ns, sb.SandboxName())
+			after := sandboxPod(t, ns, sb.SandboxName())
 			if st := after.Status.ContainerStatuses[0]; st.RestartCount != pod.Status.ContainerStatuses[0].RestartCount || st.State.Running == nil || !st.State.Running.StartedAt.Equal(&started) {
 				t.Errorf("the sandbox's container restarted for the policy change: before started %s, after %+v", started, st)
 			}
@@ -252,7 +252,7 @@ func waitEgressApplied(t *testing.T, c client.Client, ns, name string) {
 }
 
 // sandboxPod is the running Pod of Sandbox name.
-func sandboxPod(t *testing.T, ctx context.Context, ns, name string) *corev1.Pod {
+func sandboxPod(t *testing.T, ns, name string) *corev1.Pod {
 	t.Helper()
 	var pod *corev1.Pod
 	framework.Eventually(t, func(ctx context.Context) error {

@@ -81,7 +81,7 @@ func TestBundleLimitsWritesToItsNode(t *testing.T) {
 		return kubernetes.NewForConfigOrDie(cfg)
 	}
 	nodeA, unbound := as(token(agent)), as(token(nil))
-	patch := func(c kubernetes.Interface, p *corev1.Pod, labels, annotations map[string]string) error {
+	patch := func(ctx context.Context, c kubernetes.Interface, p *corev1.Pod, labels, annotations map[string]string) error {
 		meta := map[string]any{}
 		if labels != nil {
 			meta["labels"] = labels
@@ -97,7 +97,7 @@ func TestBundleLimitsWritesToItsNode(t *testing.T) {
 
 	// The control: its own node's Pod, its own annotation. The policy takes effect a moment
 	// after it is created, so the refusals are polled for.
-	if err := patch(nodeA, mine, nil, status); err != nil {
+	if err := patch(ctx, nodeA, mine, nil, status); err != nil {
 		t.Fatalf("node-a's instance writing the status of node-a's Pod: %v", err)
 	}
 	for _, tc := range []struct {
@@ -113,7 +113,7 @@ func TestBundleLimitsWritesToItsNode(t *testing.T) {
 		{"a token bound to no Pod", unbound, mine, nil, status, "the token is not bound to a Pod on a node"},
 	} {
 		framework.Eventually(t, func(ctx context.Context) error {
-			err := patch(tc.c, tc.p, tc.labels, tc.ann)
+			err := patch(ctx, tc.c, tc.p, tc.labels, tc.ann)
 			if err == nil {
 				return fmt.Errorf("%s: admitted", tc.what)
 			}

@@ -97,7 +97,9 @@ func testEgress(t *testing.T) {
 	}
 	for _, tc := range []struct{ runtime, template string }{{"gVisor", gvisor}, {"runc", runc}} {
 		t.Run("sandbox on "+tc.runtime, func(t *testing.T) {
-			sb, run := claimFromPool(t, ctx, paddock, c, ns, tc.template)
+			sb, runArgv := claimFromPool(t, ctx, paddock, c, ns, tc.template)
+			// The runtime runs no shell; these commands need one for pipes, globs and redirections.
+			run := func(ctx context.Context, cmd string) (string, error) { return runArgv(ctx, "sh -c "+shellQuote(cmd)) }
 			sh := func(cmd string) func(context.Context) (string, error) {
 				return func(ctx context.Context) (string, error) { return run(ctx, cmd) }
 			}

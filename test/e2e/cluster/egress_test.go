@@ -135,7 +135,8 @@ func testEgress(t *testing.T) {
 				}
 			}
 			expectOutput(t, "UDP to example.test's address", failing(sh("python3 -c "+shellQuote(udpScript(exampleIP)))), "timed out")
-			expectOutput(t, "IPv6 to example.test", failing(curl("-6 http://example.test/")), "Could not resolve host")
+			// No AAAA answer, no IPv6 route: curl fails to resolve or to connect, depending on the runtime.
+			expectFailure(t, "IPv6 to example.test", curl("-6 http://example.test/"))
 
 			// Header injection over HTTP and HTTPS: the client's own Authorization is replaced.
 			before := time.Now()

@@ -161,11 +161,13 @@ func testEgress(t *testing.T) {
 			var rows []attempt
 			look := func(what, script string) {
 				out, _ := run(ctx, script)
-				rows = append(rows, attempt{from: "sandbox on " + tc.runtime, what: what, result: out, held: !strings.Contains(out, secretPart)})
+				rows = append(rows, attempt{from: "sandbox on " + tc.runtime, what: what, result: out,
+					held: !strings.Contains(out, secretPart) && !strings.Contains(out, "found-in-files")})
 			}
 			look("read the injected credential from the environment", "env")
 			look("read it from every process's environ and cmdline", "cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr '\\0' '\\n'")
-			look("search the writable and configuration files for it", "grep -rIl "+secretPart+" /etc /home /root /tmp /var /run /opt /srv /usr/local 2>/dev/null; echo searched")
+			look("search the writable and configuration files for it",
+				"if grep -rIlq "+secretPart+" /etc /home /root /tmp /var /run /opt /srv /usr/local 2>/dev/null; then echo found-in-files; fi; echo searched")
 			look("see it in the traffic of an injected request (curl -v, HTTP and HTTPS)",
 				"curl -sv -m 10 http://api.example.test/ 2>&1; curl -sv -m 10 --cacert /tmp/egress-ca.crt https://api.example.test/ 2>&1")
 			look("have it echoed by the allowed host", "curl -s -m 10 -D - http://api.example.test/ 2>&1")

@@ -3,6 +3,7 @@
 #   docker build --target router     -t paddock-router .
 #   docker build --target sandbox    -t paddock-sandbox .
 #   docker build --target snapshot   -t paddock-snapshot .
+#   docker build --target egress     -t paddock-egress .
 # The local cluster builds the same images without Docker (internal/image).
 FROM golang:1.26 AS source
 WORKDIR /src
@@ -25,6 +26,8 @@ RUN go build -ldflags "${LDFLAGS}" -o /out/paddock-router ./cmd/paddock-router
 
 FROM source AS build-snapshot
 RUN go build -ldflags "${LDFLAGS}" -o /out/paddock-snapshot ./cmd/paddock-snapshot
+FROM source AS build-egress
+RUN go build -ldflags "${LDFLAGS}" -o /out/paddock-egress ./cmd/paddock-egress
 
 FROM source AS build-sandboxd
 RUN go build -ldflags "${LDFLAGS}" -o /out/sandboxd ./cmd/sandboxd
@@ -55,3 +58,10 @@ ENTRYPOINT ["/usr/local/bin/sandboxd"]
 FROM gcr.io/distroless/static AS snapshot
 COPY --from=build-snapshot /out/paddock-snapshot /paddock-snapshot
 ENTRYPOINT ["/paddock-snapshot"]
+# paddock-egress: the node component that enforces sandboxes' egress policies (config/egress,
+# egress.enabled in the chart). It rewrites the node's iptables, so it carries Debian's iptables
+# (nf_tables backend, as the node's own) and runs as root with NET_ADMIN only.
+FROM debian:bookworm-slim AS egress
+RUN apt-get update && apt-get install -y --no-install-recommends iptables ca-certificates && rm -rf /var/lib/apt/lists/*
+COPY --from=build-egress /out/paddock-egress /paddock-egress
+ENTRYPOINT ["/paddock-egress"]

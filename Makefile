@@ -54,6 +54,7 @@ dist: chart-files $(KUSTOMIZE) ## Render the single-file install bundles under d
 	$(KUSTOMIZE) build config/core > dist/paddock-core.yaml
 	$(KUSTOMIZE) build config/router > dist/paddock-router.yaml
 	$(KUSTOMIZE) build config/snapshots > dist/paddock-snapshots.yaml
+	$(KUSTOMIZE) build config/egress > dist/paddock-egress.yaml
 	@# Upstream's namespace, in files under 1 MiB each: kubectl apply --server-side -f dist/agent-sandbox-system/
 	@mkdir -p dist/agent-sandbox-system
 	$(KUSTOMIZE) build config/crd/core > dist/agent-sandbox-system/crds-core.yaml
@@ -72,6 +73,7 @@ chart-files: ## Copy the generated CRDs, RBAC rules and admission policies into 
 	cp config/rbac/extensions/role.yaml $(CHART)/files/rbac/extensions-role.yaml
 	cp config/admission/idle-policy.yaml config/admission/autosize-policy.yaml config/admission/warm-resources-policy.yaml $(CHART)/files/admission/
 	cp config/snapshots/image-policy.yaml $(CHART)/files/admission/snapshot-image-policy.yaml
+	cp config/egress/admission.yaml $(CHART)/files/admission/egress-policy.yaml
 
 .PHONY: verify
 verify: generate ## Regenerate, then fail on any difference or new untracked file.
@@ -90,6 +92,7 @@ lint: $(GOLANGCI_LINT) helm-lint ## Run golangci-lint, with the Kubernetes API l
 helm-lint: $(HELM) ## Lint the Helm chart with its default values and with every optional part on.
 	$(HELM) lint --strict $(CHART)
 	$(HELM) lint --strict $(CHART) --set router.enabled=true,metrics.serviceMonitor.enabled=true,tracing.enabled=true,snapshots.enabled=true,snapshots.repository=registry.example/snapshots
+	$(HELM) lint --strict $(CHART) --set egress.enabled=true,egress.clusterCIDRs={198.18.0.0/24}
 
 ##@ Test
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -46,7 +47,8 @@ type listen struct {
 	udp  bool
 }
 
-// Component names, in start order. `down` stops them in reverse.
+// Component names, in start order. `down` stops them in reverse. The egress component comes
+// last: `up` starts it after installing Paddock, whose namespace holds its CA.
 const (
 	compEtcd        = "etcd"
 	compAPIServer   = "kube-apiserver"
@@ -60,11 +62,12 @@ const (
 	compNetpol      = "netpol"
 	compProvisioner = "provisioner"
 	compKWOK        = "kwok"
+	compEgress      = "egress"
 )
 
 var componentOrder = []string{
 	compEtcd, compAPIServer, compControllers, compScheduler, compRegistry, compInternet,
-	compContainerd, compCoreDNS, compKubelet, compNetpol, compProvisioner, compKWOK,
+	compContainerd, compCoreDNS, compKubelet, compNetpol, compProvisioner, compKWOK, compEgress,
 }
 
 // components describes every component. Probes that need the API use client, which is nil
@@ -172,6 +175,12 @@ func (cl *cluster) components() map[string]component {
 			ready: func(ctx context.Context) error {
 				return httpOK(ctx, "http://"+loopback(c.Ports.KWOK)+"/healthz", "")
 			},
+			timeout: 60 * time.Second,
+		},
+		{
+			name: compEgress, binary: cl.cfg.path("bin", "paddock-egress"), args: egressArgs(c), env: egressEnv(c),
+			listens: []listen{{addr: ":" + strconv.Itoa(egressProxyPort)}, {addr: ":" + strconv.Itoa(egressDNSPort), udp: true}},
+			ready:   func(ctx context.Context) error { return egressReady(ctx, c) },
 			timeout: 60 * time.Second,
 		},
 	}

@@ -46,6 +46,7 @@ func Down(ctx context.Context, cfg Config, opts DownOptions) error {
 	stop := func(name string, grace time.Duration) {
 		do("stop "+name, func() error { return cfg.process(name).stop(ctx, grace) })
 	}
+	stop(compEgress, 10*time.Second)
 	stop(compKWOK, 5*time.Second)
 	stop(compProvisioner, 5*time.Second)
 	stop(compNetpol, 10*time.Second)
@@ -66,6 +67,7 @@ func Down(ctx context.Context, cfg Config, opts DownOptions) error {
 		do("remove kubelet iptables chains", removeKubeletChains)
 		do("remove kube-router's iptables chains and ipsets", removeNetpolRules)
 		do("remove the kubelet's cgroups", removeKubeletCgroupRoot)
+		do("remove paddock-egress's iptables chains", removeEgressRules)
 		do("release the host", func() error { return releaseHost(cfg) })
 	} else {
 		cl.printf("  - interfaces and iptables chains belong to another dev cluster; left alone\n")

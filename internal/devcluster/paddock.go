@@ -227,6 +227,8 @@ func (cl *cluster) adaptDeployment(u *unstructured.Unstructured) error {
 		if slices.Contains(cl.bundleFiles(), snapshotsBundle) {
 			cl.snapshotArgs(c)
 		}
+		// paddock-egress runs on the node (egress.go): the default policy admits its ports.
+		setArg(c, "--sandbox-egress-proxy-ports=", fmt.Sprintf("%d,%d", egressProxyPort, egressDNSPort))
 	}
 	if d.Name == "paddock-router" {
 		if cl.routerAuthz != "" {

@@ -23,8 +23,8 @@ func TestBundlesRunOnTheDevCluster(t *testing.T) {
 	cl := &cluster{cfg: cfg}
 	images := cfg.bundleImages()
 	type deployment struct {
-		Image, Pull, Host, Port, SandboxdImage, Nameservers string
-		Replicas                                            int32
+		Image, Pull, Host, Port, SandboxdImage, Nameservers, EgressPorts string
+		Replicas                                                         int32
 	}
 	got := map[string]deployment{}
 	for _, file := range []string{"paddock.yaml", "paddock-router.yaml"} {
@@ -47,13 +47,16 @@ func TestBundlesRunOnTheDevCluster(t *testing.T) {
 				if v, ok := strings.CutPrefix(arg, "--sandbox-nameservers="); ok {
 					dep.Nameservers = v
 				}
+				if v, ok := strings.CutPrefix(arg, "--sandbox-egress-proxy-ports="); ok {
+					dep.EgressPorts = v
+				}
 			}
 			got[d.Name] = dep
 		}
 	}
 	apiPort := itoa(cfg.Ports.APIServer)
 	want := map[string]deployment{
-		"paddock-controller": {Image: cfg.ControllerImage(), Pull: "Always", Host: "198.18.255.1", Port: apiPort, Replicas: 1, SandboxdImage: cfg.SandboxImage(), Nameservers: "198.19.64.53"},
+		"paddock-controller": {Image: cfg.ControllerImage(), Pull: "Always", Host: "198.18.255.1", Port: apiPort, Replicas: 1, SandboxdImage: cfg.SandboxImage(), Nameservers: "198.19.64.53", EgressPorts: "15001,15053"},
 		"paddock-router":     {Image: cfg.RouterImage(), Pull: "Always", Host: "198.18.255.1", Port: apiPort, Replicas: 1},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -31,6 +31,9 @@ func Status(ctx context.Context, cfg Config) (statuses []ComponentStatus, health
 	comps := cl.components()
 	healthy = true
 	for _, name := range componentOrder {
+		if name == compEgress && cfg.process(name).pid() == 0 && !exists(cfg.path("bin", "paddock-egress")) {
+			continue // up --install-paddock=false never starts it
+		}
 		st := ComponentStatus{Name: name, PID: cfg.process(name).pid()}
 		if st.PID == 0 {
 			st.Detail = "not running"

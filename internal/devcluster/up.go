@@ -118,6 +118,9 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 		{"node cgroups", func(context.Context) (string, bool, error) { return ensureKubeletCgroupRoot() }},
 	}...)
 	for _, name := range componentOrder {
+		if name == compEgress {
+			continue // after Paddock, below
+		}
 		steps = append(steps, cl.componentStep(name))
 		switch name {
 		case compAPIServer:
@@ -132,7 +135,7 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 	}
 	steps = append(steps, step{"default service account", cl.waitDefaultServiceAccount})
 	if opts.InstallPaddock {
-		steps = append(steps, step{"paddock", cl.installPaddock}, step{"env images", cl.pushEnvImages}, step{"e2b front door", cl.installE2B})
+		steps = append(steps, step{"paddock", cl.installPaddock}, step{compEgress, cl.ensureEgress}, step{"env images", cl.pushEnvImages}, step{"e2b front door", cl.installE2B})
 	}
 
 	start := time.Now()

@@ -286,7 +286,7 @@ func dropCount(t *testing.T, n *netns, chain, src string) int {
 	var out []byte
 	if err := n.do(func() error {
 		var err error
-		out, err = exec.Command("iptables", "-w", "-t", "filter", "-L", chain, "-v", "-x", "-n").Output()
+		out, err = exec.Command("iptables", "-w", "-t", "mangle", "-L", chain, "-v", "-x", "-n").Output()
 		return err
 	}); err != nil {
 		t.Fatal(err)

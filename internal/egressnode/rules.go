@@ -20,10 +20,13 @@ type Jump struct {
 }
 
 // Jumps are inserted first in their built-in chains, ahead of kube-proxy and NetworkPolicy.
+// The drops live in the mangle table, which the kernel walks before filter: a NetworkPolicy
+// implementation that ACCEPTs a Pod's allowed traffic in filter (kube-router does, and re-inserts
+// its jump first) would otherwise let UDP and ICMP out before these chains are reached.
 var Jumps = []Jump{
 	{"nat", "PREROUTING", NATChain},
-	{"filter", "INPUT", InputChain},
-	{"filter", "FORWARD", ForwardChain},
+	{"mangle", "INPUT", InputChain},
+	{"mangle", "FORWARD", ForwardChain},
 }
 
 // Ports are where the proxy listens on the node.
@@ -35,7 +38,7 @@ type Ports struct {
 }
 
 // Render is the iptables-restore input (for --noflush) that sets the component's chains to
-// police addrs: nat redirects their DNS and TCP to the proxy; filter lets them reach only the
+// police addrs: nat redirects their DNS and TCP to the proxy; mangle lets them reach only the
 // proxy's ports on the node and drops everything else they start (UDP, ICMP, connections opened
 // before the policy). Replies to connections others opened to the Pod (probes, the router)
 // pass. Declaring a chain flushes it, so each call replaces the whole rule set atomically.
@@ -54,7 +57,7 @@ func Render(addrs []netip.Addr, p Ports) string {
 		fmt.Fprintf(&b, "-A %s -s %s -p tcp --dport 53 -j REDIRECT --to-ports %d\n", NATChain, s, p.DNS)
 		fmt.Fprintf(&b, "-A %s -s %s -p tcp -j REDIRECT --to-ports %d\n", NATChain, s, p.Proxy)
 	}
-	fmt.Fprintf(&b, "COMMIT\n*filter\n:%s - [0:0]\n:%s - [0:0]\n", InputChain, ForwardChain)
+	fmt.Fprintf(&b, "COMMIT\n*mangle\n:%s - [0:0]\n:%s - [0:0]\n", InputChain, ForwardChain)
 	for _, ip := range ips {
 		if !ip.Is4() {
 			continue
@@ -78,7 +81,7 @@ func Render6(addrs []netip.Addr) string {
 	slices.SortFunc(ips, netip.Addr.Compare)
 	ips = slices.Compact(ips)
 	var b strings.Builder
-	fmt.Fprintf(&b, "*filter\n:%s - [0:0]\n:%s - [0:0]\n", InputChain, ForwardChain)
+	fmt.Fprintf(&b, "*mangle\n:%s - [0:0]\n:%s - [0:0]\n", InputChain, ForwardChain)
 	for _, ip := range ips {
 		if ip.Is4() {
 			continue

@@ -19,7 +19,7 @@ func TestRender(t *testing.T) {
 -A PADDOCK-EGRESS -s 198.18.0.9/32 -p tcp --dport 53 -j REDIRECT --to-ports 15053
 -A PADDOCK-EGRESS -s 198.18.0.9/32 -p tcp -j REDIRECT --to-ports 15001
 COMMIT
-*filter
+*mangle
 :PADDOCK-EGRESS-IN - [0:0]
 :PADDOCK-EGRESS-FWD - [0:0]
 -A PADDOCK-EGRESS-IN -s 198.18.0.7/32 -m conntrack --ctstate ESTABLISHED,RELATED --ctdir REPLY -j ACCEPT
@@ -41,7 +41,7 @@ COMMIT
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Render (-want +got):\n%s", diff)
 	}
-	want6 := `*filter
+	want6 := `*mangle
 :PADDOCK-EGRESS-IN - [0:0]
 :PADDOCK-EGRESS-FWD - [0:0]
 -A PADDOCK-EGRESS-IN -s fd00::7/128 -m conntrack --ctstate ESTABLISHED,RELATED --ctdir REPLY -j ACCEPT
@@ -53,7 +53,7 @@ COMMIT
 	if diff := cmp.Diff(want6, Render6([]netip.Addr{a("198.18.0.7"), a("fd00::7")})); diff != "" {
 		t.Errorf("Render6 (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff("*nat\n:PADDOCK-EGRESS - [0:0]\nCOMMIT\n*filter\n:PADDOCK-EGRESS-IN - [0:0]\n:PADDOCK-EGRESS-FWD - [0:0]\nCOMMIT\n", Render(nil, Ports{1, 2})); diff != "" {
+	if diff := cmp.Diff("*nat\n:PADDOCK-EGRESS - [0:0]\nCOMMIT\n*mangle\n:PADDOCK-EGRESS-IN - [0:0]\n:PADDOCK-EGRESS-FWD - [0:0]\nCOMMIT\n", Render(nil, Ports{1, 2})); diff != "" {
 		t.Errorf("Render of no Pods must empty the chains (-want +got):\n%s", diff)
 	}
 }

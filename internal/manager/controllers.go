@@ -178,6 +178,7 @@ func templateOptions(o *Options) sandboxtemplate.Options {
 		ClientPodLabels:     o.SandboxClientPodLabels,
 		EgressDenyCIDRs:     o.SandboxEgressDenyCIDRs,
 		EgressDiscovery:     o.SandboxEgressDiscovery,
+		EgressProxyPorts:    o.SandboxEgressProxyPorts,
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -114,6 +115,9 @@ type Options struct {
 	// turns discovery on (the default).
 	SandboxEgressDenyCIDRs []string
 	SandboxEgressDiscovery bool
+	// SandboxEgressProxyPorts are the node ports paddock-egress serves (proxy, DNS), which the
+	// default NetworkPolicy admits when set: policed Pods' traffic reaches them redirected.
+	SandboxEgressProxyPorts []int32
 	// SandboxNameservers are the DNS servers of sandboxes under a template's default
 	// NetworkPolicy, which denies the cluster's DNS (public resolvers by default; the local
 	// dev cluster's internet stand-in there).
@@ -237,6 +241,21 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 				}
 			}
 			return blueprint.ValidateNameservers(o.SandboxNameservers)
+		})
+	fs.Func("sandbox-egress-proxy-ports", "Comma-separated ports (TCP and UDP) a template's default NetworkPolicy admits egress to, at any address: set them to paddock-egress's --proxy-port and --dns-port (15001,15053) when it is installed, whose node redirects policed sandboxes' traffic there, after which the NetworkPolicy sees the node's port, not the destination. Empty (the default) admits none.",
+		func(s string) error {
+			o.SandboxEgressProxyPorts = nil
+			for _, f := range strings.Split(s, ",") {
+				if f = strings.TrimSpace(f); f == "" {
+					continue
+				}
+				p, err := strconv.ParseUint(f, 10, 16)
+				if err != nil || p == 0 {
+					return fmt.Errorf("%q is not a port from 1 to 65535; give e.g. 15001,15053", f)
+				}
+				o.SandboxEgressProxyPorts = append(o.SandboxEgressProxyPorts, int32(p))
+			}
+			return nil
 		})
 	fs.BoolVar(&o.SandboxEgressDiscovery, "sandbox-egress-discovery", o.SandboxEgressDiscovery,
 		"Deny the default NetworkPolicy's egress to the cluster's own ranges, discovered from Nodes (podCIDRs, InternalIPs), ServiceCIDRs and the kubernetes Service's EndpointSlices.")

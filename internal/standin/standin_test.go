@@ -144,11 +144,11 @@ func TestCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, err := ensureCA(dir)
-	if err != nil || !again.cert.Equal(ca.cert) {
+	if err != nil || !again.Certificate().Equal(ca.Certificate()) {
 		t.Fatalf("a second ensureCA made another CA (%v)", err)
 	}
 	roots := x509.NewCertPool()
-	roots.AddCert(ca.cert)
+	roots.AddCert(ca.Certificate())
 	leaf, err := ca.issue(Host{Name: "api.example.test", Addr: netip.MustParseAddr("198.19.64.11")})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,11 @@ app.kubernetes.io/name: paddock-controller
 {{ include "paddock.labels" . }}
 {{- end }}
 
+{{- define "paddock.egress.labels" -}}
+app.kubernetes.io/name: paddock-egress
+{{ include "paddock.labels" . }}
+{{- end }}
+
 {{- define "paddock.router.labels" -}}
 app.kubernetes.io/name: paddock-router
 {{ include "paddock.labels" . }}
@@ -58,6 +63,9 @@ null or empty is left out, so the controller's own default applies.
 {{- end }}
 {{- if .Values.claimObservabilityAnnotations }}
 - --claim-observability-annotations
+{{- end }}
+{{- if .Values.egress.enabled }}
+- --sandbox-egress-proxy-ports={{ .Values.egress.proxyPort }},{{ .Values.egress.dnsPort }}
 {{- end }}
 {{- /* The controller's default router namespace is paddock-system; elsewhere say where it is. */ -}}
 {{- if ne .Release.Namespace "paddock-system" }}

@@ -3,8 +3,11 @@ package sandboxtemplate
 import (
 	"maps"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
@@ -44,6 +47,11 @@ func constructPolicy(tpl *extensionsv1beta1.SandboxTemplate, opts Options, deny4
 			{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: deny4}},
 			{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: deny6}},
 		}}}
+		if ports := egressProxyPorts(opts.EgressProxyPorts); len(ports) > 0 {
+			// A policed Pod's connections arrive at the node's egress ports after the redirect,
+			// so that is what the policy sees; the egress component decides the destination.
+			spec.Egress = append(spec.Egress, networkingv1.NetworkPolicyEgressRule{Ports: ports})
+		}
 	}
 	np := &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{
@@ -56,6 +64,17 @@ func constructPolicy(tpl *extensionsv1beta1.SandboxTemplate, opts Options, deny4
 		Spec: spec,
 	}
 	return np
+}
+
+// egressProxyPorts are ports, each over TCP and UDP.
+func egressProxyPorts(ports []int32) []networkingv1.NetworkPolicyPort {
+	var out []networkingv1.NetworkPolicyPort
+	for _, p := range ports {
+		for _, proto := range []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP} {
+			out = append(out, networkingv1.NetworkPolicyPort{Protocol: ptr.To(proto), Port: ptr.To(intstr.FromInt32(p))})
+		}
+	}
+	return out
 }
 
 // podsIn selects the Pods with labels in namespace.

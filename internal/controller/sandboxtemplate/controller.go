@@ -50,6 +50,10 @@ type Options struct {
 	// node, Service and API server ranges as found in its Nodes, ServiceCIDRs and the
 	// kubernetes Service's EndpointSlices.
 	EgressDiscovery bool
+	// EgressProxyPorts is --sandbox-egress-proxy-ports: the default policy admits egress to these
+	// ports (TCP and UDP) at any address, where paddock-egress's redirect delivers policed Pods'
+	// traffic (docs/design/egress.md). Empty admits none.
+	EgressProxyPorts []int32
 	// APIReader is the uncached reader (the manager's GetAPIReader) of the API server's
 	// EndpointSlices (one namespace's slices are not worth a cluster-wide informer); the client
 	// when nil.

@@ -125,7 +125,7 @@ func networkOf(c *extensionsv1beta1.SandboxClaim) (*e2bapi.NetworkConfig, *bool)
 }
 
 // updateNetwork serves PUT /sandboxes/{id}/network: the body replaces the whole egress
-// configuration ({} opens it), live, without a restart; 204.
+// configuration ({} opens it), live, without a restart; 204, or 409 when the sandbox is paused.
 func (f *FrontDoor) updateNetwork(w http.ResponseWriter, r *http.Request, ns string) {
 	var body e2bapi.NetworkUpdate
 	if !readBody(w, r, &body) {
@@ -137,6 +137,15 @@ func (f *FrontDoor) updateNetwork(w http.ResponseWriter, r *http.Request, ns str
 		return
 	}
 	f.withClaim(w, r, ns, func(c *extensionsv1beta1.SandboxClaim) {
+		// As E2B: a paused sandbox's network is not changed (409); resume it first.
+		switch sb, err := f.boundSandbox(r.Context(), c); {
+		case err != nil:
+			f.internal(w, err)
+			return
+		case sb != nil && stateOf(sb) == e2bapi.StatePaused:
+			writeError(w, http.StatusConflict, fmt.Sprintf("sandbox %q is paused; resume it (connect) before changing its network", c.Name))
+			return
+		}
 		// Ingress options are fixed at create: keep them.
 		cfg := e2bapi.NetworkConfig{AllowOut: body.AllowOut, DenyOut: body.DenyOut}
 		if old, _ := networkOf(c); old != nil {

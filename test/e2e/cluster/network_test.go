@@ -147,27 +147,7 @@ func testNetwork(t *testing.T) {
 	writeCA := fmt.Sprintf("sh -c 'echo %s | base64 -d > %s'", base64.StdEncoding.EncodeToString(caPEM), caFile)
 	for _, tc := range []struct{ runtime, template string }{{"gVisor", e2b.DefaultTemplate}, {"runc", runc}} {
 		t.Run("sandbox on "+tc.runtime, func(t *testing.T) {
-			waitPoolReady(t, c, ns, tc.template, 1)
-			sb, err := paddock.Claim(ctx, sdk.ClaimOptions{WarmPool: tc.template, Namespace: ns})
-			if err != nil {
-				t.Fatalf("claim from %s: %v", tc.template, err)
-			}
-			t.Cleanup(func() { _ = sb.Release(context.Background()) })
-			rt, err := sb.Runtime()
-			if err != nil {
-				t.Fatal(err)
-			}
-			run := func(ctx context.Context, cmd string) (string, error) {
-				res, err := rt.Run(ctx, cmd)
-				if err != nil {
-					return "", err
-				}
-				out := res.Stdout + res.Stderr
-				if res.ExitCode != 0 {
-					return out, fmt.Errorf("exit code %d: %s", res.ExitCode, strings.TrimSpace(out))
-				}
-				return out, nil
-			}
+			sb, run := claimFromPool(t, ctx, paddock, c, ns, tc.template)
 			if _, err := run(ctx, writeCA); err != nil {
 				t.Fatalf("writing the stand-in CA into the sandbox: %v", err)
 			}
@@ -218,6 +198,34 @@ func testNetwork(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// claimFromPool waits for pool template in ns to have a ready member, claims it (released when
+// the test ends), and returns it with a runner of shell commands in it, as the sandbox's own code
+// would run them: the output, and an error naming a non-zero exit code.
+func claimFromPool(t *testing.T, ctx context.Context, paddock *sdk.Client, c client.Client, ns, template string) (*sdk.Sandbox, func(context.Context, string) (string, error)) {
+	t.Helper()
+	waitPoolReady(t, c, ns, template, 1)
+	sb, err := paddock.Claim(ctx, sdk.ClaimOptions{WarmPool: template, Namespace: ns})
+	if err != nil {
+		t.Fatalf("claim from %s: %v", template, err)
+	}
+	t.Cleanup(func() { _ = sb.Release(context.Background()) })
+	rt, err := sb.Runtime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb, func(ctx context.Context, cmd string) (string, error) {
+		res, err := rt.Run(ctx, cmd)
+		if err != nil {
+			return "", err
+		}
+		out := res.Stdout + res.Stderr
+		if res.ExitCode != 0 {
+			return out, fmt.Errorf("exit code %d: %s", res.ExitCode, strings.TrimSpace(out))
+		}
+		return out, nil
 	}
 }
 

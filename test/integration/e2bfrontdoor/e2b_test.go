@@ -645,4 +645,19 @@ func TestNetworkOptionsBecomeTheEgressPolicy(t *testing.T) {
 		!strings.Contains(string(r.body), "denyOut[0]") {
 		t.Errorf("create with a domain in denyOut: %d %s, want 400 naming denyOut[0]", r.status, r.body)
 	}
+
+	// Paused: E2B answers 409 and changes nothing.
+	if r := h.call(t, http.MethodPost, "/sandboxes/"+sbx.SandboxID+"/pause", h.apiKey, map[string]any{}); r.status != http.StatusNoContent {
+		t.Fatalf("pause: %d %s", r.status, r.body)
+	}
+	framework.Eventually(t, func(context.Context) error {
+		r := h.call(t, http.MethodPut, "/sandboxes/"+sbx.SandboxID+"/network", h.apiKey, map[string]any{"allowOut": []string{"other.test"}, "denyOut": []string{"0.0.0.0/0"}})
+		if r.status != http.StatusConflict || r.code(t) != 409 || !strings.Contains(string(r.body), "paused") {
+			return fmt.Errorf("updateNetwork on a paused sandbox: %d %s, want 409 saying it is paused", r.status, r.body)
+		}
+		return nil
+	})
+	if got := h.claim(t, sbx.SandboxID).Annotations[egress.PolicyAnnotation]; got != `{}` {
+		t.Errorf("a refused update on a paused sandbox changed the claim's policy to %q", got)
+	}
 }

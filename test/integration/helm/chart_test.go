@@ -427,31 +427,87 @@ func TestRouterMatchesKustomize(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			chart := render(t, namespace, "router.enabled=true", "router.authzMode="+mode)
-			var routerObjs []string
-			for _, u := range chart {
-				if u.GetLabels()["app.kubernetes.io/name"] == "paddock-router" {
-					routerObjs = append(routerObjs, key(u))
-				}
-			}
-			var wantKeys []string
-			for _, w := range want {
-				wantKeys = append(wantKeys, key(w))
-				got := find(chart, w.GetKind(), w.GetName())
-				if got == nil {
-					continue
-				}
-				w = asChartRendersIt(w, "paddock-router")
-				if diff := cmp.Diff(w.Object, withoutChartLabels(got).Object); diff != "" {
-					t.Errorf("%s differs from kustomize (-kustomize +chart):\n%s", key(w), diff)
-				}
-			}
-			slices.Sort(wantKeys)
-			slices.Sort(routerObjs)
-			if diff := cmp.Diff(wantKeys, routerObjs); diff != "" {
-				t.Errorf("router objects differ from kustomize (-kustomize +chart):\n%s", diff)
-			}
+			matchKustomize(t, render(t, namespace, "router.enabled=true", "router.authzMode="+mode), want, "paddock-router", nil)
 		})
+	}
+}
+
+// matchKustomize checks that the chart's objects of component name (its app.kubernetes.io/name
+// label) are exactly the kustomize objects want, each as the chart renders it (adjust, when set,
+// says what else the values change).
+func matchKustomize(t *testing.T, chart, want []*unstructured.Unstructured, name string, adjust func(*unstructured.Unstructured)) {
+	t.Helper()
+	var got, wantKeys []string
+	for _, u := range chart {
+		if u.GetLabels()["app.kubernetes.io/name"] == name {
+			got = append(got, key(u))
+		}
+	}
+	for _, w := range want {
+		wantKeys = append(wantKeys, key(w))
+		c := find(chart, w.GetKind(), w.GetName())
+		if c == nil {
+			continue
+		}
+		w = asChartRendersIt(w, name)
+		if adjust != nil {
+			adjust(w)
+		}
+		if diff := cmp.Diff(w.Object, withoutChartLabels(c).Object); diff != "" {
+			t.Errorf("%s differs from kustomize (-kustomize +chart):\n%s", key(w), diff)
+		}
+	}
+	slices.Sort(wantKeys)
+	slices.Sort(got)
+	if diff := cmp.Diff(wantKeys, got); diff != "" {
+		t.Errorf("%s objects differ from kustomize (-kustomize +chart):\n%s", name, diff)
+	}
+}
+
+// TestEgressMatchesKustomize: egress.enabled renders the objects of dist/paddock-egress.yaml,
+// the same but for the cluster ranges and the image tag the values give, and the controller
+// admits the egress ports; without it, nothing of paddock-egress is rendered.
+func TestEgressMatchesKustomize(t *testing.T) {
+	want, err := framework.DecodeManifests(dist.EgressBundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cidrs = "198.18.0.0/24,198.19.128.0/17"
+	chart := render(t, namespace, "egress.enabled=true", "egress.clusterCIDRs={"+cidrs+"}", "egress.image.tag=dev")
+	matchKustomize(t, chart, want, "paddock-egress", func(w *unstructured.Unstructured) {
+		if w.GetKind() == "DaemonSet" {
+			containers, _, _ := unstructured.NestedSlice(w.Object, "spec", "template", "spec", "containers")
+			ctr := containers[0].(map[string]any)
+			ctr["imagePullPolicy"] = "IfNotPresent"
+			args := ctr["args"].([]any)
+			for i, a := range args {
+				if strings.HasPrefix(a.(string), "--cluster-cidrs=") {
+					args[i] = "--cluster-cidrs=" + cidrs
+				}
+			}
+			_ = unstructured.SetNestedSlice(w.Object, containers, "spec", "template", "spec", "containers")
+		}
+	})
+	ds := convert[appsv1.DaemonSet](t, mustFind(t, chart, "DaemonSet", "paddock-egress"))
+	pod := ds.Spec.Template.Spec
+	sc := pod.Containers[0].SecurityContext
+	if !pod.HostNetwork || len(pod.Containers[0].Ports) != 0 || sc == nil || sc.Capabilities == nil ||
+		!slices.Equal(sc.Capabilities.Add, []corev1.Capability{"NET_ADMIN"}) || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
+		sc.Privileged != nil && *sc.Privileged {
+		t.Errorf("the DaemonSet's pod: hostNetwork %v, ports %v, security %+v; want the host network, no port, NET_ADMIN alone", pod.HostNetwork, pod.Containers[0].Ports, sc)
+	}
+	nsObj := mustFind(t, chart, "Namespace", "paddock-egress")
+	if nsObj.GetLabels()["pod-security.kubernetes.io/enforce"] != "privileged" {
+		t.Errorf("namespace paddock-egress labels %v; want Pod Security level privileged, which admits the host network", nsObj.GetLabels())
+	}
+	ctrl := convert[appsv1.Deployment](t, mustFind(t, chart, "Deployment", "paddock-controller"))
+	if !slices.Contains(ctrl.Spec.Template.Spec.Containers[0].Args, "--sandbox-egress-proxy-ports=15001,15053") {
+		t.Errorf("controller args %v; want --sandbox-egress-proxy-ports=15001,15053", ctrl.Spec.Template.Spec.Containers[0].Args)
+	}
+	for _, u := range render(t, namespace) {
+		if u.GetLabels()["app.kubernetes.io/name"] == "paddock-egress" {
+			t.Errorf("the default values render %s; egress is opt-in", key(u))
+		}
 	}
 }
 
@@ -475,6 +531,9 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		// The router lists every Secret of the API-key namespace: never the release's.
 		{[]string{"router.enabled=true", "router.e2b.apiKeyNamespace=" + namespace}, "must not be the release namespace"},
 		{[]string{"router.enabled=true", "router.e2b.apiKeyNamespace="}, "/router/e2b/apiKeyNamespace"},
+		{[]string{"egress.enabled=true"}, "egress.clusterCIDRs is required"},
+		{[]string{"egress.enabled=true", "egress.clusterCIDRs={198.18.0.0/24}", "egress.namespace=" + namespace}, "egress.namespace must not be the release namespace"},
+		{[]string{"egress.proxyPort=0"}, "/egress/proxyPort"},
 	} {
 		out, err := renderErr(t, namespace, tc.set...)
 		if err == nil {

@@ -1,0 +1,38 @@
+package devcluster
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The dev node's paddock-egress denies every range of the cluster, resolves through the internet
+// stand-in and verifies hosts against the stand-in's CA; the controller admits its ports.
+func TestEgressComponentFitsTheCluster(t *testing.T) {
+	c := Defaults("/var/lib/paddock-test")
+	args := egressArgs(c)
+	want := []string{
+		"--cluster-cidrs=198.18.0.0/24,198.19.128.0/17,198.19.0.0/18,198.18.255.1/32",
+		"--upstream-dns=" + c.InternetResolver().String() + ":53",
+		"--ca-secret=" + EgressCASecret,
+		"--node-name=" + NodeName,
+		"--proxy-port=15001",
+		"--dns-port=15053",
+	}
+	for _, w := range want {
+		if !slices.Contains(args, w) {
+			t.Errorf("paddock-egress args %v lack %s", args, w)
+		}
+	}
+	for _, a := range args {
+		if strings.HasPrefix(a, "--cluster-cidrs=") && strings.Contains(a, c.InternetCIDR.String()) {
+			t.Errorf("%s denies the internet stand-in's range %s, the dev cluster's whole internet", a, c.InternetCIDR)
+		}
+	}
+	if env := egressEnv(c); !slices.Equal(env, []string{"SSL_CERT_FILE=/var/lib/paddock-test/internet/ca.crt"}) {
+		t.Errorf("paddock-egress env %v; want the stand-in CA as its roots", env)
+	}
+	if comp, ok := (&cluster{cfg: c}).components()[compEgress]; !ok || comp.binary != "/var/lib/paddock-test/bin/paddock-egress" {
+		t.Errorf("the egress component %+v; want the binary built into the state dir", comp)
+	}
+}

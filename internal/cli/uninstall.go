@@ -35,7 +35,11 @@ func newUninstallCommand(g *Globals) *cobra.Command {
 		Long: `Deletes the objects of the install bundle (dist/paddock.yaml, built into this binary) in reverse
 order. Deleting a CRD deletes every object of its kind, so uninstall first lists every Sandbox,
 SandboxClaim, SandboxWarmPool and SandboxTemplate in all namespaces and refuses while any exist,
-unless --force. --keep-crds keeps the CRDs and with them those objects.`,
+unless --force. --keep-crds keeps the CRDs and with them those objects.
+
+The opt-in router, snapshot and egress bundles' objects go too when present. paddock-egress's
+iptables chains stay on the nodes it ran on (it fails closed: policed sandboxes there have no
+egress); uninstall says so and how to remove them.`,
 		Example: `  paddock uninstall
   paddock uninstall --keep-crds
   paddock uninstall --force`,
@@ -68,11 +72,20 @@ func runUninstall(cmd *cobra.Command, g *Globals, o *uninstallOptions) error {
 		return err
 	}
 	bundle = append(bundle, snapshots...)
+	egress, err := ParseBundle(dist.EgressBundle)
+	if err != nil {
+		return err
+	}
+	bundle = append(bundle, egress...)
 	s, err := g.connect()
 	if err != nil {
 		return err
 	}
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
+	egressNodes, err := anyPresent(ctx, s.kube, ofKind(egress, "DaemonSet"))
+	if err != nil {
+		return err
+	}
 	objs, err := listUserObjects(ctx, s.kube)
 	if err != nil {
 		return err
@@ -104,12 +117,48 @@ func runUninstall(cmd *cobra.Command, g *Globals, o *uninstallOptions) error {
 	if err := waitForCRDsGone(ctx, s.kube, out, crdsOf(bundle), o.Timeout); err != nil {
 		return err
 	}
+	if egressNodes {
+		fmt.Fprintln(out, egressChainsRemain)
+	}
 	if o.KeepCRDs {
 		fmt.Fprintf(out, "uninstalled: deleted %d objects; kept the CRDs and their objects (--keep-crds)\n", deleted)
 		return nil
 	}
 	fmt.Fprintf(out, "uninstalled: deleted %d objects\n", deleted)
 	return nil
+}
+
+// egressChainsRemain is what uninstall says after deleting paddock-egress: its chains outlive it
+// by design, so that a restart never opens a policed sandbox.
+const egressChainsRemain = "paddock-egress's iptables chains stay on the nodes it ran on, and policed sandboxes there have no egress (it fails closed); " +
+	"remove them by running `paddock-egress --cleanup` on each node (as root, in the host's network namespace)"
+
+// ofKind is the objects of objs of kind.
+func ofKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// anyPresent says whether any of objs exists in the cluster.
+func anyPresent(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) (bool, error) {
+	for _, o := range objs {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(o.GroupVersionKind())
+		err := c.Get(ctx, client.ObjectKeyFromObject(o), live)
+		if absent(err) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("reading %s %s: %w", o.GetKind(), client.ObjectKeyFromObject(o), err)
+		}
+		return true, nil
+	}
+	return false, nil
 }
 
 // listUserObjects lists every object of userKinds in all namespaces, skipping kinds whose CRD is

@@ -44,6 +44,11 @@ func TestUninstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	bundle = append(bundle, snapshots...) // and the opt-in snapshot install
+	egress, err := cli.ParseBundle(dist.EgressBundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle = append(bundle, egress...) // and the opt-in egress install, whose node chains outlive it
 	for _, obj := range bundle {
 		if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
 			client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
@@ -73,8 +78,10 @@ func TestUninstall(t *testing.T) {
 	t.Logf("uninstall --keep-crds:\n%s", stdout)
 	if !strings.Contains(stdout, "keeping 1 Sandbox, 1 SandboxTemplate with their CRDs (--keep-crds)") ||
 		!strings.Contains(stdout, "kept the CRDs") ||
-		!strings.Contains(stdout, "deleted Deployment paddock-system/paddock-controller") {
-		t.Errorf("uninstall --keep-crds output lacks the kept summary or the Deployment's deletion:\n%s", stdout)
+		!strings.Contains(stdout, "deleted Deployment paddock-system/paddock-controller") ||
+		!strings.Contains(stdout, "deleted DaemonSet paddock-egress/paddock-egress") ||
+		!strings.Contains(stdout, "paddock-egress --cleanup") {
+		t.Errorf("uninstall --keep-crds output lacks the kept summary, the Deployment's or the egress DaemonSet's deletion, or how to remove the egress chains:\n%s", stdout)
 	}
 	mustBeGone(t, rest...)
 	mustExist(t, crds...)
@@ -82,6 +89,9 @@ func TestUninstall(t *testing.T) {
 
 	stdout = mustPaddock(t, kc, "uninstall", "--force")
 	t.Logf("uninstall --force:\n%s", stdout)
+	if strings.Contains(stdout, "paddock-egress --cleanup") {
+		t.Errorf("uninstall --force speaks of egress chains though paddock-egress was already gone:\n%s", stdout)
+	}
 	if !strings.Contains(stdout, "deleting 1 Sandbox, 1 SandboxTemplate with their CRDs (--force)") ||
 		!strings.Contains(stdout, "deleted CustomResourceDefinition sandboxes.agents.x-k8s.io") {
 		t.Errorf("uninstall --force output lacks the summary or the CRD's deletion:\n%s", stdout)

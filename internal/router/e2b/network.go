@@ -109,6 +109,9 @@ func headerRules(rules map[string][]e2bapi.NetworkRule, secret string) ([]egress
 		if len(d) == 0 || len(d) > maxRuleDomainLen {
 			return nil, nil, badRequest("%s: a domain must have 1 to %d characters", field, maxRuleDomainLen)
 		}
+		if d == "*" {
+			return nil, nil, badRequest("%s: a bare * is not a rules domain; name the host or a *.suffix", field)
+		}
 		var transforms int
 		var rule *egress.InjectRule
 		for _, r := range rules[d] {
@@ -132,7 +135,7 @@ func headerRules(rules map[string][]e2bapi.NetworkRule, secret string) ([]egress
 					return nil, nil, badRequest("%s: the value has %d characters, at most %d are allowed", hf, len(v), maxRuleHeaderValue)
 				case !httpguts.ValidHeaderFieldValue(v):
 					return nil, nil, badRequest("%s: the value has a control character; give a plain header value", hf)
-				case strings.Contains(v, "${"):
+				case strings.Contains(v, "${e2b."):
 					return nil, nil, badRequest("%s: placeholders (${e2b.secrets...}, ${e2b.identity.tokens...}) are not supported by Paddock; give the value itself", hf)
 				}
 				key := fmt.Sprintf("%s%d", ruleSecretKeyPrefix, len(values))
@@ -154,7 +157,8 @@ func headerRules(rules map[string][]e2bapi.NetworkRule, secret string) ([]egress
 // Secret, never shown back.
 const redactedValue = "[redacted]"
 
-// redactRules is rules with every header value replaced by redactedValue.
+// redactRules is rules with every header value replaced by redactedValue, and the domains
+// lowercased (as E2B stores them).
 func redactRules(rules map[string][]e2bapi.NetworkRule) map[string][]e2bapi.NetworkRule {
 	if rules == nil {
 		return nil
@@ -169,7 +173,7 @@ func redactRules(rules map[string][]e2bapi.NetworkRule) map[string][]e2bapi.Netw
 					nr.Transform.Headers[k] = redactedValue
 				}
 			}
-			out[d] = append(out[d], nr)
+			out[strings.ToLower(d)] = append(out[strings.ToLower(d)], nr)
 		}
 	}
 	return out

@@ -54,6 +54,7 @@ func TestNetworkAnnotations(t *testing.T) {
 		{name: "domain too long", network: `{"rules":{"` + strings.Repeat("a", 129) + `":[{}]}}`, status: 400, errSubstr: `a domain must have 1 to 128 characters`},
 		{name: "header that frames the request", network: `{"rules":{"a.test":[{"transform":{"headers":{"Host":"b.test"}}}]}}`,
 			status: 400, errSubstr: `inject[0].headers[0].name: "Host" frames the request`},
+		{name: "bare wildcard", network: `{"rules":{"*":[{"transform":{"headers":{"A":"1"}}}]}}`, status: 400, errSubstr: `network.rules["*"]: a bare * is not a rules domain`},
 		{name: "not a domain", network: `{"rules":{"a b":[{"transform":{"headers":{"A":"1"}}}]}}`, status: 400, errSubstr: `inject[0].domain`},
 		{name: "egress proxy", network: `{"egressProxy":{"address":"proxy.example.test:1080"}}`, status: 403, errSubstr: "network.egressProxy"},
 		{name: "not an object", network: `[1]`, status: 400, errSubstr: "network:"},
@@ -139,7 +140,7 @@ func manyRules(n int) string {
 // The rules' values go to the Secret under the keys the policy names, and getInfo's copy shows
 // the domains and header names with the values redacted.
 func TestRulesValuesGoToTheSecretOnly(t *testing.T) {
-	network := `{"allowOut":["api.example.test"],"denyOut":["0.0.0.0/0"],"rules":{"api.example.test":[{"transform":{"headers":{"Authorization":"Bearer sk-1","X-Org":"org-7"}}}],"plain.example.test":[{}]}}`
+	network := `{"allowOut":["api.example.test"],"denyOut":["0.0.0.0/0"],"rules":{"API.example.test":[{"transform":{"headers":{"Authorization":"Bearer sk-1","X-Org":"org-7"}}}],"plain.example.test":[{}]}}`
 	got, values, ref := networkAnnotations(json.RawMessage(network), nil, "e2b-egress-t")
 	if ref != nil {
 		t.Fatal(ref)

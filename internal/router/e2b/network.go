@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
-
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	e2bapi "github.com/paddock-dev/paddock/api/e2b"

@@ -213,6 +213,9 @@ func newClaim(namespace, id, pool string, req createRequest, now time.Time) *ext
 		c.Annotations[e2bapi.MetadataAnnotation] = req.metadata
 	}
 	maps.Copy(c.Annotations, req.network)
+	if req.ruleValues != nil {
+		c.Annotations[e2bapi.RulesSecretAnnotation] = req.ruleSecret
+	}
 	maps.Copy(c.Annotations, req.resources)
 	return c
 }

@@ -261,7 +261,11 @@ func (f *FrontDoor) updateNetwork(w http.ResponseWriter, r *http.Request, ns str
 			cfg.AllowPublicTraffic, cfg.MaskRequestHost, cfg.HTTPSPorts = old.AllowPublicTraffic, old.MaskRequestHost, old.HTTPSPorts
 		}
 		n, _ := json.Marshal(cfg)
-		annotations := map[string]any{egress.PolicyAnnotation: policy, e2bapi.NetworkAnnotation: string(n), e2bapi.AllowInternetAccessAnnotation: nil}
+		annotations := map[string]any{egress.PolicyAnnotation: policy, e2bapi.NetworkAnnotation: string(n), e2bapi.AllowInternetAccessAnnotation: nil,
+			e2bapi.RulesSecretAnnotation: nil}
+		if values != nil {
+			annotations[e2bapi.RulesSecretAnnotation] = secret
+		}
 		if body.AllowInternetAccess != nil {
 			annotations[e2bapi.AllowInternetAccessAnnotation] = strconv.FormatBool(*body.AllowInternetAccess)
 		}
@@ -278,15 +282,17 @@ func (f *FrontDoor) updateNetwork(w http.ResponseWriter, r *http.Request, ns str
 				return
 			}
 		}
-		oldPolicy := c.Annotations[egress.PolicyAnnotation]
+		// Only the Secret this claim's own create or update wrote: a fork's policy names its
+		// source's, which stays.
+		replaced := c.Annotations[e2bapi.RulesSecretAnnotation]
 		if err := f.client.Patch(r.Context(), c, client.RawPatch("application/merge-patch+json", patch)); err != nil {
 			if values != nil {
-				_ = f.deleteRuleSecrets(r.Context(), c.Namespace, policy, "")
+				_ = f.deleteRuleSecret(r.Context(), c.Namespace, secret)
 			}
 			f.internal(w, err)
 			return
 		}
-		if err := f.deleteRuleSecrets(r.Context(), c.Namespace, oldPolicy, secret); err != nil {
+		if err := f.deleteRuleSecret(r.Context(), c.Namespace, replaced); err != nil {
 			f.internal(w, err)
 			return
 		}

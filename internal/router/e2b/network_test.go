@@ -126,6 +126,17 @@ func TestCreateCarriesTheNetworkToTheClaimAndGetInfo(t *testing.T) {
 	if want := `{"inject":[{"domain":"a.test","headers":[{"name":"A","secretKeyRef":{"name":"` + req.ruleSecret + `","key":"header-0"}}]}]}`; c.Annotations[egress.PolicyAnnotation] != want {
 		t.Errorf("claim policy %s, want %s", c.Annotations[egress.PolicyAnnotation], want)
 	}
+	if c.Annotations[e2bapi.RulesSecretAnnotation] != req.ruleSecret {
+		t.Errorf("claim annotations %v do not name the rules Secret %s as the claim's own", c.Annotations, req.ruleSecret)
+	}
+	// A fork reads its source's Secret but does not own it: its network update never deletes it.
+	fork := newClaim("ns", "fork", "base", forkRequest(c, time.Hour), time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	if fork.Annotations[egress.PolicyAnnotation] != c.Annotations[egress.PolicyAnnotation] {
+		t.Errorf("fork policy %s, want its source's %s", fork.Annotations[egress.PolicyAnnotation], c.Annotations[egress.PolicyAnnotation])
+	}
+	if v, ok := fork.Annotations[e2bapi.RulesSecretAnnotation]; ok {
+		t.Errorf("the fork claims its source's rules Secret %q as its own", v)
+	}
 }
 
 // manyRules is n rules domains, each with a header.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -13,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	e2bapi "github.com/paddock-dev/paddock/api/e2b"
-	"github.com/paddock-dev/paddock/api/egress"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 )
 
@@ -47,26 +45,14 @@ func (f *FrontDoor) createRuleSecret(ctx context.Context, c *extensionsv1beta1.S
 	return nil
 }
 
-// deleteRuleSecrets deletes the front door's rules Secrets that policy (a PolicyAnnotation value)
-// names, except keep.
-func (f *FrontDoor) deleteRuleSecrets(ctx context.Context, ns, policy, keep string) error {
-	var p egress.Policy
-	if policy == "" || json.Unmarshal([]byte(policy), &p) != nil {
+// deleteRuleSecret deletes rules Secret name in ns; a name without the prefix (or "") is left.
+func (f *FrontDoor) deleteRuleSecret(ctx context.Context, ns, name string) error {
+	if !strings.HasPrefix(name, ruleSecretPrefix) {
 		return nil
 	}
-	seen := map[string]bool{keep: true}
-	for _, r := range p.Inject {
-		for _, h := range r.Headers {
-			name := h.SecretKeyRef.Name
-			if seen[name] || !strings.HasPrefix(name, ruleSecretPrefix) {
-				continue
-			}
-			seen[name] = true
-			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
-			if err := f.client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("deleting the replaced rules Secret %s/%s: %w", ns, name, err)
-			}
-		}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	if err := f.client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting rules Secret %s/%s: %w", ns, name, err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	e2bapi "github.com/paddock-dev/paddock/api/e2b"
 	"github.com/paddock-dev/paddock/api/egress"
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
 	"github.com/paddock-dev/paddock/test/framework"
@@ -110,6 +111,9 @@ func TestE2BSDKNetworkRulesBecomeASecret(t *testing.T) {
 	}
 	if want := map[string]string{"Authorization": "Bearer sk-second", "X-Team": "team-2"}; !maps.Equal(got, want) {
 		t.Errorf("header values through the Secret %v, want %v", got, want)
+	}
+	if got := claim.Annotations[e2bapi.RulesSecretAnnotation]; got != s.Name {
+		t.Errorf("claim annotation %s = %q, want the Secret %s", e2bapi.RulesSecretAnnotation, got, s.Name)
 	}
 	if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != claim.UID || s.OwnerReferences[0].Kind != "SandboxClaim" {
 		t.Errorf("Secret %s owners %+v, want the claim %s (uid %s)", s.Name, s.OwnerReferences, claim.Name, claim.UID)

@@ -38,6 +38,12 @@ const DefaultPort = 3000
 // the claim's api/egress.PolicyAnnotation.
 const NetworkAnnotation = "e2b.paddock.dev/network"
 
+// RulesSecretAnnotation names, on a front-door claim, the Secret the front door wrote with the
+// claim's network.rules header values (the one a network update replaces and deletes). A fork
+// does not inherit it: its policy reads its source's Secret, which only the source's updates
+// delete.
+const RulesSecretAnnotation = "e2b.paddock.dev/rules-secret"
+
 // AllowInternetAccessAnnotation holds create's allow_internet_access ("true" or "false") when it
 // was given.
 const AllowInternetAccessAnnotation = "e2b.paddock.dev/allow-internet-access"

@@ -213,9 +213,13 @@ type NetworkConfig struct {
 
 // NetworkRule is one entry of a rules domain: an optional header transform.
 type NetworkRule struct {
-	Transform *struct {
-		Headers map[string]string `json:"headers,omitempty"`
-	} `json:"transform,omitempty"`
+	Transform *NetworkTransform `json:"transform,omitempty"`
+}
+
+// NetworkTransform is a rule's transform: headers added to, or replacing those of, every request
+// to the rule's domain.
+type NetworkTransform struct {
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // NetworkUpdate is the body of PUT /sandboxes/{id}/network: it replaces the whole egress

@@ -106,6 +106,10 @@ type createRequest struct {
 	env []extensionsv1beta1.EnvVar
 	// network are the claim's egress annotations (networkAnnotations), nil for none.
 	network map[string]string
+	// ruleSecret is the Secret the policy's inject entries read, and ruleValues what it holds
+	// (network.rules' header values); nil when there are none.
+	ruleSecret string
+	ruleValues map[string][]byte
 	// resources are the metadata keys paddock.dev/cpu and paddock.dev/memory, which choose the
 	// sandbox's resources within its pool's bounds (docs/design/warm-resources.md).
 	resources map[string]string
@@ -155,11 +159,14 @@ func parseCreate(body e2bapi.CreateRequest) (createRequest, error) {
 		req.env = append(req.env, extensionsv1beta1.EnvVar{Name: k, Value: v})
 	}
 	sort.Slice(req.env, func(i, j int) bool { return req.env[i].Name < req.env[j].Name })
-	network, ref := networkAnnotations(body.Network, body.AllowInternetAccess)
+	if req.ruleSecret, err = newRuleSecretName(); err != nil {
+		return req, &refusal{http.StatusInternalServerError, err.Error()}
+	}
+	network, values, ref := networkAnnotations(body.Network, body.AllowInternetAccess, req.ruleSecret)
 	if ref != nil {
 		return req, ref
 	}
-	req.network = network
+	req.network, req.ruleValues = network, values
 	return req, nil
 }
 
@@ -206,6 +213,9 @@ func newClaim(namespace, id, pool string, req createRequest, now time.Time) *ext
 		c.Annotations[e2bapi.MetadataAnnotation] = req.metadata
 	}
 	maps.Copy(c.Annotations, req.network)
+	if req.ruleValues != nil {
+		c.Annotations[e2bapi.RulesSecretAnnotation] = req.ruleSecret
+	}
 	maps.Copy(c.Annotations, req.resources)
 	return c
 }
@@ -237,6 +247,15 @@ func (f *FrontDoor) createClaim(ctx context.Context, ns, pool string, req create
 		}
 		if err != nil {
 			return nil, fmt.Errorf("creating SandboxClaim %s/%s: %w", ns, id, err)
+		}
+		if req.ruleValues != nil {
+			if err := f.createRuleSecret(ctx, claim, req.ruleSecret, req.ruleValues); err != nil {
+				// Nobody learns the claim's ID: delete it (its Secret, if any, goes with it).
+				if derr := f.client.Delete(ctx, claim); derr != nil && !apierrors.IsNotFound(derr) {
+					err = fmt.Errorf("%w; deleting SandboxClaim %s/%s: %v", err, ns, id, derr)
+				}
+				return nil, err
+			}
 		}
 		return claim, nil
 	}

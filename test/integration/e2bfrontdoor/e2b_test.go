@@ -634,7 +634,8 @@ func TestNetworkOptionsBecomeTheEgressPolicy(t *testing.T) {
 		status int
 	}{
 		{"/sandboxes/" + sbx.SandboxID + "/network", map[string]any{"allowOut": []string{"pypi.org"}}, http.StatusBadRequest},
-		{"/sandboxes/" + sbx.SandboxID + "/network", map[string]any{"rules": map[string]any{"a.test": []any{map[string]any{}}}}, http.StatusForbidden},
+		{"/sandboxes/" + sbx.SandboxID + "/network", map[string]any{"rules": map[string]any{"*": []any{map[string]any{}}}}, http.StatusBadRequest},
+		{"/sandboxes/" + sbx.SandboxID + "/network", map[string]any{"egressProxy": map[string]any{"address": "proxy.example.test:1080"}}, http.StatusForbidden},
 		{"/sandboxes/nosuchsandbox/network", map[string]any{}, http.StatusNotFound},
 	} {
 		if r := h.call(t, http.MethodPut, tc.path, h.apiKey, tc.body); r.status != tc.status {

@@ -2,14 +2,20 @@ package e2bfrontdoor
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paddock-dev/paddock/test/framework"
 )
@@ -42,13 +48,28 @@ func asRouter(t testing.TB, h *harness) *rest.Config {
 	framework.MustCreate(t, ctx, env.Client, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: keys.Name, Namespace: h.keysNS}, Subjects: subject,
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: keys.Name}})
 
+	// The admission policy narrowing the router's Secret writes, for this test's service account.
+	for _, u := range routerObjects(t, "secret_writes.yaml") {
+		u.SetName(u.GetName() + "-" + h.keysNS)
+		if u.GetKind() == "ValidatingAdmissionPolicy" {
+			conds, _, _ := unstructured.NestedSlice(u.Object, "spec", "matchConditions")
+			cond := conds[0].(map[string]any)
+			cond["expression"] = strings.Replace(cond["expression"].(string), "paddock-system:", h.keysNS+":", 1)
+			_ = unstructured.SetNestedSlice(u.Object, conds, "spec", "matchConditions")
+		} else {
+			_ = unstructured.SetNestedField(u.Object, u.GetName(), "spec", "policyName")
+		}
+		framework.MustCreate(t, ctx, env.Client, u)
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), u) })
+	}
+
 	cfg := rest.AnonymousClientConfig(env.Config)
 	cfg.BearerToken = token
 	return cfg
 }
 
-// routerObject decodes the one object of kind in config/router/file.
-func routerObject[T any](t testing.TB, file, kind string) *T {
+// routerObjects decodes config/router/file.
+func routerObjects(t testing.TB, file string) []*unstructured.Unstructured {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "config", "router", file))
 	if err != nil {
@@ -58,6 +79,59 @@ func routerObject[T any](t testing.TB, file, kind string) *T {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return objs
+}
+
+// A leaked router token (the install's RBAC and admission policy) can create and delete Secrets
+// only as the E2B front door does: e2b-egress-* names, owned by a SandboxClaim, Opaque. It cannot
+// create any other Secret (a service-account token Secret, say) nor delete a user's.
+func TestRouterSecretWritesAreNarrowed(t *testing.T) {
+	h := &harness{ns: env.Namespace(t), keysNS: env.Namespace(t)}
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	router, err := client.New(asRouter(t, h), client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := []metav1.OwnerReference{{APIVersion: "extensions.agents.x-k8s.io/v1beta1", Kind: "SandboxClaim", Name: "c", UID: "0d3c1a7e-0000-4000-8000-000000000001"}}
+	users := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "users", Namespace: h.ns}, Data: map[string][]byte{"k": []byte("v")}}
+	framework.MustCreate(t, ctx, env.Client, users)
+	// Wait until the policy is in force: the API server loads it asynchronously.
+	framework.Eventually(t, func(context.Context) error {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: h.ns}}
+		if err := router.Create(ctx, s); !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+			_ = env.Client.Delete(ctx, s)
+			return fmt.Errorf("creating Secret plain as the router: %v, want refused by the admission policy", err)
+		}
+		return nil
+	})
+	for _, tc := range []struct {
+		name string
+		s    *corev1.Secret
+	}{
+		{"no owner", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "e2b-egress-noowner", Namespace: h.ns}}},
+		{"service-account token", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "e2b-egress-sa", Namespace: h.ns, OwnerReferences: owner,
+			Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}}, Type: corev1.SecretTypeServiceAccountToken}},
+	} {
+		if err := router.Create(ctx, tc.s); !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+			t.Errorf("%s: creating Secret %s as the router: %v, want refused", tc.name, tc.s.Name, err)
+		}
+	}
+	if err := router.Delete(ctx, users); !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+		t.Errorf("deleting a user's Secret as the router: %v, want refused", err)
+	}
+	ok := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "e2b-egress-ok", Namespace: h.ns, OwnerReferences: owner}, Data: map[string][]byte{"header-0": []byte("v")}}
+	if err := router.Create(ctx, ok); err != nil {
+		t.Errorf("creating the front door's kind of Secret as the router: %v", err)
+	}
+	if err := router.Delete(ctx, ok); err != nil {
+		t.Errorf("deleting the front door's kind of Secret as the router: %v", err)
+	}
+}
+
+// routerObject decodes the one object of kind in config/router/file.
+func routerObject[T any](t testing.TB, file, kind string) *T {
+	t.Helper()
+	objs := routerObjects(t, file)
 	for _, u := range objs {
 		if u.GetKind() == kind {
 			out := new(T)

@@ -34,9 +34,9 @@ const (
 	EgressCAName = "paddock-egress-ca"
 	// EgressCADir is where a policed Pod's containers find the certificates.
 	EgressCADir = "/etc/paddock/egress-ca"
-	// EgressCAKey is the egress CA's certificate alone; EgressCABundleKey is the controller's
-	// system roots followed by it.
-	EgressCAKey       = "ca.crt"
+	// EgressCAKey is the egress CA's certificate alone.
+	EgressCAKey = "ca.crt"
+	// EgressCABundleKey is the controller's system roots followed by the egress CA.
 	EgressCABundleKey = "ca-bundle.crt"
 	// egressCALabel marks the namespace's Secret as the controller's, so a user's Secret of the
 	// same name is never overwritten.

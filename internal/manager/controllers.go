@@ -98,11 +98,6 @@ func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider, key []b
 	opts.TracerProvider = tp
 	// paddock-egress keeps the installation's CA beside the controller (its --ca-secret default).
 	opts.EgressCASecret = types.NamespacedName{Namespace: ownNamespace(), Name: sandbox.EgressCAName}
-	roots, err := sandbox.SystemRoots()
-	if err != nil {
-		return err
-	}
-	opts.EgressRoots = roots
 	r, err := sandbox.New(mgr.GetClient(), mgr.GetEventRecorder(sandbox.ControllerName), opts)
 	if err != nil {
 		return err

@@ -87,8 +87,6 @@ type Options struct {
 	// EgressCASecret is the installation's egress CA (paddock-egress's --ca-secret), whose tls.crt
 	// Pods with an egress policy trust (egressca.go); empty gives them nothing.
 	EgressCASecret types.NamespacedName
-	// EgressRoots are the system roots (PEM) the CA is bundled with (SystemRoots).
-	EgressRoots []byte
 }
 
 // DefaultOptions returns the defaults New gives zero fields.

@@ -4,19 +4,19 @@ package sandbox
 // terminates the TLS of requests that get headers with a leaf signed by a per-installation CA,
 // so a Pod with an egress policy must trust that CA with no flag in the sandbox's code. The
 // controller copies the CA's public certificate (never its key) into Secret EgressCAName of the
-// sandbox's namespace, beside a bundle of the controller's own system roots and the CA, mounts
+// sandbox's namespace, beside a bundle of Mozilla's roots (PublicRoots) and the CA, mounts
 // both into every regular container of a policed Pod and points the variables common clients
 // read at them. Pods without a policy are left as they are.
 
 import (
 	"bytes"
 	"context"
-	"errors"
+	"encoding/pem"
 	"fmt"
-	"io/fs"
-	"os"
 	"slices"
+	"sync"
 
+	"golang.org/x/crypto/x509roots/fallback/bundle"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,7 +36,7 @@ const (
 	EgressCADir = "/etc/paddock/egress-ca"
 	// EgressCAKey is the egress CA's certificate alone.
 	EgressCAKey = "ca.crt"
-	// EgressCABundleKey is the controller's system roots followed by the egress CA.
+	// EgressCABundleKey is PublicRoots followed by the egress CA.
 	EgressCABundleKey = "ca-bundle.crt"
 	// egressCALabel marks the namespace's Secret as the controller's, so a user's Secret of the
 	// same name is never overwritten.
@@ -55,32 +55,19 @@ var egressCAEnv = []corev1.EnvVar{
 	{Name: "NODE_EXTRA_CA_CERTS", Value: EgressCADir + "/" + EgressCAKey},
 }
 
-// systemRootFiles are where Linux distributions keep their bundle of trusted roots (the list
-// Go's crypto/x509 reads).
-var systemRootFiles = []string{
-	"/etc/ssl/certs/ca-certificates.crt",
-	"/etc/pki/tls/certs/ca-bundle.crt",
-	"/etc/ssl/ca-bundle.pem",
-	"/etc/pki/tls/cacert.pem",
-	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
-	"/etc/ssl/cert.pem",
-}
-
-// SystemRoots returns the first of the system's root bundles that exists, empty when none does
-// (the controller's image is distroless/static, which has the first).
-func SystemRoots() ([]byte, error) {
-	for _, f := range systemRootFiles {
-		b, err := os.ReadFile(f)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
+// PublicRoots are the roots bundled with the egress CA: Mozilla's NSS trust store as
+// golang.org/x/crypto/x509roots/fallback carries it, in PEM, so the bundle is the same whatever
+// the controller's image holds. Roots NSS trusts only until a date are left out: PEM cannot say
+// so, and a client reading the file would trust them without the limit.
+var PublicRoots = sync.OnceValue(func() []byte {
+	var out bytes.Buffer
+	for r := range bundle.Roots() {
+		if r.Constraint == nil {
+			_ = pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: r.Certificate})
 		}
-		if err != nil {
-			return nil, fmt.Errorf("reading the system roots %s: %w", f, err)
-		}
-		return b, nil
 	}
-	return nil, nil
-}
+	return out.Bytes()
+})
 
 // egressCATrust makes sure sb's namespace holds the current egress CA certificate when sb's Pod
 // will carry an egress policy, and reports whether the Pod should trust it. No CA yet (no
@@ -103,8 +90,7 @@ func (r *Reconciler) egressCATrust(ctx context.Context, sb *agentsv1beta1.Sandbo
 		return false, fmt.Errorf("reading the egress CA certificate from secret %s: %w", r.opts.EgressCASecret, err)
 	}
 	ca := src.Data[corev1.TLSCertKey] // only the certificate: tls.key never leaves paddock-system
-	bundle := slices.Concat(bytes.TrimRight(r.opts.EgressRoots, "\n"), []byte("\n"), ca)
-	want := map[string][]byte{EgressCAKey: ca, EgressCABundleKey: bytes.TrimLeft(bundle, "\n")}
+	want := map[string][]byte{EgressCAKey: ca, EgressCABundleKey: slices.Concat(PublicRoots(), ca)}
 	key := types.NamespacedName{Namespace: sb.Namespace, Name: EgressCAName}
 	var got corev1.Secret
 	err = r.reader().Get(ctx, key, &got)

@@ -139,6 +139,10 @@ func testEgress(t *testing.T) {
 			// Python's urllib alike.
 			expectOutput(t, "https://api.example.test/ with curl, no --cacert",
 				curl("-H 'Authorization: Bearer mine' https://api.example.test/"), "hello from api.example.test")
+			// The trusted set is Mozilla's roots plus the egress CA, not the CA alone: hosts without an
+			// inject rule keep verifying against public roots.
+			expectOutput(t, "python3's default TLS context holds the public roots",
+				sh("python3 -c "+shellQuote(`import ssl; n = len(ssl.create_default_context().get_ca_certs()); print("public roots" if n > 100 else n)`)), "public roots")
 			expectOutput(t, "https://api.example.test/ with python3 urllib, no CA argument",
 				sh("python3 -c "+shellQuote(`import urllib.request; print(urllib.request.urlopen("https://api.example.test/", timeout=10).read().decode())`)), "hello from api.example.test")
 			reqs, err := stand.Requests(ctx, "api.example.test")

@@ -26,6 +26,7 @@ RUN go build -ldflags "${LDFLAGS}" -o /out/paddock-router ./cmd/paddock-router
 
 FROM source AS build-snapshot
 RUN go build -ldflags "${LDFLAGS}" -o /out/paddock-snapshot ./cmd/paddock-snapshot
+
 FROM source AS build-egress
 RUN go build -ldflags "${LDFLAGS}" -o /out/paddock-egress ./cmd/paddock-egress
 
@@ -58,6 +59,7 @@ ENTRYPOINT ["/usr/local/bin/sandboxd"]
 FROM gcr.io/distroless/static AS snapshot
 COPY --from=build-snapshot /out/paddock-snapshot /paddock-snapshot
 ENTRYPOINT ["/paddock-snapshot"]
+
 # paddock-egress: the node component that enforces sandboxes' egress policies (config/egress,
 # egress.enabled in the chart). It rewrites the node's iptables, so it carries Debian's iptables
 # (nf_tables backend, as the node's own) and runs as root with NET_ADMIN only.

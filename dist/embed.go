@@ -19,6 +19,7 @@ var RouterBundle []byte
 //
 //go:embed paddock-snapshots.yaml
 var SnapshotsBundle []byte
+
 // EgressBundle is dist/paddock-egress.yaml: paddock-egress, the node component that enforces
 // sandboxes' egress policies (opt-in, applied after Bundle).
 //

@@ -160,9 +160,17 @@ func checkExactlyOnce(t *testing.T, ns string, claims []extensionsv1beta1.Sandbo
 	}
 }
 
-// watchMemberCount follows the pool's members through a watch and returns a function that
-// reports the largest number seen at once.
+// watchMemberCount follows the pool's members through a list and a watch after it, and returns a
+// function that reports the largest number seen at once.
 func watchMemberCount(t *testing.T, ns, poolHash string) func() int {
+	t.Helper()
+	return watchMostMembers(t, ns, poolHash, func(*agentsv1beta1.Sandbox) bool { return true })
+}
+
+// watchMostMembers follows the pool's members through a list and a watch after it, and returns a
+// function that reports the largest number at once of those counts says to count (a member
+// leaves the count when it is deleted or counts says no).
+func watchMostMembers(t *testing.T, ns, poolHash string, counts func(*agentsv1beta1.Sandbox) bool) func() int {
 	t.Helper()
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	if err != nil {
@@ -172,16 +180,20 @@ func watchMemberCount(t *testing.T, ns, poolHash string) func() int {
 	var list agentsv1beta1.SandboxList
 	sel := client.MatchingLabels{agentsv1beta1.WarmPoolSandboxLabel: poolHash}
 	if err := wc.List(ctx, &list, client.InNamespace(ns), sel); err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	w, err := wc.Watch(ctx, &agentsv1beta1.SandboxList{}, client.InNamespace(ns), sel, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	current := map[types.UID]bool{}
-	for _, sb := range list.Items {
-		current[sb.UID] = true
+	for i := range list.Items {
+		if counts(&list.Items[i]) {
+			current[list.Items[i].UID] = true
+		}
 	}
 	highest := len(current)
 	done := make(chan struct{})
@@ -193,10 +205,9 @@ func watchMemberCount(t *testing.T, ns, poolHash string) func() int {
 				continue
 			}
 			mu.Lock()
-			switch ev.Type {
-			case watch.Added, watch.Modified:
+			if ev.Type != watch.Deleted && counts(sb) {
 				current[sb.UID] = true
-			case watch.Deleted:
+			} else {
 				delete(current, sb.UID)
 			}
 			highest = max(highest, len(current))

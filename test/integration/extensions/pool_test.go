@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -320,44 +319,11 @@ func TestPoolMaxStarting(t *testing.T) {
 	}
 }
 
-// watchStartingCount follows the pool's members through a watch and returns a function that
-// reports the largest number of them not Ready at once.
+// watchStartingCount follows the pool's members and returns a function that reports the largest
+// number of them not Ready at once.
 func watchStartingCount(t *testing.T, ns, poolHash string) func() int {
 	t.Helper()
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := wc.Watch(ctx, &agentsv1beta1.SandboxList{}, client.InNamespace(ns), client.MatchingLabels{agentsv1beta1.WarmPoolSandboxLabel: poolHash})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	starting := map[types.UID]bool{}
-	highest := 0
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			sb, ok := ev.Object.(*agentsv1beta1.Sandbox)
-			if !ok {
-				continue
-			}
-			mu.Lock()
-			if ev.Type == watch.Deleted || apimeta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
-				delete(starting, sb.UID)
-			} else {
-				starting[sb.UID] = true
-			}
-			highest = max(highest, len(starting))
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() { cancel(); w.Stop(); <-done })
-	return func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return highest
-	}
+	return watchMostMembers(t, ns, poolHash, func(sb *agentsv1beta1.Sandbox) bool {
+		return !apimeta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady)
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -95,6 +96,8 @@ func setupSandbox(mgr ctrl.Manager, o *Options, tp trace.TracerProvider, key []b
 	opts.APIReader = mgr.GetAPIReader()
 	opts.CredentialsKey = key
 	opts.TracerProvider = tp
+	// paddock-egress keeps the installation's CA beside the controller (its --ca-secret default).
+	opts.EgressCASecret = types.NamespacedName{Namespace: ownNamespace(), Name: sandbox.EgressCAName}
 	r, err := sandbox.New(mgr.GetClient(), mgr.GetEventRecorder(sandbox.ControllerName), opts)
 	if err != nil {
 		return err

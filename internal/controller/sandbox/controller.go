@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -83,6 +84,9 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// Clock tells the time of expiry; the real clock when nil.
 	Clock clock.PassiveClock
+	// EgressCASecret is the installation's egress CA (paddock-egress's --ca-secret), whose tls.crt
+	// Pods with an egress policy trust (egressca.go); empty gives them nothing.
+	EgressCASecret types.NamespacedName
 }
 
 // DefaultOptions returns the defaults New gives zero fields.

@@ -30,6 +30,11 @@
 //   - With a write-behind window (--sandbox-write-behind-window, capped at 1s) the metadata patch
 //     of an already-owned Pod, and nothing else, waits until the window since the Pod was first
 //     found out of date has passed; edits within it reach the Pod in one patch.
+//   - A Pod created with an egress policy (paddock.dev/egress) trusts the installation's egress
+//     CA (Options.EgressCASecret): Secret "paddock-egress-ca" of the namespace gets the CA's
+//     certificate and a bundle of roots plus it, never the key, and every regular container
+//     mounts it with SSL_CERT_FILE and friends pointing there (egressca.go). No CA yet gives no
+//     trust; a foreign Secret of that name blocks the Pod. Pods without a policy are unchanged.
 //
 // Unlike upstream, the Pod's hostname defaults to the Sandbox name, and a Sandbox controlled by a
 // SandboxClaim puts the claim's UID and name on its Pod (see docs/compatibility.md).

@@ -180,6 +180,13 @@ func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (
 	if err != nil {
 		return nil, nil, err
 	}
+	trust, err := r.egressCATrust(ctx, sb)
+	if err != nil {
+		return nil, nil, err
+	}
+	if trust {
+		withEgressCA(&pod.Spec)
+	}
 	err = r.create(ctx, pod, "pod "+pod.Name)
 	if apierrors.IsAlreadyExists(err) {
 		existing = &corev1.Pod{}

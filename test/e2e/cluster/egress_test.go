@@ -79,16 +79,12 @@ func testEgress(t *testing.T) {
 		framework.MustCreate(t, ctx, c, poolOf(ns, name, 1))
 	}
 
-	// The installation's egress CA, which paddock-egress made: sandboxes trust it for the hosts
-	// whose requests get headers.
-	var egressCA []byte
+	// The installation's egress CA, which paddock-egress made: sandboxes trust it by themselves
+	// for the hosts whose requests get headers (the controller mounts it, SSL_CERT_FILE and
+	// friends point at it), so no command below names it.
 	framework.Eventually(t, func(ctx context.Context) error {
-		s, err := suite.client.CoreV1().Secrets("paddock-system").Get(ctx, "paddock-egress-ca", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		egressCA = s.Data[corev1.TLSCertKey]
-		return nil
+		_, err := suite.client.CoreV1().Secrets("paddock-system").Get(ctx, "paddock-egress-ca", metav1.GetOptions{})
+		return err
 	})
 
 	paddock, err := sdk.New(suite.restConfig, sdk.Options{})
@@ -104,10 +100,8 @@ func testEgress(t *testing.T) {
 				return func(ctx context.Context) (string, error) { return run(ctx, cmd) }
 			}
 			waitEgressApplied(t, c, ns, sb.SandboxName())
-			for file, pem := range map[string][]byte{"/tmp/standin-ca.crt": standinCA, "/tmp/egress-ca.crt": egressCA} {
-				if _, err := run(ctx, fmt.Sprintf("echo %s | base64 -d > %s", base64.StdEncoding.EncodeToString(pem), file)); err != nil {
-					t.Fatalf("writing %s into the sandbox: %v", file, err)
-				}
+			if _, err := run(ctx, fmt.Sprintf("echo %s | base64 -d > /tmp/standin-ca.crt", base64.StdEncoding.EncodeToString(standinCA))); err != nil {
+				t.Fatalf("writing the stand-in's CA into the sandbox: %v", err)
 			}
 			curl := func(args string) func(context.Context) (string, error) { return sh("curl -sS -m 10 " + args) }
 
@@ -141,8 +135,16 @@ func testEgress(t *testing.T) {
 			// Header injection over HTTP and HTTPS: the client's own Authorization is replaced.
 			before := time.Now()
 			expectOutput(t, "http://api.example.test/", curl("-H 'Authorization: Bearer mine' http://api.example.test/"), "hello from api.example.test")
-			expectOutput(t, "https://api.example.test/ trusting the egress CA",
-				curl("-H 'Authorization: Bearer mine' --cacert /tmp/egress-ca.crt https://api.example.test/"), "hello from api.example.test")
+			// HTTPS with no CA flag: the sandbox trusts the egress CA by itself, for curl and for
+			// Python's urllib alike.
+			expectOutput(t, "https://api.example.test/ with curl, no --cacert",
+				curl("-H 'Authorization: Bearer mine' https://api.example.test/"), "hello from api.example.test")
+			// The trusted set is Mozilla's roots plus the egress CA, not the CA alone: hosts without an
+			// inject rule keep verifying against public roots.
+			expectOutput(t, "python3's default TLS context holds the public roots",
+				sh("python3 -c "+shellQuote(`import ssl; n = len(ssl.create_default_context().get_ca_certs()); print("public roots" if n > 100 else n)`)), "public roots")
+			expectOutput(t, "https://api.example.test/ with python3 urllib, no CA argument",
+				sh("python3 -c "+shellQuote(`import urllib.request; print(urllib.request.urlopen("https://api.example.test/", timeout=10).read().decode())`)), "hello from api.example.test")
 			reqs, err := stand.Requests(ctx, "api.example.test")
 			if err != nil {
 				t.Fatal(err)
@@ -169,7 +171,10 @@ func testEgress(t *testing.T) {
 			look("search the writable and configuration files for it",
 				"if grep -rIlq "+secretPart+" /etc /home /root /tmp /var /run /opt /srv /usr/local 2>/dev/null; then echo found-in-files; fi; echo searched")
 			look("see it in the traffic of an injected request (curl -v, HTTP and HTTPS)",
-				"curl -sv -m 10 http://api.example.test/ 2>&1; curl -sv -m 10 --cacert /tmp/egress-ca.crt https://api.example.test/ 2>&1")
+				"curl -sv -m 10 http://api.example.test/ 2>&1; curl -sv -m 10 https://api.example.test/ 2>&1")
+			caFiles, _ := run(ctx, "cat /etc/paddock/egress-ca/* 2>&1")
+			rows = append(rows, attempt{from: "sandbox on " + tc.runtime, what: "read the egress CA's private key from the trust it was given",
+				result: fmt.Sprintf("%d bytes of certificates", len(caFiles)), held: strings.Contains(caFiles, "BEGIN CERTIFICATE") && !strings.Contains(caFiles, "PRIVATE KEY")})
 			look("have it echoed by the allowed host", "curl -s -m 10 -D - http://api.example.test/ 2>&1")
 			// ICMP: env-base has no ping; Python's ping socket (or a raw one) either cannot be
 			// opened (no CAP_NET_RAW, ping_group_range) or gets no answer. The result says which.

@@ -3,18 +3,9 @@
 // the rule, and another namespace's key refused. Prints "SANDBOX <id>" for the Go side, which
 // checks the Secret, one line per check, and "all checks passed" at the end.
 const { Sandbox, ALL_TRAFFIC, SandboxError, SandboxNotFoundError } = await import(process.env.E2B_PKG)
-const { check, passed } = await import('./check.mjs')
+const { check, passed, throws } = await import('./check.mjs')
 
 const other = { apiKey: process.env.OTHER_KEY }
-
-async function throws(name, fn, want) {
-  try {
-    await fn()
-    check(name, false, 'no error')
-  } catch (e) {
-    check(name, want(e), `${e?.constructor?.name}: ${e}`)
-  }
-}
 
 const sbx = await Sandbox.create('base', {
   timeoutMs: 300_000,

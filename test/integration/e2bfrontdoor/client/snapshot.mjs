@@ -3,20 +3,11 @@
 // namespace; FAIL_KEY is the metadata key whose value "fail" makes a sandbox's captures fail.
 // Prints one line per check and "all checks passed" at the end; exits 1 on the first failure.
 const { Sandbox, SandboxError, SandboxNotFoundError } = await import(process.env.E2B_PKG)
-const { check, passed } = await import('./check.mjs')
+const { check, passed, throws } = await import('./check.mjs')
 
 const other = { apiKey: process.env.OTHER_KEY }
 const run = `snap-${process.pid}-${Date.now()}`
 const alias = `s${process.pid}`
-
-async function throws(name, fn, want) {
-  try {
-    await fn()
-    check(name, false, 'no error')
-  } catch (e) {
-    check(name, want(e), `${e?.constructor?.name}: ${e}`)
-  }
-}
 
 async function all(paginator) {
   const out = []

@@ -6,6 +6,12 @@ package egress
 // alone, as before.
 const PolicyAnnotation = "paddock.dev/egress"
 
+// TrustCAAnnotation set to "true" in a pod template's annotations makes its Pods trust the
+// installation's egress CA though they carry no policy: a warm member whose policy, with inject
+// rules, comes only with its claim (E2B network.rules) then serves those rules over HTTPS. A Pod
+// with a policy trusts the CA without it.
+const TrustCAAnnotation = "paddock.dev/trust-egress-ca"
+
 // AllTraffic is the deny entry that denies every address allow does not name.
 const AllTraffic = "0.0.0.0/0"
 

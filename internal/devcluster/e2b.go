@@ -19,6 +19,7 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/api/e2b"
+	"github.com/paddock-dev/paddock/api/egress"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/e2baccess"
 )
@@ -70,18 +71,22 @@ func e2bTemplate(name, image string, gvisor bool) *extensionsv1beta1.SandboxTemp
 		Spec: extensionsv1beta1.SandboxTemplateSpec{
 			EnvVarsInjectionPolicy: extensionsv1beta1.EnvVarsInjectionPolicyOverrides,
 			SandboxBlueprint: agentsv1beta1.SandboxBlueprint{
-				PodTemplate: agentsv1beta1.PodTemplate{Spec: corev1.PodSpec{
-					SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1000),
-						RunAsNonRoot: ptr.To(true), FSGroup: ptr.To[int64](1000)},
-					Containers: []corev1.Container{{
-						Name: "sandboxd", Image: image,
-						Args:         []string{"--root-dir=/home/user", "--listen-host=0.0.0.0"},
-						Ports:        []corev1.ContainerPort{{Name: "envd", ContainerPort: e2b.EnvdPort}, {Name: "rest", ContainerPort: 8080}},
-						VolumeMounts: []corev1.VolumeMount{{Name: "home", MountPath: "/home/user"}},
-						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
-							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+				// Members trust the egress CA, so that E2B network.rules, which give a member its
+				// policy at claim time, add their headers over HTTPS too.
+				PodTemplate: agentsv1beta1.PodTemplate{
+					ObjectMeta: agentsv1beta1.PodMetadata{Annotations: map[string]string{egress.TrustCAAnnotation: "true"}},
+					Spec: corev1.PodSpec{
+						SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](1000),
+							RunAsNonRoot: ptr.To(true), FSGroup: ptr.To[int64](1000)},
+						Containers: []corev1.Container{{
+							Name: "sandboxd", Image: image,
+							Args:         []string{"--root-dir=/home/user", "--listen-host=0.0.0.0"},
+							Ports:        []corev1.ContainerPort{{Name: "envd", ContainerPort: e2b.EnvdPort}, {Name: "rest", ContainerPort: 8080}},
+							VolumeMounts: []corev1.VolumeMount{{Name: "home", MountPath: "/home/user"}},
+							SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+								Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+						}},
 					}},
-				}},
 				VolumeClaimTemplates: []agentsv1beta1.PersistentVolumeClaimTemplate{{
 					EmbeddedObjectMetadata: agentsv1beta1.EmbeddedObjectMetadata{Name: "home"},
 					Spec: corev1.PersistentVolumeClaimSpec{

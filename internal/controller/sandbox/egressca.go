@@ -5,8 +5,9 @@ package sandbox
 // so a Pod with an egress policy must trust that CA with no flag in the sandbox's code. The
 // controller copies the CA's public certificate (never its key) into Secret EgressCAName of the
 // sandbox's namespace, beside a bundle of Mozilla's roots (PublicRoots) and the CA, mounts
-// both into every regular container of a policed Pod and points the variables common clients
-// read at them. Pods without a policy are left as they are.
+// both into every regular container of a policed Pod (or one whose template asks for it with
+// egress.TrustCAAnnotation) and points the variables common clients read at them. Other Pods
+// are left as they are.
 
 import (
 	"bytes"
@@ -70,14 +71,15 @@ var PublicRoots = sync.OnceValue(func() []byte {
 })
 
 // egressCATrust makes sure sb's namespace holds the current egress CA certificate when sb's Pod
-// will carry an egress policy, and reports whether the Pod should trust it. No CA yet (no
+// will carry an egress policy or asks for the trust, and reports whether the Pod should trust it. No CA yet (no
 // paddock-egress has started) gives no trust: such a Pod has no egress until paddock-egress
 // runs, and it trusts the CA from its next Pod on.
 func (r *Reconciler) egressCATrust(ctx context.Context, sb *agentsv1beta1.Sandbox) (bool, error) {
 	if r.opts.EgressCASecret.Name == "" {
 		return false, nil
 	}
-	if _, policed := sb.Spec.PodTemplate.ObjectMeta.Annotations[egress.PolicyAnnotation]; !policed {
+	annotations := sb.Spec.PodTemplate.ObjectMeta.Annotations
+	if _, policed := annotations[egress.PolicyAnnotation]; !policed && annotations[egress.TrustCAAnnotation] != "true" {
 		return false, nil
 	}
 	var src corev1.Secret

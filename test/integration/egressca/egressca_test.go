@@ -43,7 +43,8 @@ const policy = `{"allow":["example.test"],"deny":["0.0.0.0/0"]}`
 
 var caKey = types.NamespacedName{Namespace: manager.DefaultNamespace, Name: sandbox.EgressCAName}
 
-// TestPolicedPodsTrustTheEgressCA runs in order: no CA yet, a CA, a policy-less Pod, a rotation.
+// TestPolicedPodsTrustTheEgressCA runs in order: no CA yet, a CA, a policy-less Pod, one that
+// asks for the trust, a rotation.
 func TestPolicedPodsTrustTheEgressCA(t *testing.T) {
 	ctx := framework.Context(t, 2*time.Minute)
 	ns := env.Namespace(t)
@@ -69,6 +70,10 @@ func TestPolicedPodsTrustTheEgressCA(t *testing.T) {
 	}
 
 	wantNoTrust(t, podOf(t, ctx, builder.MakeSandbox("open", ns).Obj()))
+	// A template may ask for the trust without a policy (E2B's pools: network.rules give a warm
+	// member its policy only at claim time); any other value asks for nothing.
+	wantTrust(t, podOf(t, ctx, builder.MakeSandbox("asks", ns).PodAnnotation(egress.TrustCAAnnotation, "true").Obj()))
+	wantNoTrust(t, podOf(t, ctx, builder.MakeSandbox("asks-not", ns).PodAnnotation(egress.TrustCAAnnotation, "false").Obj()))
 
 	// Rotation: the next policed Pod's namespace Secret holds the new certificate.
 	second := writeCA(t, ctx)

@@ -181,13 +181,20 @@ else
   echo "cpu.max=$q $(cat "$d/cpu$1/cpu.cfs_period_us") memory.max=$m"
 fi`
 
-// cgroupLimits reads the CPU and memory limits the container sees in its own cgroup.
+// cgroupLimits reads the CPU and memory limits the container sees in its own cgroup. The script
+// always prints a line or fails; an exec that ended without error and without output (seen once
+// in a full e2e run, right after the resize) is asked again, a few times.
 func cgroupLimits(ctx context.Context, ns, pod string) string {
-	out, err := execInPod(ctx, ns, pod, "sh", "-c", cgroupLimitsScript, "sh", "")
-	if err != nil {
-		return fmt.Sprintf("(exec: %v: %s)", err, out)
+	for range 3 {
+		out, err := execInPod(ctx, ns, pod, "sh", "-c", cgroupLimitsScript, "sh", "")
+		if err != nil {
+			return fmt.Sprintf("(exec: %v: %s)", err, out)
+		}
+		if out = strings.Trim(out, " \n\x00"); out != "" {
+			return out
+		}
 	}
-	return strings.Trim(out, " \n\x00")
+	return "(exec: no output, three times)"
 }
 
 // podCgroupLimits reads, on this host, the limits of the Pod's own cgroup, which the kubelet

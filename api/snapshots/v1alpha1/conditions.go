@@ -42,4 +42,7 @@ const (
 	ReasonResumeFailed = "ResumeFailed"
 	// ReasonResumed: the source container is not paused.
 	ReasonResumed = "Resumed"
+	// ReasonSourceGone: the container the status names is not a container of the Sandbox's Pod
+	// on that node any more (the Pod was replaced or deleted), so there is nothing to resume.
+	ReasonSourceGone = "SourceGone"
 )

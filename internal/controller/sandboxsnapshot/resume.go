@@ -10,7 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
 )
 
@@ -50,6 +52,16 @@ func (r *Reconciler) guardResume(ctx context.Context, snap *snapshotsv1alpha1.Sa
 	err = r.opts.APIReader.Get(ctx, key, pod)
 	switch {
 	case apierrors.IsNotFound(err):
+		// The resume Pod acts with node privileges on the container the status names: act only
+		// on a container of this snapshot's Sandbox, so that a status written by anyone else
+		// cannot reach another namespace's container (and a replaced Pod needs no resume).
+		if owned, err := r.sourceStillRuns(ctx, snap); err != nil || !owned {
+			if err == nil {
+				setCondition(snap, snapshotsv1alpha1.ConditionSourceResumed, metav1.ConditionTrue, snapshotsv1alpha1.ReasonSourceGone,
+					fmt.Sprintf("container %s is not a container of Sandbox %s's Pod on node %s; nothing to resume", snap.Status.ContainerID, snap.Spec.SandboxName, snap.Status.NodeName))
+			}
+			return err == nil, ctrl.Result{}, err
+		}
 		want := constructResumePod(snap, r.opts)
 		if err := r.client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 			return false, ctrl.Result{}, fmt.Errorf("creating resume Pod %s: %w", key, err)
@@ -83,6 +95,28 @@ func (r *Reconciler) guardResume(ctx context.Context, snap *snapshotsv1alpha1.Sa
 		return false, ctrl.Result{RequeueAfter: resumeRetryDelay * r.opts.PollInterval}, nil
 	}
 	return pending(fmt.Sprintf("resume Pod %s is %s on node %s", key, pod.Status.Phase, snap.Status.NodeName))
+}
+
+// sourceStillRuns reports whether the container and node in snap's status are those of a
+// container of the Pod that snap's Sandbox controls, as the API server has it now.
+func (r *Reconciler) sourceStillRuns(ctx context.Context, snap *snapshotsv1alpha1.SandboxSnapshot) (bool, error) {
+	sb := &agentsv1beta1.Sandbox{}
+	if err := r.opts.APIReader.Get(ctx, types.NamespacedName{Namespace: snap.Namespace, Name: snap.Spec.SandboxName}, sb); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	pod := &corev1.Pod{}
+	if err := r.opts.APIReader.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: podName(sb)}, pod); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(pod, sb) || pod.Spec.NodeName != snap.Status.NodeName {
+		return false, nil
+	}
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.ContainerID == containerdScheme+snap.Status.ContainerID {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // resumeRetryDelay, in poll intervals, is how long a failed resume Pod stays before a new one.

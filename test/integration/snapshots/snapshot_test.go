@@ -302,3 +302,31 @@ func findCondition(snap *snapshotsv1alpha1.SandboxSnapshot, typ string) metav1.C
 	}
 	return metav1.Condition{}
 }
+
+// TestForgedStatusResumesNothing: the resume Pod runs with node privileges on the container a
+// snapshot's status names. A status naming a container that is not its own Sandbox's (here
+// another namespace's running container, as someone allowed to write the status could forge)
+// gets no resume Pod: the guard ends with SourceGone.
+func TestForgedStatusResumesNothing(t *testing.T) {
+	victim := env.Namespace(t)
+	runSandbox(t, builder.MakeSandbox("victim", victim).Obj())
+	ns := env.Namespace(t)
+	create(t, builder.MakeSandbox("sb", ns).Obj()) // never runs: no capture starts
+	create(t, builder.MakeSnapshot("snap", ns, "sb").Obj())
+	snap := waitSnapshot(t, ns, "snap", snapshotsv1alpha1.SnapshotPhasePending, snapshotsv1alpha1.ConditionCaptured, metav1.ConditionFalse, snapshotsv1alpha1.ReasonSandboxNotReady)
+	now := metav1.Now()
+	snap.Status.Phase = snapshotsv1alpha1.SnapshotPhaseFailed
+	snap.Status.CaptureStartTime = &now
+	snap.Status.ContainerID = containerID // the victim's running container
+	snap.Status.NodeName = nodeName
+	if err := env.Client.Status().Update(framework.Context(t, framework.DefaultTimeout), snap); err != nil {
+		t.Fatalf("forging the snapshot's status: %v", err)
+	}
+	c := waitSnapshot(t, ns, "snap", snapshotsv1alpha1.SnapshotPhaseFailed, snapshotsv1alpha1.ConditionSourceResumed, metav1.ConditionTrue, snapshotsv1alpha1.ReasonSourceGone)
+	if msg := findCondition(c, snapshotsv1alpha1.ConditionSourceResumed).Message; !strings.Contains(msg, containerID) {
+		t.Errorf("SourceResumed message %q does not name the container", msg)
+	}
+	if _, err := get(framework.Context(t, framework.DefaultTimeout), captureNamespace, "snapshot-resume-"+string(snap.UID), &corev1.Pod{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a resume Pod was made for another namespace's container (get error %v)", err)
+	}
+}

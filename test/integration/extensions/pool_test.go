@@ -263,19 +263,27 @@ func TestPoolReplacesStuckAndHoldsUnschedulable(t *testing.T) {
 	}
 }
 
-// TestPoolMaxStarting: with MaxStarting 2, a pool of 5 whose members start only when the test
-// lets them has at most 2 members starting at any moment, as its own watch sees them; each member
-// that turns Ready lets the next one be created, until the pool holds 5 Ready members.
+// TestPoolMaxStarting: with MaxStarting 1 a pool of 4 caps its starts only while it has Ready
+// members to spare (at least half of its replicas, warmpool.SpareReady). Members start only when
+// the test lets them. The empty pool starts all 4 at once; with 3 and then 2 of 4 Ready it has one
+// member starting and holds the next; with 1 of 4 Ready it starts every missing member at once.
 func TestPoolMaxStarting(t *testing.T) {
 	h := controllers(t)
 	opts := sandboxwarmpool.DefaultOptions()
-	opts.MaxStarting = 2
+	opts.MaxStarting = 1
 	h.restart(t, opts)
 	t.Cleanup(func() { h.restart(t, sandboxwarmpool.DefaultOptions()) })
 	ns := env.Namespace(t)
 	hash := blueprint.PoolHash("paced")
 	var mu sync.Mutex
 	started := map[string]bool{}
+	release := func(names ...string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, n := range names {
+			started[n] = true
+		}
+	}
 	h.readiness.SetDecision(func(sb *agentsv1beta1.Sandbox) framework.Readiness {
 		mu.Lock()
 		defer mu.Unlock()
@@ -284,39 +292,89 @@ func TestPoolMaxStarting(t *testing.T) {
 		}
 		return framework.Ready
 	})
-	mostStarting := watchStartingCount(t, ns, hash)
 	create(t, builder.MakeTemplate("tpl", ns).Obj())
-	create(t, builder.MakeWarmPool("paced", ns, "tpl").Replicas(5).Obj())
+	create(t, builder.MakeWarmPool("paced", ns, "tpl").Replicas(4).Obj())
 
-	for made := 2; ; made++ {
-		var waiting []string
-		framework.Eventually(t, func(ctx context.Context) error {
-			ms, err := members(ctx, ns, "paced")
-			if err != nil {
-				return err
-			}
-			waiting = waiting[:0]
-			for _, sb := range ms {
-				if !apimeta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
-					waiting = append(waiting, sb.Name)
-				}
-			}
-			if want := min(made, 5); len(ms) != want {
-				return fmt.Errorf("pool holds %d members, want %d once %d have started", len(ms), want, made-2)
-			}
-			return nil
-		})
-		if len(waiting) == 0 {
-			break
+	// Empty, the pool has nothing to spare: all 4 start although the cap is 1.
+	release(waitStarting(t, ns, "paced", 4, 4)...)
+	waitPoolReady(t, ns, "paced", 4)
+	mostStarting := watchStartingCount(t, ns, hash)
+
+	// 3 of 4 Ready: one replacement starts.
+	deleteReadyMember(t, ns, "paced")
+	first := waitStarting(t, ns, "paced", 4, 1)
+	// 2 of 4 Ready is still half: the second replacement waits for the first.
+	deleteReadyMember(t, ns, "paced")
+	waitPoolStatus(t, ns, "paced", 3, 2)
+	waitStarting(t, ns, "paced", 3, 1)
+	if got := mostStarting(); got != 1 {
+		t.Errorf("with Ready members to spare, at most %d members were starting at once, want 1 (MaxStarting)", got)
+	}
+	// 1 of 4 Ready: the pool is about to run dry and starts both missing members at once.
+	deleteReadyMember(t, ns, "paced")
+	rest := waitStarting(t, ns, "paced", 4, 3)
+	release(append(first, rest...)...)
+	waitPoolReady(t, ns, "paced", 4)
+	if got := mostStarting(); got != 3 {
+		t.Errorf("with 1 of 4 Ready, at most %d members were starting at once, want 3 (cap lifted)", got)
+	}
+}
+
+// waitStarting waits until the pool holds total members of which starting are not Ready, and
+// returns the names of those.
+func waitStarting(t *testing.T, ns, pool string, total, starting int) []string {
+	t.Helper()
+	var waiting []string
+	framework.Eventually(t, func(ctx context.Context) error {
+		ms, err := members(ctx, ns, pool)
+		if err != nil {
+			return err
 		}
-		mu.Lock()
-		started[waiting[0]] = true // this one starts; the pool may create the next
-		mu.Unlock()
+		waiting = waiting[:0]
+		for _, sb := range ms {
+			if !apimeta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
+				waiting = append(waiting, sb.Name)
+			}
+		}
+		if len(ms) != total || len(waiting) != starting {
+			return fmt.Errorf("pool %s holds %d members, %d not Ready; want %d and %d", pool, len(ms), len(waiting), total, starting)
+		}
+		return nil
+	})
+	return waiting
+}
+
+// waitPoolStatus waits until the pool's status reports replicas and ready members.
+func waitPoolStatus(t *testing.T, ns, pool string, replicas, ready int32) {
+	t.Helper()
+	framework.Eventually(t, func(ctx context.Context) error {
+		p, err := get(ctx, ns, pool, &extensionsv1beta1.SandboxWarmPool{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Replicas != replicas || p.Status.ReadyReplicas != ready {
+			return fmt.Errorf("pool %s status says %d replicas, %d ready; want %d and %d", pool, p.Status.Replicas, p.Status.ReadyReplicas, replicas, ready)
+		}
+		return nil
+	})
+}
+
+// deleteReadyMember deletes one Ready member of the pool, as a claim taking it would remove it.
+func deleteReadyMember(t *testing.T, ns, pool string) {
+	t.Helper()
+	ms, err := members(context.Background(), ns, pool)
+	if err != nil {
+		t.Fatal(err)
 	}
-	waitPoolReady(t, ns, "paced", 5)
-	if got := mostStarting(); got != 2 {
-		t.Errorf("at most %d members were starting at once, want 2 (MaxStarting)", got)
+	for i := range ms {
+		if apimeta.IsStatusConditionTrue(ms[i].Status.Conditions, agentsv1beta1.SandboxConditionReady) {
+			if err := env.Client.Delete(context.Background(), &ms[i]); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
 	}
+	t.Fatalf("pool %s has no Ready member to delete", pool)
 }
 
 // watchStartingCount follows the pool's members and returns a function that reports the largest

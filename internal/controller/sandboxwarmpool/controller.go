@@ -209,8 +209,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The plan's view of those members is out of date: look again once the cache has caught up.
 		paced = sooner(paced, takenRecheck)
 	}
-	createErr := r.createMembers(ctx, pool, tpl, create)
+	created, createErr := r.createMembers(ctx, pool, tpl, create)
 	r.terminating.Observe(pool.Namespace, createErr)
+	// The members created this pass exist: counting them now spares the status a write that
+	// would only say so once the watch shows them (one less pool status write per refill).
+	plan.Replicas += int32(created)
 	made := createOutcome(create, createErr)
 	if blocked.reason != "" {
 		made = blocked

@@ -11,7 +11,9 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -384,4 +386,112 @@ func watchStartingCount(t *testing.T, ns, poolHash string) func() int {
 	return watchMostMembers(t, ns, poolHash, func(sb *agentsv1beta1.Sandbox) bool {
 		return !apimeta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady)
 	})
+}
+
+// TestPoolStatusCountsMembersItCreates: the pass that replaces a taken member reports the
+// replacement in status.replicas at once, so a refill moves only readyReplicas: replicas never
+// reads one short while the pool is full of members, Ready or starting. (It cost a count-only
+// status write per refill slower than the pacing interval: docs/performance/results.md, "API
+// writes of one warm claim".) The pool's clock is stepped past the pacing interval, so no write is
+// held back and every status the pool computes is written and seen.
+func TestPoolStatusCountsMembersItCreates(t *testing.T) {
+	h := controllers(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	opts := sandboxwarmpool.DefaultOptions()
+	opts.Clock = clk
+	h.restart(t, opts)
+	t.Cleanup(func() { h.restart(t, sandboxwarmpool.DefaultOptions()) })
+	ns := env.Namespace(t)
+	hash := blueprint.PoolHash("counted")
+	var mu sync.Mutex
+	filled := false
+	h.readiness.SetDecision(func(sb *agentsv1beta1.Sandbox) framework.Readiness {
+		mu.Lock()
+		defer mu.Unlock()
+		if filled && sb.Labels[agentsv1beta1.WarmPoolSandboxLabel] == hash && !apimeta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
+			return framework.Pending // replacements start only when the test lets them
+		}
+		return framework.Ready
+	})
+	create(t, builder.MakeTemplate("tpl", ns).Obj())
+	create(t, builder.MakeWarmPool("counted", ns, "tpl").Replicas(3).Obj())
+	// The pool's clock moves only when the test steps it: two seconds at every look (past the pacing interval, far from the grace period),
+	// so count-only writes are let through.
+	framework.Eventually(t, func(ctx context.Context) error {
+		clk.Step(2 * time.Second)
+		p, err := get(ctx, ns, "counted", &extensionsv1beta1.SandboxWarmPool{})
+		if err != nil {
+			return err
+		}
+		if p.Status.ReadyReplicas != 3 {
+			// A member event brings the pool's next pass, which sees the stepped clock.
+			return fmt.Errorf("pool counted: %d of 3 members Ready in its status", p.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	mu.Lock()
+	filled = true
+	mu.Unlock()
+
+	statuses := watchPoolStatuses(t, ns, "counted")
+	clk.Step(2 * time.Second)
+	create(t, builder.MakeClaim("taker", ns, "counted").Obj()) // adopts a Ready member
+	waitStarting(t, ns, "counted", 3, 1)
+	framework.Eventually(t, func(ctx context.Context) error {
+		clk.Step(2 * time.Second)
+		p, err := get(ctx, ns, "counted", &extensionsv1beta1.SandboxWarmPool{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Replicas != 3 || p.Status.ReadyReplicas != 2 {
+			return fmt.Errorf("pool counted status says %d replicas, %d ready; want 3 and 2", p.Status.Replicas, p.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	for _, s := range statuses() {
+		if s.Replicas != 3 {
+			t.Errorf("the pool wrote status.replicas %d (ready %d) while it held or was creating 3 members", s.Replicas, s.ReadyReplicas)
+		}
+	}
+}
+
+// watchPoolStatuses follows one pool from now on and returns a function that reports every status
+// seen, in order.
+func watchPoolStatuses(t *testing.T, ns, name string) func() []extensionsv1beta1.SandboxWarmPoolStatus {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pool := &extensionsv1beta1.SandboxWarmPool{}
+	if err := wc.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pool); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, &extensionsv1beta1.SandboxWarmPoolList{}, client.InNamespace(ns),
+		client.MatchingFields{"metadata.name": name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: pool.ResourceVersion}})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []extensionsv1beta1.SandboxWarmPoolStatus
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*extensionsv1beta1.SandboxWarmPool); ok {
+				mu.Lock()
+				seen = append(seen, *p.Status.DeepCopy())
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); w.Stop(); <-done })
+	return func() []extensionsv1beta1.SandboxWarmPoolStatus {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]extensionsv1beta1.SandboxWarmPoolStatus(nil), seen...)
+	}
 }

@@ -5,7 +5,8 @@
 // `make bench`. Claims are made one at a time, each after the pool has settled, and the writes
 // are read from the API server's own request counter (apiserver_request_total), so the count does
 // not depend on the machine's speed. The list per verb and resource, with where each write comes
-// from, is in docs/performance/results.md ("API writes of one warm claim").
+// from, is in docs/performance/results.md ("API writes of one warm claim"). The counter is the
+// whole API server's: tests of this package must not run in parallel.
 package claimwrites
 
 import (

@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -113,8 +114,8 @@ func TestWarmClaimWrites(t *testing.T) {
 	t.Logf("%d warm claims, %v API writes, %.2f per claim:\n%s", claims, total.Total(), total.Total()/claims, render(total))
 }
 
-// waitSettled waits until the pool holds poolSize Ready members, each with its Ready Pod and its
-// credentials Secret, the pool's status says so, and, when claim is not empty, the claim is Ready
+// waitSettled waits until the pool holds poolSize members Ready at their generation (so are their
+// Pods), each with its credentials Secret, the pool's status says so, and, when claim is not empty, the claim is Ready
 // on an adopted member whose status speaks of the adopting generation and whose Pod carries the
 // claim's identity. Every write the claim causes has then been made: what is left to change would
 // change one of those.
@@ -188,7 +189,7 @@ func poolSettled(ctx context.Context, ns, name string) error {
 
 func readyAtGeneration(sb *agentsv1beta1.Sandbox) error {
 	c := apimeta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady)
-	if c == nil || c.Status != "True" || c.ObservedGeneration != sb.Generation {
+	if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != sb.Generation {
 		return fmt.Errorf("sandbox %s is not Ready at generation %d: %+v", sb.Name, sb.Generation, c)
 	}
 	return nil

@@ -69,12 +69,18 @@ func (w Writes) Keys() []string {
 
 // ParseWrites reads the API server's /metrics text and sums apiserver_request_total over response
 // codes and other labels for each write verb and resource, leaving out leases and events.
-func ParseWrites(r io.Reader) (Writes, error) { return parseRequests(r, writeVerbs) }
+func ParseWrites(r io.Reader) (Writes, error) { return parseRequests(r, writeVerbs, ignoredResources) }
+
+// ParseWritesWithEvents is ParseWrites counting events too (leases are still left out): what a
+// test that attributes every write of one operation counts.
+func ParseWritesWithEvents(r io.Reader) (Writes, error) {
+	return parseRequests(r, writeVerbs, map[string]bool{"leases": true})
+}
 
 // ParseReads is ParseWrites for the GET and LIST requests.
-func ParseReads(r io.Reader) (Writes, error) { return parseRequests(r, readVerbs) }
+func ParseReads(r io.Reader) (Writes, error) { return parseRequests(r, readVerbs, ignoredResources) }
 
-func parseRequests(r io.Reader, verbs map[string]bool) (Writes, error) {
+func parseRequests(r io.Reader, verbs, ignored map[string]bool) (Writes, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(r)
 	if err != nil {
@@ -90,7 +96,7 @@ func parseRequests(r io.Reader, verbs map[string]bool) (Writes, error) {
 		for _, l := range m.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
 		}
-		if !verbs[labels["verb"]] || ignoredResources[labels["resource"]] {
+		if !verbs[labels["verb"]] || ignored[labels["resource"]] {
 			continue
 		}
 		out[writeKey(labels)] += m.GetCounter().GetValue()

@@ -46,6 +46,25 @@ func TestParseWrites(t *testing.T) {
 	}
 }
 
+func TestParseWritesWithEvents(t *testing.T) {
+	got, err := ParseWritesWithEvents(strings.NewReader(sampleMetrics))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Writes{
+		"POST sandboxclaims.extensions.agents.x-k8s.io": 42,
+		"PATCH sandboxes.agents.x-k8s.io/status":        81,
+		"PUT pods/status":                               12,
+		"DELETE pods":                                   3,
+		"APPLY configmaps":                              1,
+		"POST events":                                   70, // leases stay out
+		"POST events.events.k8s.io":                     30,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ParseWritesWithEvents (-want +got):\n%s", diff)
+	}
+}
+
 func TestParseReads(t *testing.T) {
 	got, err := ParseReads(strings.NewReader(sampleMetrics))
 	if err != nil {

@@ -53,10 +53,12 @@ type Input struct {
 	// Grace is how long a member may stay not Ready before it is replaced or held.
 	Grace time.Duration
 	// MaxStarting caps the pool's starting members (not Ready, neither unschedulable nor
-	// incompatible), those about to be created included; 0 does not. Starting a member is what
-	// costs the node CPU; with the cap a refill runs at most this many starts at once, and a
-	// claim's critical path shares the node with no more than that. The member's Ready event
-	// brings the next reconcile, so nothing waits on a timer.
+	// incompatible), those about to be created included, while the pool has Ready members to
+	// spare (SpareReady); 0 does not. Starting a member is what costs the node CPU; with the cap
+	// a refill runs at most this many starts at once, and a claim's critical path shares the node
+	// with no more than that. A pool short of Ready members starts every missing one at once: a
+	// slower refill there would cost warm hits, which matter more than a faster warm path. The
+	// member's Ready event brings the next reconcile, so nothing waits on a timer.
 	MaxStarting int
 	Now         time.Time
 }
@@ -104,6 +106,16 @@ type Plan struct {
 	// Starting counts active members that are starting (not Ready, neither unschedulable nor
 	// incompatible); HeldStarting is how many creates MaxStarting held back.
 	Starting, HeldStarting int
+	// CapLifted is true when MaxStarting is set but did not apply, the pool being short of
+	// Ready members (SpareReady).
+	CapLifted bool
+}
+
+// SpareReady reports whether a pool of desired members whose ready members are Ready has
+// Ready members to spare: at least half of desired, rounded up. Below that the pool is about to
+// run dry, and its starts are not capped.
+func SpareReady(ready int32, desired int) bool {
+	return int(ready)*2 >= desired
 }
 
 // Make computes the plan for one pass.
@@ -166,7 +178,8 @@ func Make(members []Member, in Input) Plan {
 	}
 	if total := len(active) + terminating; in.TemplateKnown && total < in.Desired {
 		p.Create = min(in.Desired-total, in.MaxBatch)
-		if in.MaxStarting > 0 {
+		p.CapLifted = in.MaxStarting > 0 && !SpareReady(p.ReadyReplicas, in.Desired)
+		if in.MaxStarting > 0 && !p.CapLifted {
 			allowed := max(0, in.MaxStarting-p.Starting)
 			p.HeldStarting = max(0, p.Create-allowed)
 			p.Create -= p.HeldStarting

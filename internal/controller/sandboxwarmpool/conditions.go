@@ -72,7 +72,9 @@ func createOutcome(sent int, err error) creation {
 	case sent == 0:
 		return creation{}
 	case err == nil:
-		return creation{extensionsv1beta1.PoolReasonMembersCreated, fmt.Sprintf("Created %d members", sent)}
+		// The same as a full pool's: a message per refill ("Created 1 members") would cost the
+		// pool two status writes per claim, one to say it and one to take it back.
+		return creation{extensionsv1beta1.PoolReasonMembersCreated, ""}
 	case kube.NamespaceTerminating(err):
 		return namespaceTerminating()
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "quota"):

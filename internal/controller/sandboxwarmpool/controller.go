@@ -43,7 +43,7 @@ type Options struct {
 	// MaxRefillRate is --sandbox-warm-pool-max-refill-rate in Sandboxes per second (0, unpaced).
 	MaxRefillRate float64
 	// MaxStarting is --sandbox-warm-pool-max-starting: most members of one pool starting at once
-	// (0, no cap; warmpool.Input.MaxStarting).
+	// while the pool has Ready members to spare (0, no cap; warmpool.Input.MaxStarting).
 	MaxStarting int
 	// AutosizeRateWindow is how far back an autosized pool counts the claims of its members
 	// (1m; docs/design/autosize.md).
@@ -195,7 +195,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	})
 	log.V(4).Info("Warm pool plan", "pool", klog.KObj(pool), "members", len(members), "create", plan.Create,
 		"delete", len(plan.Delete), "adopt", len(plan.Adopt), "replicas", plan.Replicas, "ready", plan.ReadyReplicas,
-		"starting", plan.Starting, "heldStarting", plan.HeldStarting)
+		"starting", plan.Starting, "heldStarting", plan.HeldStarting, "capLifted", plan.CapLifted)
 
 	create, paced := r.shaping.Allow(key, plan.Create, int(plan.Replicas), now)
 	blocked, blockErr := r.creationBlocker(ctx, pool, tpl)
@@ -209,8 +209,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The plan's view of those members is out of date: look again once the cache has caught up.
 		paced = sooner(paced, takenRecheck)
 	}
-	createErr := r.createMembers(ctx, pool, tpl, create)
+	created, createErr := r.createMembers(ctx, pool, tpl, create)
 	r.terminating.Observe(pool.Namespace, createErr)
+	// The members created this pass exist: counting them now spares the status a write that
+	// would only say so once the watch shows them (one less pool status write per refill).
+	plan.Replicas += int32(created)
 	made := createOutcome(create, createErr)
 	if blocked.reason != "" {
 		made = blocked

@@ -134,9 +134,9 @@ func pick(members []agentsv1beta1.Sandbox, names []string) []*agentsv1beta1.Sand
 // createMembers creates n members in slow-start batches. All n creates are expected up front;
 // each create that fails or is never sent is un-expected, so the pool is never stuck waiting for
 // a member that will not come.
-func (r *Reconciler) createMembers(ctx context.Context, pool *extensionsv1beta1.SandboxWarmPool, tpl *extensionsv1beta1.SandboxTemplate, n int) error {
+func (r *Reconciler) createMembers(ctx context.Context, pool *extensionsv1beta1.SandboxWarmPool, tpl *extensionsv1beta1.SandboxTemplate, n int) (created int, _ error) {
 	if n <= 0 {
-		return nil
+		return 0, nil
 	}
 	key := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}.String()
 	r.expectations.ExpectCreates(key, n)
@@ -155,6 +155,9 @@ func (r *Reconciler) createMembers(ctx context.Context, pool *extensionsv1beta1.
 				err := r.createNamed(ctx, sb)
 				if err == nil {
 					r.expectations.Created(key, sb.UID)
+					mu.Lock()
+					created++
+					mu.Unlock()
 				} else {
 					r.expectations.CreationObserved(key)
 					mu.Lock()
@@ -169,11 +172,11 @@ func (r *Reconciler) createMembers(ctx context.Context, pool *extensionsv1beta1.
 			for range n - sent {
 				r.expectations.CreationObserved(key)
 			}
-			return fmt.Errorf("creating members of warm pool %q from template %q: %w", pool.Name, tpl.Name, errors.Join(errs...))
+			return created, fmt.Errorf("creating members of warm pool %q from template %q: %w", pool.Name, tpl.Name, errors.Join(errs...))
 		}
 	}
 	ctrl.LoggerFrom(ctx).V(2).Info("Created warm pool members", "pool", klog.KObj(pool), "count", n)
-	return nil
+	return created, nil
 }
 
 // memberNameAttempts bounds the names tried for one member: a clash among 5 random characters

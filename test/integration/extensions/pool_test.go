@@ -11,7 +11,9 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -263,19 +265,27 @@ func TestPoolReplacesStuckAndHoldsUnschedulable(t *testing.T) {
 	}
 }
 
-// TestPoolMaxStarting: with MaxStarting 2, a pool of 5 whose members start only when the test
-// lets them has at most 2 members starting at any moment, as its own watch sees them; each member
-// that turns Ready lets the next one be created, until the pool holds 5 Ready members.
+// TestPoolMaxStarting: with MaxStarting 1 a pool of 4 caps its starts only while it has Ready
+// members to spare (at least half of its replicas, warmpool.SpareReady). Members start only when
+// the test lets them. The empty pool starts all 4 at once; with 3 and then 2 of 4 Ready it has one
+// member starting and holds the next; with 1 of 4 Ready it starts every missing member at once.
 func TestPoolMaxStarting(t *testing.T) {
 	h := controllers(t)
 	opts := sandboxwarmpool.DefaultOptions()
-	opts.MaxStarting = 2
+	opts.MaxStarting = 1
 	h.restart(t, opts)
 	t.Cleanup(func() { h.restart(t, sandboxwarmpool.DefaultOptions()) })
 	ns := env.Namespace(t)
 	hash := blueprint.PoolHash("paced")
 	var mu sync.Mutex
 	started := map[string]bool{}
+	release := func(names ...string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, n := range names {
+			started[n] = true
+		}
+	}
 	h.readiness.SetDecision(func(sb *agentsv1beta1.Sandbox) framework.Readiness {
 		mu.Lock()
 		defer mu.Unlock()
@@ -284,39 +294,89 @@ func TestPoolMaxStarting(t *testing.T) {
 		}
 		return framework.Ready
 	})
-	mostStarting := watchStartingCount(t, ns, hash)
 	create(t, builder.MakeTemplate("tpl", ns).Obj())
-	create(t, builder.MakeWarmPool("paced", ns, "tpl").Replicas(5).Obj())
+	create(t, builder.MakeWarmPool("paced", ns, "tpl").Replicas(4).Obj())
 
-	for made := 2; ; made++ {
-		var waiting []string
-		framework.Eventually(t, func(ctx context.Context) error {
-			ms, err := members(ctx, ns, "paced")
-			if err != nil {
-				return err
-			}
-			waiting = waiting[:0]
-			for _, sb := range ms {
-				if !apimeta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
-					waiting = append(waiting, sb.Name)
-				}
-			}
-			if want := min(made, 5); len(ms) != want {
-				return fmt.Errorf("pool holds %d members, want %d once %d have started", len(ms), want, made-2)
-			}
-			return nil
-		})
-		if len(waiting) == 0 {
-			break
+	// Empty, the pool has nothing to spare: all 4 start although the cap is 1.
+	release(waitStarting(t, ns, "paced", 4, 4)...)
+	waitPoolReady(t, ns, "paced", 4)
+	mostStarting := watchStartingCount(t, ns, hash)
+
+	// 3 of 4 Ready: one replacement starts.
+	deleteReadyMember(t, ns, "paced")
+	first := waitStarting(t, ns, "paced", 4, 1)
+	// 2 of 4 Ready is still half: the second replacement waits for the first.
+	deleteReadyMember(t, ns, "paced")
+	waitPoolStatus(t, ns, "paced", 3, 2)
+	waitStarting(t, ns, "paced", 3, 1)
+	if got := mostStarting(); got != 1 {
+		t.Errorf("with Ready members to spare, at most %d members were starting at once, want 1 (MaxStarting)", got)
+	}
+	// 1 of 4 Ready: the pool is about to run dry and starts both missing members at once.
+	deleteReadyMember(t, ns, "paced")
+	rest := waitStarting(t, ns, "paced", 4, 3)
+	release(append(first, rest...)...)
+	waitPoolReady(t, ns, "paced", 4)
+	if got := mostStarting(); got != 3 {
+		t.Errorf("with 1 of 4 Ready, at most %d members were starting at once, want 3 (cap lifted)", got)
+	}
+}
+
+// waitStarting waits until the pool holds total members of which starting are not Ready, and
+// returns the names of those.
+func waitStarting(t *testing.T, ns, pool string, total, starting int) []string {
+	t.Helper()
+	var waiting []string
+	framework.Eventually(t, func(ctx context.Context) error {
+		ms, err := members(ctx, ns, pool)
+		if err != nil {
+			return err
 		}
-		mu.Lock()
-		started[waiting[0]] = true // this one starts; the pool may create the next
-		mu.Unlock()
+		waiting = waiting[:0]
+		for _, sb := range ms {
+			if !apimeta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
+				waiting = append(waiting, sb.Name)
+			}
+		}
+		if len(ms) != total || len(waiting) != starting {
+			return fmt.Errorf("pool %s holds %d members, %d not Ready; want %d and %d", pool, len(ms), len(waiting), total, starting)
+		}
+		return nil
+	})
+	return waiting
+}
+
+// waitPoolStatus waits until the pool's status reports replicas and ready members.
+func waitPoolStatus(t *testing.T, ns, pool string, replicas, ready int32) {
+	t.Helper()
+	framework.Eventually(t, func(ctx context.Context) error {
+		p, err := get(ctx, ns, pool, &extensionsv1beta1.SandboxWarmPool{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Replicas != replicas || p.Status.ReadyReplicas != ready {
+			return fmt.Errorf("pool %s status says %d replicas, %d ready; want %d and %d", pool, p.Status.Replicas, p.Status.ReadyReplicas, replicas, ready)
+		}
+		return nil
+	})
+}
+
+// deleteReadyMember deletes one Ready member of the pool, as a claim taking it would remove it.
+func deleteReadyMember(t *testing.T, ns, pool string) {
+	t.Helper()
+	ms, err := members(context.Background(), ns, pool)
+	if err != nil {
+		t.Fatal(err)
 	}
-	waitPoolReady(t, ns, "paced", 5)
-	if got := mostStarting(); got != 2 {
-		t.Errorf("at most %d members were starting at once, want 2 (MaxStarting)", got)
+	for i := range ms {
+		if apimeta.IsStatusConditionTrue(ms[i].Status.Conditions, agentsv1beta1.SandboxConditionReady) {
+			if err := env.Client.Delete(context.Background(), &ms[i]); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
 	}
+	t.Fatalf("pool %s has no Ready member to delete", pool)
 }
 
 // watchStartingCount follows the pool's members and returns a function that reports the largest
@@ -326,4 +386,112 @@ func watchStartingCount(t *testing.T, ns, poolHash string) func() int {
 	return watchMostMembers(t, ns, poolHash, func(sb *agentsv1beta1.Sandbox) bool {
 		return !apimeta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady)
 	})
+}
+
+// TestPoolStatusCountsMembersItCreates: the pass that replaces a taken member reports the
+// replacement in status.replicas at once, so a refill moves only readyReplicas: replicas never
+// reads one short while the pool is full of members, Ready or starting. (It cost a count-only
+// status write per refill slower than the pacing interval: docs/performance/results.md, "API
+// writes of one warm claim".) The pool's clock is stepped past the pacing interval, so no write is
+// held back and every status the pool computes is written and seen.
+func TestPoolStatusCountsMembersItCreates(t *testing.T) {
+	h := controllers(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	opts := sandboxwarmpool.DefaultOptions()
+	opts.Clock = clk
+	h.restart(t, opts)
+	t.Cleanup(func() { h.restart(t, sandboxwarmpool.DefaultOptions()) })
+	ns := env.Namespace(t)
+	hash := blueprint.PoolHash("counted")
+	var mu sync.Mutex
+	filled := false
+	h.readiness.SetDecision(func(sb *agentsv1beta1.Sandbox) framework.Readiness {
+		mu.Lock()
+		defer mu.Unlock()
+		if filled && sb.Labels[agentsv1beta1.WarmPoolSandboxLabel] == hash && !apimeta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
+			return framework.Pending // replacements start only when the test lets them
+		}
+		return framework.Ready
+	})
+	create(t, builder.MakeTemplate("tpl", ns).Obj())
+	create(t, builder.MakeWarmPool("counted", ns, "tpl").Replicas(3).Obj())
+	// The pool's clock moves only when the test steps it: two seconds at every look (past the pacing interval, far from the grace period),
+	// so count-only writes are let through.
+	framework.Eventually(t, func(ctx context.Context) error {
+		clk.Step(2 * time.Second)
+		p, err := get(ctx, ns, "counted", &extensionsv1beta1.SandboxWarmPool{})
+		if err != nil {
+			return err
+		}
+		if p.Status.ReadyReplicas != 3 {
+			// A member event brings the pool's next pass, which sees the stepped clock.
+			return fmt.Errorf("pool counted: %d of 3 members Ready in its status", p.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	mu.Lock()
+	filled = true
+	mu.Unlock()
+
+	statuses := watchPoolStatuses(t, ns, "counted")
+	clk.Step(2 * time.Second)
+	create(t, builder.MakeClaim("taker", ns, "counted").Obj()) // adopts a Ready member
+	waitStarting(t, ns, "counted", 3, 1)
+	framework.Eventually(t, func(ctx context.Context) error {
+		clk.Step(2 * time.Second)
+		p, err := get(ctx, ns, "counted", &extensionsv1beta1.SandboxWarmPool{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Replicas != 3 || p.Status.ReadyReplicas != 2 {
+			return fmt.Errorf("pool counted status says %d replicas, %d ready; want 3 and 2", p.Status.Replicas, p.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	for _, s := range statuses() {
+		if s.Replicas != 3 {
+			t.Errorf("the pool wrote status.replicas %d (ready %d) while it held or was creating 3 members", s.Replicas, s.ReadyReplicas)
+		}
+	}
+}
+
+// watchPoolStatuses follows one pool from now on and returns a function that reports every status
+// seen, in order.
+func watchPoolStatuses(t *testing.T, ns, name string) func() []extensionsv1beta1.SandboxWarmPoolStatus {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pool := &extensionsv1beta1.SandboxWarmPool{}
+	if err := wc.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pool); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, &extensionsv1beta1.SandboxWarmPoolList{}, client.InNamespace(ns),
+		client.MatchingFields{"metadata.name": name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: pool.ResourceVersion}})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []extensionsv1beta1.SandboxWarmPoolStatus
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*extensionsv1beta1.SandboxWarmPool); ok {
+				mu.Lock()
+				seen = append(seen, *p.Status.DeepCopy())
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); w.Stop(); <-done })
+	return func() []extensionsv1beta1.SandboxWarmPoolStatus {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]extensionsv1beta1.SandboxWarmPoolStatus(nil), seen...)
+	}
 }

@@ -55,12 +55,18 @@ func TestKillEgressAndStartWithoutBinary(t *testing.T) {
 	if got := EgressPID(cfg); got != pid {
 		t.Fatalf("EgressPID = %d, want %d", got, pid)
 	}
+	if cpu, err := EgressCPU(cfg); err != nil || cpu < 0 {
+		t.Fatalf("EgressCPU = %v, %v; want the process's CPU time", cpu, err)
+	}
 	killed, err := KillEgress(t.Context(), cfg)
 	if err != nil || killed != pid {
 		t.Fatalf("KillEgress = %d, %v; want %d", killed, err, pid)
 	}
 	if EgressPID(cfg) != 0 {
 		t.Fatal("paddock-egress still runs after KillEgress returned")
+	}
+	if _, err := EgressCPU(cfg); err == nil {
+		t.Fatal("EgressCPU of no process succeeded")
 	}
 	if _, err := StartEgress(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "bin/paddock-egress does not exist; run paddock dev up first") {
 		t.Fatalf("StartEgress without the binary = %v; want an error naming it", err)

@@ -349,7 +349,7 @@ func TestRestartNeverOpensAPolicedPod(t *testing.T) {
 	t.Cleanup(stop)
 	framework.Eventually(t, func(context.Context) error {
 		for _, ip := range ips {
-			if sb := restarted.Lookup(ip); sb == nil || sb.Policy.DeniesAll() {
+			if sb := restarted.Lookup(ip); sb == nil || !sb.Policy.Names("example.test") {
 				return fmt.Errorf("%s does not have its policy in the restarted proxy yet", ip)
 			}
 		}

@@ -1,11 +1,14 @@
 package devcluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/paddock-dev/paddock/internal/egressnode"
@@ -74,4 +77,73 @@ func (cl *cluster) ensureEgress(ctx context.Context) (string, bool, error) {
 		return "", false, err
 	}
 	return cl.ensure(ctx, cl.components()[compEgress])
+}
+
+// EgressPID is the pid of the cluster's running paddock-egress, 0 when none runs.
+func EgressPID(cfg Config) int { return cfg.process(compEgress).pid() }
+
+// KillEgress kills the cluster's paddock-egress with SIGKILL, as a crash would (no cleanup
+// runs; its chains stay, so policed Pods have no egress), and returns once the process is gone.
+// It returns the pid it killed; none running is an error.
+func KillEgress(ctx context.Context, cfg Config) (int, error) {
+	p := cfg.process(compEgress)
+	pid := p.pid()
+	if pid == 0 {
+		return 0, fmt.Errorf("paddock-egress of %s is not running (no live pid in %s)", cfg.StateDir, p.pidFile)
+	}
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+		return 0, fmt.Errorf("killing paddock-egress (pid %d): %w", pid, err)
+	}
+	if !waitGone(ctx, pid, 10*time.Second) {
+		return 0, fmt.Errorf("paddock-egress (pid %d) survived SIGKILL", pid)
+	}
+	return pid, nil
+}
+
+// StartEgress starts the cluster's paddock-egress again with the binary and arguments `up`
+// gave it, unless it runs, and waits until its proxy accepts connections. It returns its pid.
+func StartEgress(ctx context.Context, cfg Config) (int, error) {
+	if err := cfg.Validate(); err != nil {
+		return 0, err
+	}
+	cl := &cluster{cfg: cfg}
+	comp := cl.components()[compEgress]
+	if !exists(comp.binary) {
+		return 0, fmt.Errorf("%s does not exist; run paddock dev up first", comp.binary)
+	}
+	if _, _, err := cl.ensure(ctx, comp); err != nil {
+		return 0, err
+	}
+	return cfg.process(compEgress).pid(), nil
+}
+
+// userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on every Linux ABI
+// the dev cluster runs on).
+const userHZ = 100
+
+// EgressCPU is the CPU time (user and system) the running paddock-egress has used so far, for
+// measuring its cost per request: read it before and after a load.
+func EgressCPU(cfg Config) (time.Duration, error) {
+	pid := cfg.process(compEgress).pid()
+	if pid == 0 {
+		return 0, fmt.Errorf("paddock-egress of %s is not running", cfg.StateDir)
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which may hold spaces: utime and stime are 14 and 15.
+	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
 }

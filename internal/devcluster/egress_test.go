@@ -1,9 +1,11 @@
 package devcluster
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The dev node's paddock-egress denies every range of the cluster, resolves through the internet
@@ -34,5 +36,39 @@ func TestEgressComponentFitsTheCluster(t *testing.T) {
 	}
 	if comp, ok := (&cluster{cfg: c}).components()[compEgress]; !ok || comp.binary != "/var/lib/paddock-test/bin/paddock-egress" {
 		t.Errorf("the egress component %+v; want the binary built into the state dir", comp)
+	}
+}
+
+// KillEgress kills the recorded paddock-egress at once, even one that ignores SIGTERM (a crash,
+// not a stop), and refuses when none runs; StartEgress names the missing binary.
+func TestKillEgressAndStartWithoutBinary(t *testing.T) {
+	cfg := Defaults(t.TempDir())
+	if _, err := KillEgress(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "is not running") {
+		t.Fatalf("KillEgress with nothing running = %v; want an error saying so", err)
+	}
+	p := cfg.process(compEgress)
+	pid, err := p.start("/bin/sh", []string{"-c", "trap '' TERM; exec sleep 600"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.stop(context.Background(), time.Second) })
+	if got := EgressPID(cfg); got != pid {
+		t.Fatalf("EgressPID = %d, want %d", got, pid)
+	}
+	if cpu, err := EgressCPU(cfg); err != nil || cpu < 0 {
+		t.Fatalf("EgressCPU = %v, %v; want the process's CPU time", cpu, err)
+	}
+	killed, err := KillEgress(t.Context(), cfg)
+	if err != nil || killed != pid {
+		t.Fatalf("KillEgress = %d, %v; want %d", killed, err, pid)
+	}
+	if EgressPID(cfg) != 0 {
+		t.Fatal("paddock-egress still runs after KillEgress returned")
+	}
+	if _, err := EgressCPU(cfg); err == nil {
+		t.Fatal("EgressCPU of no process succeeded")
+	}
+	if _, err := StartEgress(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "bin/paddock-egress does not exist; run paddock dev up first") {
+		t.Fatalf("StartEgress without the binary = %v; want an error naming it", err)
 	}
 }

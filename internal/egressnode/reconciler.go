@@ -52,6 +52,9 @@ type Reconciler struct {
 
 	mu      sync.Mutex
 	applied map[types.NamespacedName]applied
+	// seeded is set once the first pass has put every policed Pod of the node under the
+	// firewall (seed).
+	seeded bool
 }
 
 // applied is what is in force for one Pod.
@@ -63,15 +66,16 @@ type applied struct {
 
 // Reconcile applies one Pod's policy.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if err := r.seed(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	var pod corev1.Pod
 	err := r.Client.Get(ctx, req.NamespacedName, &pod)
 	if client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, err
 	}
-	annotation, policed := pod.Annotations[egress.PolicyAnnotation]
-	addrs := podAddrs(&pod)
-	if apierrors.IsNotFound(err) || !policed || !pod.DeletionTimestamp.IsZero() || len(addrs) == 0 ||
-		pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+	annotation, addrs, policed := policedAddrs(&pod)
+	if apierrors.IsNotFound(err) || !policed {
 		return ctrl.Result{}, r.forget(ctx, req.NamespacedName)
 	}
 	id := sandboxID(&pod)
@@ -115,6 +119,39 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: secretRefresh}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// seed runs before the first Reconcile of a (re)started component: every firewall write
+// replaces the whole rule set, so a first write holding only the first Pod reconciled would
+// open every other policed Pod, whose chains the previous run left closed, until its own turn.
+// Instead every policed Pod in the cache starts with no egress, in one write.
+func (r *Reconciler) seed(ctx context.Context) error {
+	r.mu.Lock()
+	done := r.seeded
+	r.mu.Unlock()
+	if done {
+		return nil
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods); err != nil {
+		return fmt.Errorf("listing the node's Pods before the first firewall write: %w", err)
+	}
+	deny, _ := egresspolicy.Compile(egress.Policy{Deny: []string{egress.AllTraffic}})
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		_, addrs, policed := policedAddrs(pod)
+		if !policed {
+			continue
+		}
+		r.set(client.ObjectKeyFromObject(pod), applied{addrs: addrs, closed: true}, &egressproxy.Sandbox{ID: sandboxID(pod), Policy: deny})
+	}
+	if err := r.Rules.Sync(ctx, r.allAddrs()); err != nil {
+		return fmt.Errorf("firewall: %w", err)
+	}
+	r.mu.Lock()
+	r.seeded = true
+	r.mu.Unlock()
+	return nil
 }
 
 // build reads the policy and the Secret values its inject rules name.
@@ -207,6 +244,18 @@ func (r *Reconciler) allAddrs() []netip.Addr {
 		out = append(out, a.addrs...)
 	}
 	return out
+}
+
+// policedAddrs is the policy and the addresses of a Pod the component polices: one that carries
+// the annotation, has an address and is neither deleted nor finished.
+func policedAddrs(pod *corev1.Pod) (annotation string, addrs []netip.Addr, policed bool) {
+	annotation, policed = pod.Annotations[egress.PolicyAnnotation]
+	addrs = podAddrs(pod)
+	if !policed || !pod.DeletionTimestamp.IsZero() || len(addrs) == 0 ||
+		pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return "", nil, false
+	}
+	return annotation, addrs, true
 }
 
 func podAddrs(pod *corev1.Pod) []netip.Addr {

@@ -9,13 +9,16 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
 // BenchmarkSmallHTTPS measures one HTTPS request on a new connection, direct to the host and
 // through the proxy (spliced after the SNI check, and terminated for header injection), and
-// reports the p50 and p99 of its latency.
+// reports the p50 and p99 of its latency, and the CPU time of the whole process (client,
+// proxy, resolver and host) per request: cpu-ms/op through the proxy less direct's is the
+// proxy's, and in milliseconds per request it equals the cores it needs at 1,000 requests/s.
 func BenchmarkSmallHTTPS(b *testing.B) {
 	w := newWorld(b)
 	for _, tc := range []struct {
@@ -45,6 +48,7 @@ func BenchmarkSmallHTTPS(b *testing.B) {
 			}}
 			url := "https://" + tc.host + ":" + h.tls + "/"
 			lat := make([]time.Duration, 0, b.N)
+			cpu := processCPU(b)
 			b.ResetTimer()
 			for range b.N {
 				start := time.Now()
@@ -57,6 +61,7 @@ func BenchmarkSmallHTTPS(b *testing.B) {
 				lat = append(lat, time.Since(start))
 			}
 			b.StopTimer()
+			b.ReportMetric(float64((processCPU(b)-cpu).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 			slices.Sort(lat)
 			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
@@ -106,4 +111,13 @@ func BenchmarkDownload(b *testing.B) {
 			}
 		})
 	}
+}
+
+// processCPU is the user and system CPU time the test process has used so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

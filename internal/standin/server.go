@@ -223,23 +223,14 @@ func (s *server) certificate(own Host) func(*tls.ClientHelloInfo) (*tls.Certific
 }
 
 // handler serves one host: / greets, /echo returns what the host saw as JSON, /bytes/N sends N
-// zero bytes (for downloads). Every request is logged.
+// zero bytes (for downloads; ?rate=R paces them at R bytes a second). Every request is logged.
 func (s *server) handler(h Host) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(seen(h, r))
 	})
-	mux.HandleFunc("/bytes/{n}", func(w http.ResponseWriter, r *http.Request) {
-		n, err := strconv.ParseInt(r.PathValue("n"), 10, 64)
-		if err != nil || n < 0 || n > maxDownload {
-			http.Error(w, fmt.Sprintf("/bytes/N: N must be 0 to %d", maxDownload), http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
-		_, _ = io.CopyN(w, zeros{}, n)
-	})
+	mux.HandleFunc("/bytes/{n}", serveBytes)
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, "hello from %s\n", h.Name)
 	})
@@ -248,6 +239,52 @@ func (s *server) handler(h Host) http.Handler {
 		w.Header().Set("X-Standin-Host", h.Name)
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// paceChunk is the most a paced download writes at once.
+const paceChunk = 64 << 10
+
+// serveBytes sends N zero bytes with their Content-Length. With ?rate=R it sends them in chunks
+// at R bytes a second, flushing each, so a test can act while a download is under way (kill
+// something in its path) and watch the bytes arrive; it stops when the client goes away.
+func serveBytes(w http.ResponseWriter, r *http.Request) {
+	n, err := strconv.ParseInt(r.PathValue("n"), 10, 64)
+	if err != nil || n < 0 || n > maxDownload {
+		http.Error(w, fmt.Sprintf("/bytes/N: N must be 0 to %d", maxDownload), http.StatusBadRequest)
+		return
+	}
+	var rate int64
+	if v := r.URL.Query().Get("rate"); v != "" {
+		if rate, err = strconv.ParseInt(v, 10, 64); err != nil || rate < 1 || rate > maxDownload {
+			http.Error(w, fmt.Sprintf("/bytes/N?rate=R: R is bytes a second, 1 to %d; got %q", maxDownload, v), http.StatusBadRequest)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+	if rate == 0 {
+		_, _ = io.CopyN(w, zeros{}, n)
+		return
+	}
+	chunk := min(paceChunk, max(rate/10, 1))
+	tick := time.NewTicker(time.Duration(chunk * int64(time.Second) / rate))
+	defer tick.Stop()
+	rc := http.NewResponseController(w)
+	for sent := int64(0); sent < n; {
+		m := min(chunk, n-sent)
+		if _, err := io.CopyN(w, zeros{}, m); err != nil {
+			return
+		}
+		sent += m
+		if rc.Flush() != nil || sent == n {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-r.Context().Done():
+			return
+		}
+	}
 }
 
 func seen(h Host, r *http.Request) Request {

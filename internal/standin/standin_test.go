@@ -1,7 +1,11 @@
 package standin
 
 import (
+	"context"
 	"crypto/x509"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -172,4 +176,71 @@ func TestCertificates(t *testing.T) {
 	if _, err := bad.Verify(x509.VerifyOptions{DNSName: "example.com", Roots: roots}); err == nil {
 		t.Errorf("a certificate for example.com verifies against the stand-in CA; want the name constraint to refuse it")
 	}
+}
+
+// /bytes/N sends exactly N bytes, paced or not, and names the parameter it refuses.
+func TestBytes(t *testing.T) {
+	srv := httptest.NewServer((&server{}).handler(Host{Name: "example.test"}))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		path       string
+		status     int
+		size       int64
+		errMessage string
+	}{
+		{path: "/bytes/100000", status: http.StatusOK, size: 100000},
+		{path: "/bytes/0", status: http.StatusOK, size: 0},
+		{path: "/bytes/300000?rate=4000000", status: http.StatusOK, size: 300000},
+		{path: "/bytes/7?rate=1000000", status: http.StatusOK, size: 7},
+		{path: "/bytes/-1", status: http.StatusBadRequest, errMessage: "/bytes/N: N must be 0 to"},
+		{path: "/bytes/10?rate=0", status: http.StatusBadRequest, errMessage: `/bytes/N?rate=R: R is bytes a second, 1 to 1073741824; got "0"`},
+		{path: "/bytes/10?rate=fast", status: http.StatusBadRequest, errMessage: `got "fast"`},
+	} {
+		resp, err := http.Get(srv.URL + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil {
+			t.Fatalf("GET %s: %v", tc.path, err)
+		}
+		if resp.StatusCode != tc.status {
+			t.Errorf("GET %s = %s, want %d", tc.path, resp.Status, tc.status)
+			continue
+		}
+		if tc.status != http.StatusOK {
+			if !strings.Contains(string(body), tc.errMessage) {
+				t.Errorf("GET %s said %q, want %q", tc.path, body, tc.errMessage)
+			}
+			continue
+		}
+		if int64(len(body)) != tc.size || resp.ContentLength != tc.size || strings.Trim(string(body), "\x00") != "" {
+			t.Errorf("GET %s sent %d bytes (Content-Length %d), want %d zero bytes", tc.path, len(body), resp.ContentLength, tc.size)
+		}
+	}
+}
+
+// A paced download ends when its client goes away instead of writing on to N.
+func TestPacedBytesStopWithTheClient(t *testing.T) {
+	done := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/bytes/{n}", func(w http.ResponseWriter, r *http.Request) {
+		defer close(done)
+		serveBytes(w, r)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/bytes/1073741824?rate=100000", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(resp.Body, make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	_ = resp.Body.Close()
+	<-done // the handler returned: at 100 kB/s it would otherwise run for hours
 }

@@ -54,6 +54,8 @@ func TestCluster(t *testing.T) {
 	t.Run("env-base: the E2B SDK runs python3, node, git, curl, pip and npm installs in base, on gVisor and runc", testEnvBase)
 	t.Run("network: NetworkPolicy is enforced; sandboxes reach the internet stand-in by name and nothing of the cluster", testNetwork)
 	t.Run("egress: paddock-egress enforces a sandbox's policy on gVisor and runc, injects a credential it cannot read, and takes a policy change live", testEgress)
+	t.Run("egress-fail: paddock-egress killed mid-download cuts the transfer, lets nothing out while down, and serves again on restart, on gVisor and runc", testEgressFailsClosed)
+	t.Run("egress-bench: the egress path's added latency, throughput and CPU against direct egress, on gVisor and runc (numbers logged)", testEgressBench)
 	t.Run("code-interpreter: the unmodified @e2b/code-interpreter SDK through the front door, under gVisor", testCodeInterpreter)
 	t.Run("snapshots: a SandboxSnapshot of a running sandbox starts clones with its tree, on runc and gVisor; other namespaces cannot use it", testSnapshots)
 	t.Run("attacker: from the host, another namespace and a sandbox, nothing reaches what it was not given", testAttacker)

@@ -18,10 +18,13 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/paddock-dev/paddock/api/egress"
 	"github.com/paddock-dev/paddock/internal/egressnode"
@@ -280,5 +283,87 @@ func TestCAIsMadeOnceAndShared(t *testing.T) {
 		Data: map[string][]byte{corev1.TLSCertKey: []byte("x"), corev1.TLSPrivateKeyKey: []byte("y")}})
 	if _, err := egressnode.LoadOrCreateCA(ctx, env.Client, bad); err == nil || !strings.Contains(err.Error(), "delete it") {
 		t.Fatalf("got %v, want an error saying how to recover", err)
+	}
+}
+
+// syncLog records every rule set a reconciler asks the firewall for, in order.
+type syncLog struct {
+	mu    sync.Mutex
+	syncs [][]netip.Addr
+}
+
+func (l *syncLog) Sync(_ context.Context, addrs []netip.Addr) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.syncs = append(l.syncs, slices.Clone(addrs))
+	return nil
+}
+
+func (l *syncLog) all() [][]netip.Addr {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.syncs)
+}
+
+// A component that starts (or restarts after a crash) on a node that already runs policed Pods
+// must never write a rule set that leaves one of them out: the chains its previous run left
+// keep those Pods closed, and each write replaces the whole set, so a first write holding only
+// the first Pod reconciled would open the others until their turn.
+func TestRestartNeverOpensAPolicedPod(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	const node = "restarted-node"
+	ips := []netip.Addr{netip.MustParseAddr("198.18.0.41"), netip.MustParseAddr("198.18.0.42"), netip.MustParseAddr("198.18.0.43")}
+	for i, ip := range ips {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("sb-%d", i), Namespace: ns, Annotations: map[string]string{egress.PolicyAnnotation: `{"allow":["example.test"],"deny":["0.0.0.0/0"]}`}},
+			Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "img"}}},
+		}
+		framework.MustCreate(t, ctx, env.Client, pod)
+		if _, err := framework.MarkPodRunning(ctx, env.Client, client.ObjectKeyFromObject(pod), ip.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The component starts on the node, as cmd/paddock-egress does: a cache of the node's Pods.
+	ca, err := egressproxy.NewCA("restart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted, err := egressproxy.New(egressproxy.Config{OriginalDst: egressnode.OriginalDst, UpstreamDNS: "127.0.0.1:53", CA: ca, Log: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &syncLog{}
+	stop, err := env.StartManager(func(mgr ctrl.Manager) error {
+		r := &egressnode.Reconciler{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Proxy: restarted, Rules: log}
+		return ctrl.NewControllerManagedBy(mgr).For(&corev1.Pod{}).Named("egress-restarted").Complete(r)
+	}, func(o *manager.Options) {
+		o.Cache = cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Field: fields.OneTermEqualSelector("spec.nodeName", node)},
+		}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	framework.Eventually(t, func(context.Context) error {
+		for _, ip := range ips {
+			if sb := restarted.Lookup(ip); sb == nil || !sb.Policy.Names("example.test") {
+				return fmt.Errorf("%s does not have its policy in the restarted proxy yet", ip)
+			}
+		}
+		return nil
+	})
+	syncs := log.all()
+	if len(syncs) == 0 {
+		t.Fatal("the restarted component never wrote the firewall")
+	}
+	for i, s := range syncs {
+		for _, ip := range ips {
+			if !slices.Contains(s, ip) {
+				t.Errorf("firewall write %d of %d polices %v: policed Pod %s left out, so open until its turn", i+1, len(syncs), s, ip)
+			}
+		}
 	}
 }

@@ -64,6 +64,14 @@ type SecretKeyRef struct {
 	Key string `json:"key"`
 }
 
+// PolicedLabel is set to "true" by the Sandbox controller on every Pod whose pod template carries
+// PolicyAnnotation, and removed from the others. Where paddock-egress is installed
+// (--sandbox-egress-proxy-ports), a Managed template's default NetworkPolicy leaves such Pods out
+// and a second one admits their egress to the egress ports only: a policed Pod whose traffic the
+// node does not redirect (paddock-egress down when it started, or not yet reconciled) reaches
+// nothing, instead of the internet.
+const PolicedLabel = "paddock.dev/egress-policed"
+
 // StatusAnnotation is written on a policed Pod by the egress component of its node: a Status,
 // as JSON, saying whether the Pod's policy is in force. The Sandbox controller turns it into
 // the Sandbox's EgressPolicy condition.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/egress"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/naming"
 )
@@ -92,6 +93,11 @@ func Apply(src Source, labels, annotations map[string]string) (map[string]string
 		createdBy = NormalizeCreatedBy(createdBy)
 	}
 	setOrDelete(labels, agentsv1beta1.CreatedByLabel, createdBy)
+	policed := ""
+	if _, ok := src.TemplateAnnotations[egress.PolicyAnnotation]; ok {
+		policed = "true"
+	}
+	setOrDelete(labels, egress.PolicedLabel, policed)
 
 	if len(annotations) == 0 {
 		annotations = nil

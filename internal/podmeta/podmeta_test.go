@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/egress"
 	"github.com/paddock-dev/paddock/internal/naming"
 )
 
@@ -46,6 +47,23 @@ func TestApply(t *testing.T) {
 			wantLabels: map[string]string{"a": "1", "b": "2", agentsv1beta1.SandboxNameHashLabel: hash},
 			wantAnnots: map[string]string{"note": "n",
 				agentsv1beta1.PropagatedLabelsAnnotation: "a,b", agentsv1beta1.PropagatedAnnotationsAnnotation: "note"},
+		},
+		{
+			name: "a pod template with an egress policy marks the Pod policed, whatever the user's labels say",
+			src: Source{SandboxName: "sb",
+				TemplateLabels:      map[string]string{egress.PolicedLabel: "no"},
+				TemplateAnnotations: map[string]string{egress.PolicyAnnotation: "{}"},
+			},
+			wantLabels: map[string]string{egress.PolicedLabel: "true", agentsv1beta1.SandboxNameHashLabel: hash},
+			wantAnnots: map[string]string{egress.PolicyAnnotation: "{}",
+				agentsv1beta1.PropagatedLabelsAnnotation: egress.PolicedLabel, agentsv1beta1.PropagatedAnnotationsAnnotation: egress.PolicyAnnotation},
+		},
+		{
+			name:       "a policy removed from the pod template unmarks the Pod, and a forged mark is removed",
+			src:        Source{SandboxName: "sb", TemplateLabels: map[string]string{egress.PolicedLabel: "true"}},
+			labels:     map[string]string{egress.PolicedLabel: "true", agentsv1beta1.SandboxNameHashLabel: hash},
+			wantLabels: map[string]string{agentsv1beta1.SandboxNameHashLabel: hash},
+			wantAnnots: map[string]string{agentsv1beta1.PropagatedLabelsAnnotation: egress.PolicedLabel},
 		},
 		{
 			name: "existing pod: removed template keys are pruned, foreign keys kept, values updated",

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/egress"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/blueprint"
 )
@@ -20,11 +21,20 @@ const namespaceNameLabel = "kubernetes.io/metadata.name"
 // PolicyName is the name of a template's NetworkPolicy.
 func PolicyName(templateName string) string { return templateName + "-network-policy" }
 
+// PolicedPolicyName is the name of the NetworkPolicy of a template's policed Pods.
+func PolicedPolicyName(templateName string) string { return templateName + "-egress-policed-network-policy" }
+
 // constructPolicy is the NetworkPolicy a Managed template wants. The default ingress admits the
 // router (the way in for clients) and the controller (claim settings and idle activity, which it
 // asks sandboxd for); the default egress is any address but the deny ranges (see package egress):
 // sandboxes reach neither the cluster (DNS included) nor cloud metadata.
-func constructPolicy(tpl *extensionsv1beta1.SandboxTemplate, opts Options, deny4, deny6 []string) *networkingv1.NetworkPolicy {
+//
+// With egress proxy ports (paddock-egress installed) it also returns the policy of the template's
+// policed Pods (egress.PolicedLabel), which the first leaves out: the same ingress, and egress to
+// the proxy ports only. A policed Pod's allowed traffic reaches those ports after the node's
+// redirect; one the node does not redirect yet (paddock-egress down or behind) reaches nothing.
+// policed is nil otherwise, and for a custom spec.networkPolicy, which applies as written.
+func constructPolicy(tpl *extensionsv1beta1.SandboxTemplate, opts Options, deny4, deny6 []string) (def, policed *networkingv1.NetworkPolicy) {
 	spec := networkingv1.NetworkPolicySpec{
 		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{
 			agentsv1beta1.SandboxTemplateRefHashLabel: blueprint.TemplateRefHash(tpl.Name),
@@ -33,37 +43,44 @@ func constructPolicy(tpl *extensionsv1beta1.SandboxTemplate, opts Options, deny4
 	}
 	if custom := tpl.Spec.NetworkPolicy; custom != nil {
 		spec.Ingress, spec.Egress = custom.Ingress, custom.Egress
-	} else {
-		from := []networkingv1.NetworkPolicyPeer{
-			podsIn(opts.RouterNamespace, opts.RouterPodLabels),
-			podsIn(opts.ControllerNamespace, opts.ControllerPodLabels),
-		}
-		if len(opts.ClientPodLabels) > 0 {
-			// No namespace selector: only Pods of the sandboxes' own namespace.
-			from = append(from, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: maps.Clone(opts.ClientPodLabels)}})
-		}
-		spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: from}}
-		spec.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
-			{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: deny4}},
-			{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: deny6}},
-		}}}
-		if ports := egressProxyPorts(opts.EgressProxyPorts); len(ports) > 0 {
-			// A policed Pod's connections arrive at the node's egress ports after the redirect,
-			// so that is what the policy sees; the egress component decides the destination.
-			spec.Egress = append(spec.Egress, networkingv1.NetworkPolicyEgressRule{Ports: ports})
-		}
+		return newPolicy(tpl, PolicyName(tpl.Name), spec), nil
 	}
-	np := &networkingv1.NetworkPolicy{
+	from := []networkingv1.NetworkPolicyPeer{
+		podsIn(opts.RouterNamespace, opts.RouterPodLabels),
+		podsIn(opts.ControllerNamespace, opts.ControllerPodLabels),
+	}
+	if len(opts.ClientPodLabels) > 0 {
+		// No namespace selector: only Pods of the sandboxes' own namespace.
+		from = append(from, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: maps.Clone(opts.ClientPodLabels)}})
+	}
+	spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: from}}
+	spec.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
+		{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: deny4}},
+		{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: deny6}},
+	}}}
+	ports := egressProxyPorts(opts.EgressProxyPorts)
+	if len(ports) == 0 {
+		return newPolicy(tpl, PolicyName(tpl.Name), spec), nil
+	}
+	// A Pod that becomes policed at claim time may be redirected before it is relabelled: the
+	// default policy admits the egress ports too.
+	spec.Egress = append(spec.Egress, networkingv1.NetworkPolicyEgressRule{Ports: ports})
+	policedSpec := *spec.DeepCopy()
+	policedSpec.Egress = []networkingv1.NetworkPolicyEgressRule{{Ports: ports}}
+	policedSpec.PodSelector.MatchLabels[egress.PolicedLabel] = "true"
+	spec.PodSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: egress.PolicedLabel, Operator: metav1.LabelSelectorOpDoesNotExist}}
+	return newPolicy(tpl, PolicyName(tpl.Name), spec), newPolicy(tpl, PolicedPolicyName(tpl.Name), policedSpec)
+}
+
+func newPolicy(tpl *extensionsv1beta1.SandboxTemplate, name string, spec networkingv1.NetworkPolicySpec) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      PolicyName(tpl.Name),
-			Namespace: tpl.Namespace,
-			OwnerReferences: []metav1.OwnerReference{
-				blueprint.ControllerRef("SandboxTemplate", tpl),
-			},
+			Name:            name,
+			Namespace:       tpl.Namespace,
+			OwnerReferences: []metav1.OwnerReference{blueprint.ControllerRef("SandboxTemplate", tpl)},
 		},
 		Spec: spec,
 	}
-	return np
 }
 
 // egressProxyPorts are ports, each over TCP and UDP.

@@ -7,6 +7,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/egress"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 )
 
@@ -33,7 +35,8 @@ func TestDefaultIngressAdmitsLabelledClientsOfTheNamespaceOnly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := opts
 			o.ClientPodLabels = tc.clients
-			got := constructPolicy(tpl, o, nil, nil).Spec.Ingress
+			def, _ := constructPolicy(tpl, o, nil, nil)
+			got := def.Spec.Ingress
 			if diff := cmp.Diff([]networkingv1.NetworkPolicyIngressRule{{From: tc.want}}, got); diff != "" {
 				t.Errorf("ingress (-want +got):\n%s", diff)
 			}
@@ -42,27 +45,55 @@ func TestDefaultIngressAdmitsLabelledClientsOfTheNamespaceOnly(t *testing.T) {
 }
 
 // TestDefaultEgressAdmitsTheEgressPortsOnlyWhenSet: without --sandbox-egress-proxy-ports the
-// default egress is the one deny-ranged rule; with them, one more rule admits exactly those ports
-// over TCP and UDP, and a custom policy is left as its author wrote it.
+// default egress is the one deny-ranged rule and there is no policed Pods' policy; with them, one
+// more rule admits exactly those ports over TCP and UDP, the default policy leaves policed Pods
+// out, and their own policy admits the same ingress and egress to those ports only. A custom
+// policy is left as its author wrote it.
 func TestDefaultEgressAdmitsTheEgressPortsOnlyWhenSet(t *testing.T) {
 	tpl := &extensionsv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "tpl", Namespace: "team-a"}}
-	if got := constructPolicy(tpl, Options{}, []string{"198.18.0.0/24"}, nil).Spec.Egress; len(got) != 1 || len(got[0].Ports) != 0 {
-		t.Fatalf("egress without proxy ports = %+v; want the deny-ranged rule alone", got)
+	def, policed := constructPolicy(tpl, Options{}, []string{"198.18.0.0/24"}, nil)
+	if got := def.Spec.Egress; len(got) != 1 || len(got[0].Ports) != 0 || policed != nil || len(def.Spec.PodSelector.MatchExpressions) != 0 {
+		t.Fatalf("without proxy ports: egress %+v, selector %+v, policed Pods' policy %v; want the deny-ranged rule alone for every Pod of the template", got, def.Spec.PodSelector, policed)
 	}
-	got := constructPolicy(tpl, Options{EgressProxyPorts: []int32{15001, 15053}}, []string{"198.18.0.0/24"}, nil).Spec.Egress
+	def, policed = constructPolicy(tpl, Options{EgressProxyPorts: []int32{15001, 15053}}, []string{"198.18.0.0/24"}, nil)
+	got := def.Spec.Egress
 	if len(got) != 2 {
 		t.Fatalf("egress with proxy ports has %d rules; want 2: %+v", len(got), got)
 	}
-	var ports []string
-	for _, p := range got[1].Ports {
-		ports = append(ports, string(*p.Protocol)+"/"+p.Port.String())
+	portsOf := func(rule networkingv1.NetworkPolicyEgressRule) []string {
+		var ports []string
+		for _, p := range rule.Ports {
+			ports = append(ports, string(*p.Protocol)+"/"+p.Port.String())
+		}
+		return ports
 	}
-	if diff := cmp.Diff([]string{"TCP/15001", "UDP/15001", "TCP/15053", "UDP/15053"}, ports); diff != "" || len(got[1].To) != 0 {
+	want := []string{"TCP/15001", "UDP/15001", "TCP/15053", "UDP/15053"}
+	if diff := cmp.Diff(want, portsOf(got[1])); diff != "" || len(got[1].To) != 0 {
 		t.Errorf("the egress ports rule (-want +got):\n%s\nto: %+v (want any address)", diff, got[1].To)
+	}
+	leftOut := []metav1.LabelSelectorRequirement{{Key: egress.PolicedLabel, Operator: metav1.LabelSelectorOpDoesNotExist}}
+	if diff := cmp.Diff(leftOut, def.Spec.PodSelector.MatchExpressions); diff != "" {
+		t.Errorf("the default policy does not leave policed Pods out (-want +got):\n%s", diff)
+	}
+	if policed == nil {
+		t.Fatal("no policy for the template's policed Pods")
+	}
+	if policed.Name != "tpl-egress-policed-network-policy" || policed.Namespace != "team-a" || !metav1.IsControlledBy(policed, tpl) {
+		t.Errorf("policed Pods' policy %s/%s controlled by %v; want team-a/tpl-egress-policed-network-policy controlled by the template", policed.Namespace, policed.Name, metav1.GetControllerOf(policed))
+	}
+	if sel := policed.Spec.PodSelector.MatchLabels; sel[egress.PolicedLabel] != "true" || sel[agentsv1beta1.SandboxTemplateRefHashLabel] != def.Spec.PodSelector.MatchLabels[agentsv1beta1.SandboxTemplateRefHashLabel] {
+		t.Errorf("policed Pods' policy selects %v; want the template's Pods labelled %s=true", sel, egress.PolicedLabel)
+	}
+	if e := policed.Spec.Egress; len(e) != 1 || len(e[0].To) != 0 || !cmp.Equal(want, portsOf(e[0])) {
+		t.Errorf("policed Pods' egress = %+v; want the proxy ports alone", e)
+	}
+	if !cmp.Equal(def.Spec.Ingress, policed.Spec.Ingress) {
+		t.Errorf("policed Pods' ingress %+v differs from the default %+v", policed.Spec.Ingress, def.Spec.Ingress)
 	}
 	custom := tpl.DeepCopy()
 	custom.Spec.NetworkPolicy = &extensionsv1beta1.NetworkPolicySpec{Egress: []networkingv1.NetworkPolicyEgressRule{{}}}
-	if got := constructPolicy(custom, Options{EgressProxyPorts: []int32{15001}}, nil, nil).Spec.Egress; len(got) != 1 || len(got[0].Ports) != 0 {
-		t.Errorf("a custom policy's egress = %+v; want it unchanged", got)
+	def, policed = constructPolicy(custom, Options{EgressProxyPorts: []int32{15001}}, nil, nil)
+	if got := def.Spec.Egress; len(got) != 1 || len(got[0].Ports) != 0 || policed != nil {
+		t.Errorf("a custom policy's egress = %+v (policed Pods' policy %v); want it unchanged and alone", got, policed)
 	}
 }

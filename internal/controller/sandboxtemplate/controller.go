@@ -138,13 +138,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if tpl.Spec.NetworkPolicyManagement == extensionsv1beta1.NetworkPolicyManagementUnmanaged {
-		return ctrl.Result{}, r.deleteControlledPolicy(ctx, tpl)
+		if err := r.deleteControlledPolicy(ctx, tpl, PolicedPolicyName(tpl.Name)); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, r.deleteControlledPolicy(ctx, tpl, PolicyName(tpl.Name))
 	}
 	deny4, deny6, err := r.egressDeny(ctx, tpl)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.refusedPolicy(tpl, r.applyPolicy(ctx, tpl, constructPolicy(tpl, r.opts, deny4, deny6)))
+	def, policed := constructPolicy(tpl, r.opts, deny4, deny6)
+	// The policed Pods' policy comes first and goes last: they are never left with neither.
+	if policed != nil {
+		if err := r.applyPolicy(ctx, tpl, policed); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if err := r.refusedPolicy(tpl, r.applyPolicy(ctx, tpl, def)); err != nil || policed != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.deleteControlledPolicy(ctx, tpl, PolicedPolicyName(tpl.Name))
 }
 
 // refusedPolicy turns a policy the API server refuses as invalid, which was built from the
@@ -207,17 +220,17 @@ func (r *Reconciler) applyPolicy(ctx context.Context, tpl *extensionsv1beta1.San
 	return nil
 }
 
-// deleteControlledPolicy removes the template's policy when the template controls it.
-func (r *Reconciler) deleteControlledPolicy(ctx context.Context, tpl *extensionsv1beta1.SandboxTemplate) error {
+// deleteControlledPolicy removes the template's policy called name when the template controls it.
+func (r *Reconciler) deleteControlledPolicy(ctx context.Context, tpl *extensionsv1beta1.SandboxTemplate, name string) error {
 	have := &networkingv1.NetworkPolicy{}
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: tpl.Namespace, Name: PolicyName(tpl.Name)}, have); err != nil {
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: tpl.Namespace, Name: name}, have); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if kube.OwnershipOf(have, tpl.UID) != kube.OwnedByUs {
 		return nil
 	}
 	if err := r.client.Delete(ctx, have, client.Preconditions{UID: &have.UID}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting NetworkPolicy %q of Unmanaged SandboxTemplate %q: %w", have.Name, tpl.Name, err)
+		return fmt.Errorf("deleting NetworkPolicy %q of SandboxTemplate %q: %w", have.Name, tpl.Name, err)
 	}
 	return nil
 }

@@ -34,9 +34,9 @@ const (
 // one on runc download from the stand-in through it, and proves from the stand-in's own request
 // log that the component's death opens nothing: the download ends short; requests made while it
 // is down, to the allowed host and to a denied one, by name and by address, never reach the
-// stand-in; once it is started again the allowed host answers and the denied one is still
-// refused. Every step waits on state (bytes on disk, the process gone, the port closed), never
-// on time.
+// stand-in, nor do those of a policed sandbox that started while it was down; once it is
+// started again the allowed host answers and the denied one is still refused. Every step waits
+// on state (bytes on disk, the process gone, the port closed), never on time.
 func testEgressFailsClosed(t *testing.T) {
 	cfg := devcluster.Defaults(cmp.Or(suite.stateDir, *stateDirFlag))
 	if devcluster.EgressPID(cfg) == 0 {
@@ -165,6 +165,31 @@ func testEgressFailsClosed(t *testing.T) {
 				t.Error("the stand-in served a request made while paddock-egress was down")
 			}
 
+			// A policed sandbox that starts while the component is down has no redirect at all:
+			// its template's policed Pods' NetworkPolicy (egress.PolicedLabel) admits only the
+			// egress ports, so it reaches nothing either.
+			latePool := "late-" + tc.template
+			late := poolOf(ns, latePool, 1)
+			late.Spec.TemplateRef.Name = tc.template
+			framework.MustCreate(t, ctx, c, late)
+			lateSB, lateRun := claimFromPool(t, ctx, paddock, c, ns, latePool)
+			if pod := sandboxPod(t, ns, lateSB.SandboxName()); pod.Labels[egress.PolicedLabel] != "true" {
+				t.Errorf("the late sandbox's Pod is not labelled %s=true: %v", egress.PolicedLabel, pod.Labels)
+			}
+			lateMark := requestMark()
+			for _, try := range []struct{ what, cmd string }{
+				{"the allowed host by address", "curl -sS -m 10 -H 'Host: example.test' http://" + exampleIP + "/?late=" + lateMark},
+				{"a denied host by address", "curl -sS -m 10 -H 'Host: other.test' http://" + otherIP + "/?late=" + lateMark},
+				{"DNS to the stand-in's resolver", "python3 -c " + shellQuote(dnsScript("udp", plan.Resolver.String(), "example.test"))},
+			} {
+				if out, err := lateRun(ctx, "sh -c "+shellQuote(try.cmd)); err == nil {
+					t.Errorf("a policed sandbox started while paddock-egress is down reached %s: %q", try.what, out)
+				}
+			}
+			if sawPath(t, ctx, stand, "", lateMark) {
+				t.Error("the stand-in served a request of a policed sandbox started while paddock-egress was down")
+			}
+
 			// Service returns with the component, under the same policy.
 			pid, err = devcluster.StartEgress(ctx, cfg)
 			if err != nil {
@@ -177,6 +202,12 @@ func testEgressFailsClosed(t *testing.T) {
 			if !sawPath(t, ctx, stand, "/?up=", up) {
 				t.Error("the stand-in did not see the allowed request made after the restart")
 			}
+			// The late sandbox gets its policy from the restarted component.
+			waitEgressApplied(t, c, ns, lateSB.SandboxName())
+			expectOutput(t, "the late sandbox to http://example.test/ after the restart",
+				func(ctx context.Context) (string, error) {
+					return lateRun(ctx, "sh -c "+shellQuote("curl -sS -m 10 http://example.test/?up="+up))
+				}, "hello from example.test")
 			reqs, err := stand.Requests(ctx, "other.test")
 			if err != nil {
 				t.Fatal(err)

@@ -12,10 +12,14 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/paddock-dev/paddock/api/egress"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
@@ -29,6 +33,7 @@ func TestMain(m *testing.M) {
 		return e.StartManager(func(mgr ctrl.Manager) error {
 			opts := sandboxtemplate.DefaultOptions()
 			opts.APIReader = mgr.GetAPIReader()
+			opts.EgressProxyPorts = []int32{15001, 15053} // paddock-egress installed
 			r, err := sandboxtemplate.New(mgr.GetClient(), nil, opts)
 			if err != nil {
 				return err
@@ -51,6 +56,80 @@ func TestDefaultPolicyDeniesDiscoveredRanges(t *testing.T) {
 	waitExcepts(t, ns, "198.18.4.0/24", "198.18.2.10/32", framework.ServiceCIDR, "10.0.0.0/8", "169.254.0.0/16")
 	makeNode(t, ctx, "egress-node-b", "198.19.7.0/24", "198.19.0.3")
 	waitExcepts(t, ns, "198.19.7.0/24", "198.19.0.3/32")
+}
+
+// TestPolicedPodsGetAPolicyOfTheirOwn: with paddock-egress installed, a Managed template has two
+// policies the API server accepts: the default one, which leaves Pods labelled policed out, and
+// the policed Pods' one, which admits their egress to the egress ports only (a policed Pod the
+// node does not redirect reaches nothing). A custom policy and Unmanaged remove the second.
+func TestPolicedPodsGetAPolicyOfTheirOwn(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := framework.Context(t, framework.DefaultTimeout)
+	tpl := builder.MakeTemplate("tpl", ns).Obj()
+	framework.MustCreate(t, ctx, env.Client, tpl)
+	policed := waitPolicy(t, ns, sandboxtemplate.PolicedPolicyName("tpl"), true)
+	if sel := policed.Spec.PodSelector.MatchLabels; sel[egress.PolicedLabel] != "true" {
+		t.Errorf("policed Pods' policy selects %v; want %s=true", sel, egress.PolicedLabel)
+	}
+	for _, rule := range policed.Spec.Egress {
+		if len(rule.To) != 0 || len(rule.Ports) == 0 {
+			t.Errorf("policed Pods' egress rule %+v; want ports only", rule)
+		}
+	}
+	def := waitPolicy(t, ns, sandboxtemplate.PolicyName("tpl"), true)
+	if exprs := def.Spec.PodSelector.MatchExpressions; len(exprs) != 1 || exprs[0].Key != egress.PolicedLabel || exprs[0].Operator != metav1.LabelSelectorOpDoesNotExist {
+		t.Errorf("the default policy's selector %+v does not leave policed Pods out", def.Spec.PodSelector)
+	}
+
+	// A custom policy applies as written, to every Pod of the template.
+	updateTemplate(t, ctx, tpl, func() {
+		tpl.Spec.NetworkPolicy = &extensionsv1beta1.NetworkPolicySpec{Egress: []networkingv1.NetworkPolicyEgressRule{{}}}
+	})
+	waitPolicy(t, ns, sandboxtemplate.PolicedPolicyName("tpl"), false)
+	if def := waitPolicy(t, ns, sandboxtemplate.PolicyName("tpl"), true); len(def.Spec.PodSelector.MatchExpressions) != 0 {
+		t.Errorf("the custom policy's selector %+v leaves Pods out", def.Spec.PodSelector)
+	}
+
+	// Back to the default, then Unmanaged: both go.
+	updateTemplate(t, ctx, tpl, func() { tpl.Spec.NetworkPolicy = nil })
+	waitPolicy(t, ns, sandboxtemplate.PolicedPolicyName("tpl"), true)
+	updateTemplate(t, ctx, tpl, func() { tpl.Spec.NetworkPolicyManagement = extensionsv1beta1.NetworkPolicyManagementUnmanaged })
+	waitPolicy(t, ns, sandboxtemplate.PolicedPolicyName("tpl"), false)
+	waitPolicy(t, ns, sandboxtemplate.PolicyName("tpl"), false)
+}
+
+// updateTemplate applies change to the API server's current tpl.
+func updateTemplate(t *testing.T, ctx context.Context, tpl *extensionsv1beta1.SandboxTemplate, change func()) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: tpl.Namespace, Name: tpl.Name}, tpl); err != nil {
+			return err
+		}
+		change()
+		return env.Client.Update(ctx, tpl)
+	})
+	if err != nil {
+		t.Fatalf("updating SandboxTemplate %s: %v", tpl.Name, err)
+	}
+}
+
+// waitPolicy waits until the NetworkPolicy name exists (and returns it) or is gone.
+func waitPolicy(t *testing.T, ns, name string, exists bool) *networkingv1.NetworkPolicy {
+	t.Helper()
+	np := &networkingv1.NetworkPolicy{}
+	framework.Eventually(t, func(ctx context.Context) error {
+		err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, np)
+		switch {
+		case exists:
+			return err
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		}
+		return fmt.Errorf("NetworkPolicy %s still exists", name)
+	})
+	return np
 }
 
 func makeNode(t *testing.T, ctx context.Context, name, podCIDR, ip string) {

@@ -19,6 +19,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
 	"github.com/paddock-dev/paddock/internal/egress"
+	"github.com/paddock-dev/paddock/internal/imageconfig"
 )
 
 // Options is the controller manager's configuration. Flag names follow the reference controller
@@ -136,6 +137,10 @@ type Options struct {
 	// SandboxdImage is the image sandboxd is copied from into Pods whose pod template asks for
 	// it (paddock.dev/inject-sandboxd, docs/byo-image.md); empty refuses such Sandboxes.
 	SandboxdImage string
+	// ImageConfigMirrors maps registries that images name to where the Sandbox controller reads
+	// their configs instead (--image-config-registry-mirror; docs/byo-image.md). Empty, the
+	// default, reads every image from the registry it names.
+	ImageConfigMirrors imageconfig.Mirrors
 
 	ShowVersion bool
 
@@ -266,6 +271,21 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"Secret holding the credentials key, as namespace/name; created when missing. Empty means paddock-credentials-key in the controller's namespace.")
 	fs.StringVar(&o.SandboxdImage, "sandboxd-image", o.SandboxdImage,
 		"Image holding sandboxd at /usr/local/bin/sandboxd (the sandbox image), from which an init container copies it into Pods whose pod template has the annotation paddock.dev/inject-sandboxd: \"true\" (bring your own image); empty refuses such Sandboxes.")
+	fs.Func("image-config-registry-mirror", "Comma-separated REGISTRY=URL mappings, such as 127.0.0.1:5001=http://198.18.255.1:5001: the configs of images named REGISTRY/... (read for injected templates that name no command) are read from URL instead, with REGISTRY's pull credentials; for a registry the nodes reach at an address the controller's Pod cannot (paddock dev up sets it). Empty, the default, reads every image where it names.",
+		func(s string) error {
+			o.ImageConfigMirrors = imageconfig.Mirrors{}
+			for _, part := range strings.Split(s, ",") {
+				if part = strings.TrimSpace(part); part == "" {
+					continue
+				}
+				reg, m, err := imageconfig.ParseMirror(part)
+				if err != nil {
+					return err
+				}
+				o.ImageConfigMirrors[reg] = m
+			}
+			return nil
+		})
 	fs.Var(labelsValue{&o.RouterPodLabels}, "router-pod-labels", "Labels of paddock-router Pods, as k=v[,k=v]; a template's default NetworkPolicy admits traffic from them.")
 	fs.Var(labelsValue{&o.SandboxClientPodLabels}, "sandbox-client-pod-labels", "Labels, as k=v[,k=v], of the Pods of a sandbox's own namespace that a template's default NetworkPolicy admits besides the router and the controller; empty admits none (the upstream-unauthenticated-migration profile sets paddock.dev/sandbox-client=true).")
 	fs.BoolVar(&o.SandboxdAllowUnauthenticatedNetwork, "sandboxd-allow-unauthenticated-network", o.SandboxdAllowUnauthenticatedNetwork,

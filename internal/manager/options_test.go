@@ -49,13 +49,17 @@ func TestFlagsParse(t *testing.T) {
 	o, err := parse(t, "--extensions", "-leader-elect=false", "--kube-api-qps=50", "--sandbox-concurrent-workers=7",
 		"--cluster-domain=example.internal", "--router-pod-labels=app=router,tier=edge", "--controller-pod-labels=app=ctl",
 		"--sandbox-warm-pool-replenish-delay=2s",
-		"--sandbox-write-behind-window=250ms", "--sandboxd-image=registry.test/sandbox:v1")
+		"--sandbox-write-behind-window=250ms", "--sandboxd-image=registry.test/sandbox:v1",
+		"--image-config-registry-mirror=127.0.0.1:5001=http://198.18.255.1:5001, registry.test=https://mirror.test")
 	if err != nil {
 		t.Fatalf("parsing: %v", err)
 	}
 	if !o.Extensions || o.LeaderElect || o.KubeAPIQPS != 50 || o.SandboxWorkers != 7 || o.ClusterDomain != "example.internal" ||
 		o.SandboxWriteBehindWindow != 250*time.Millisecond || sandboxOptions(o).SandboxdImage != "registry.test/sandbox:v1" {
 		t.Errorf("flags not applied: %+v", o)
+	}
+	if got, want := o.ImageConfigMirrors.String(), "127.0.0.1:5001=http://198.18.255.1:5001,registry.test=https://mirror.test"; got != want {
+		t.Errorf("--image-config-registry-mirror: %s, want %s", got, want)
 	}
 	if diff := cmp.Diff(map[string]string{"app": "router", "tier": "edge"}, o.RouterPodLabels); diff != "" {
 		t.Errorf("router pod labels (-want +got):\n%s", diff)
@@ -90,6 +94,8 @@ func TestInvalidOptionsNameTheFlag(t *testing.T) {
 		{[]string{"--credentials-secret=no-namespace"}, "--credentials-secret"},
 		{[]string{"--credentials-secret=ns/"}, "--credentials-secret"},
 		{[]string{"--credentials-secret=a/b/c"}, "--credentials-secret"},
+		{[]string{"--image-config-registry-mirror=127.0.0.1:5001"}, "image-config-registry-mirror"},
+		{[]string{"--image-config-registry-mirror=127.0.0.1:5001=198.18.255.1:5001"}, "image-config-registry-mirror"},
 
 		{[]string{"--claim-observability-annotations", "--disable-claim-observability-annotations"}, "--disable-claim-observability-annotations"},
 		{[]string{"--sandboxd-allow-unauthenticated-network", "--sandbox-credentials=false"}, "--sandboxd-allow-unauthenticated-network needs --sandbox-credentials"},

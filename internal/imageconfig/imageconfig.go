@@ -204,6 +204,9 @@ func (r *Reader) read(ctx context.Context, image string, pullSecrets []corev1.Se
 			return fail(true, "image %q: its registry's mirror: %v", image, err)
 		}
 		at = " (read from its mirror " + m.String() + ")"
+		if m.Auth != nil {
+			auth = authn.FromConfig(*m.Auth)
+		}
 	}
 	img, err := remote.Image(ref, remote.WithContext(ctx), remote.WithPlatform(r.platform),
 		remote.WithTransport(r.transport), remote.WithAuth(auth), remote.WithRetryBackoff(retry))

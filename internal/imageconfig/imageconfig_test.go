@@ -274,6 +274,20 @@ func TestReadFromMirror(t *testing.T) {
 	if !errors.Is(err, ErrUnreadable) || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "mirror http://"+host) {
 		t.Errorf("without credentials: %v; want the mirror's 401, naming the mirror", err)
 	}
+	// With credentials of its own, the mirror is sent those, whatever the Pod's.
+	ms := Mirrors{"registry.invalid:5001": m}
+	own := pullSecret("", host, "user", "secret", false).Data[corev1.DockerConfigJsonKey]
+	if err := ms.WithCredentials(own); err != nil || ms["registry.invalid:5001"].Auth == nil {
+		t.Fatalf("WithCredentials: %v, %+v", err, ms)
+	}
+	for _, secrets := range [][]corev1.Secret{nil, {pullSecret("pull", "registry.invalid:5001", "user", "guess", false)}} {
+		if _, err := NewReader(Options{Mirrors: ms}).Read(context.Background(), "ns", "registry.invalid:5001/team/web:1", secrets); err != nil {
+			t.Errorf("a mirror with credentials, pull secrets %v: %v", secrets, err)
+		}
+	}
+	if err := (Mirrors{}).WithCredentials([]byte("{")); err == nil {
+		t.Error("WithCredentials of a broken docker config: no error")
+	}
 	// Other registries are read where they are.
 	if _, err := r.Read(context.Background(), "ns", host+"/team/web:1", []corev1.Secret{pullSecret("pull", host, "user", "secret", false)}); err != nil {
 		t.Errorf("an image of another registry: %v", err)

@@ -6,7 +6,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Mirror is where a registry's images are read from instead of the host the images name: the
@@ -17,6 +19,9 @@ type Mirror struct {
 	Insecure bool
 	// Host is host[:port].
 	Host string
+	// Auth, when set, is what the mirror is sent instead of the credentials the Pod's pull
+	// secrets give the registry the image names (WithCredentials).
+	Auth *authn.AuthConfig
 }
 
 func (m Mirror) String() string {
@@ -72,4 +77,24 @@ func (ms Mirrors) String() string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, ",")
+}
+
+// WithCredentials gives each mirror the credentials a docker config (the content of a
+// kubernetes.io/dockerconfigjson Secret) has for its host. The mirror is then sent those, not the
+// Pod's, so anyone who may create a Sandbox can have the controller read what any image there
+// runs: give credentials only to a mirror of a registry the nodes pull from without any (the
+// local cluster's). A mirror the config does not name keeps the Pod's.
+func (ms Mirrors) WithCredentials(dockerConfigJSON []byte) error {
+	k, err := keychainOf([]corev1.Secret{{Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: dockerConfigJSON}}})
+	if err != nil {
+		return err
+	}
+	for reg, m := range ms {
+		if a, ok := k[normalizeRegistry(m.Host)]; ok {
+			m.Auth = &a
+			ms[reg] = m
+		}
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -141,6 +142,10 @@ type Options struct {
 	// their configs instead (--image-config-registry-mirror; docs/byo-image.md). Empty, the
 	// default, reads every image from the registry it names.
 	ImageConfigMirrors imageconfig.Mirrors
+	// ImageConfigMirrorCredentials is a docker config file (a mounted kubernetes.io/
+	// dockerconfigjson Secret) whose credentials for a mirror's host are sent to that mirror
+	// (--image-config-registry-mirror-credentials).
+	ImageConfigMirrorCredentials string
 
 	ShowVersion bool
 
@@ -286,6 +291,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 			}
 			return nil
 		})
+	fs.StringVar(&o.ImageConfigMirrorCredentials, "image-config-registry-mirror-credentials", o.ImageConfigMirrorCredentials,
+		"Docker config file (a mounted kubernetes.io/dockerconfigjson Secret) whose credentials for a mirror's host the controller sends to that mirror of --image-config-registry-mirror, instead of the Pod's pull secrets. Every Sandbox creator can then have the controller read what any image there runs: only for a registry the nodes pull from without credentials (paddock dev up's).")
 	fs.Var(labelsValue{&o.RouterPodLabels}, "router-pod-labels", "Labels of paddock-router Pods, as k=v[,k=v]; a template's default NetworkPolicy admits traffic from them.")
 	fs.Var(labelsValue{&o.SandboxClientPodLabels}, "sandbox-client-pod-labels", "Labels, as k=v[,k=v], of the Pods of a sandbox's own namespace that a template's default NetworkPolicy admits besides the router and the controller; empty admits none (the upstream-unauthenticated-migration profile sets paddock.dev/sandbox-client=true).")
 	fs.BoolVar(&o.SandboxdAllowUnauthenticatedNetwork, "sandboxd-allow-unauthenticated-network", o.SandboxdAllowUnauthenticatedNetwork,
@@ -375,6 +382,18 @@ func (o *Options) Validate() error {
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("--%s=%q: want host:port or :port (%v)", flagName, addr, err))
+		}
+	}
+	if o.ImageConfigMirrorCredentials != "" {
+		data, err := os.ReadFile(o.ImageConfigMirrorCredentials)
+		if err == nil && len(o.ImageConfigMirrors) == 0 {
+			err = errors.New("it needs --image-config-registry-mirror")
+		}
+		if err == nil {
+			err = o.ImageConfigMirrors.WithCredentials(data)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--image-config-registry-mirror-credentials=%s: %w (want a docker config JSON such as a kubernetes.io/dockerconfigjson Secret's .dockerconfigjson)", o.ImageConfigMirrorCredentials, err))
 		}
 	}
 	if _, err := o.credentialsSecretKey(); err != nil {

@@ -3,6 +3,8 @@ package manager
 import (
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +97,7 @@ func TestInvalidOptionsNameTheFlag(t *testing.T) {
 		{[]string{"--credentials-secret=ns/"}, "--credentials-secret"},
 		{[]string{"--credentials-secret=a/b/c"}, "--credentials-secret"},
 		{[]string{"--image-config-registry-mirror=127.0.0.1:5001"}, "image-config-registry-mirror"},
+		{[]string{"--image-config-registry-mirror-credentials=/nonexistent"}, "--image-config-registry-mirror-credentials=/nonexistent"},
 		{[]string{"--image-config-registry-mirror=127.0.0.1:5001=198.18.255.1:5001"}, "image-config-registry-mirror"},
 
 		{[]string{"--claim-observability-annotations", "--disable-claim-observability-annotations"}, "--disable-claim-observability-annotations"},
@@ -172,5 +175,19 @@ func TestSnapshotFlagsReachTheController(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "--snapshot-runsc=runsc: must be the absolute path") {
 		t.Errorf("relative runsc: error %v, want the flag named", err)
+	}
+}
+
+func TestImageConfigMirrorCredentials(t *testing.T) {
+	file := filepath.Join(t.TempDir(), ".dockerconfigjson")
+	if err := os.WriteFile(file, []byte(`{"auths":{"198.18.255.1:5001":{"username":"reader","password":"pw"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parse(t, "--image-config-registry-mirror=127.0.0.1:5001=http://198.18.255.1:5001", "--image-config-registry-mirror-credentials="+file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := o.ImageConfigMirrors["127.0.0.1:5001"].Auth; a == nil || a.Username != "reader" || a.Password != "pw" {
+		t.Errorf("the mirror's credentials: %+v", a)
 	}
 }

@@ -146,6 +146,9 @@ type Options struct {
 	// dockerconfigjson Secret) whose credentials for a mirror's host are sent to that mirror
 	// (--image-config-registry-mirror-credentials).
 	ImageConfigMirrorCredentials string
+	// ImageConfigLastsAfter is how long a registry that does not answer is retried as a blip
+	// (imageconfig.DefaultLastsAfter when zero). It has no flag: tests shorten it.
+	ImageConfigLastsAfter time.Duration
 
 	ShowVersion bool
 

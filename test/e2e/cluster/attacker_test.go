@@ -46,10 +46,10 @@ const (
 	kubeletReadOnlyPort = "10255"
 	apiServerPort       = "6443"
 	kwokPort            = "10247"
-	// registryPort is the dev registry's: read-only behind a password on the node's address.
-	registryPort = "5001"
 	controllerMetrics   = "8080"
 	routerMetrics       = "9090"
+	// registryPort is the dev registry's: read-only behind a password on the node's address.
+	registryPort = "5001"
 	// e2bPort is E2B's envd port; sandboxd serves it only where a template declares it.
 	e2bPort = "49983"
 )

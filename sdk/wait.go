@@ -30,6 +30,8 @@ var terminalReasons = map[string]bool{
 	// The claim mirrors its Sandbox's Ready: an image or pod template that cannot host sandboxd.
 	agentsv1beta1.SandboxReasonImageIncompatible: true,
 	agentsv1beta1.SandboxReasonInjectionInvalid:  true,
+	// Its image's config cannot be read, and not for a blip (ImageConfigRetrying waits).
+	agentsv1beta1.SandboxReasonImageConfigUnreadable: true,
 }
 
 // waiter is the state of one wait: what the object last said, so a timeout can say why.

@@ -173,16 +173,22 @@ func newDevCommand() *cobra.Command {
 // newDevRegistryCommand is the registry process `up` starts in the background.
 func newDevRegistryCommand() *cobra.Command {
 	var addr, dir string
+	var reader devcluster.Reader
 	cmd := &cobra.Command{
 		Use:    "registry",
 		Short:  "Serve the cluster's OCI registry (started by up)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return devcluster.ServeRegistry(cmd.Context(), addr, dir)
+			if reader.Addr != "" && reader.PasswordFile == "" {
+				return errors.New("--reader-address needs --reader-password-file")
+			}
+			return devcluster.ServeRegistry(cmd.Context(), addr, dir, reader)
 		},
 	}
 	cmd.Flags().StringVar(&addr, "address", "127.0.0.1:5001", "loopback address to serve on")
+	cmd.Flags().StringVar(&reader.Addr, "reader-address", "", "address to serve the registry read-only on, to "+devcluster.RegistryReaderUser+" with the password in --reader-password-file")
+	cmd.Flags().StringVar(&reader.PasswordFile, "reader-password-file", "", "file with the reader address's password, made when missing")
 	cmd.Flags().StringVar(&dir, "dir", "", "directory for blobs")
 	_ = cmd.MarkFlagRequired("dir")
 	return cmd

@@ -112,8 +112,9 @@ func (cl *cluster) components() map[string]component {
 		},
 		{
 			name: compRegistry, binary: b.Paddock,
-			args:    []string{"dev", "registry", "--address=" + c.RegistryHost(), "--dir=" + c.path("registry")},
-			listens: []listen{{addr: c.RegistryHost()}},
+			args: []string{"dev", "registry", "--address=" + c.RegistryHost(), "--dir=" + c.path("registry"),
+				"--reader-address=" + c.RegistryReaderHost(), "--reader-password-file=" + c.RegistryReaderPasswordFile()},
+			listens: []listen{{addr: c.RegistryHost()}, {addr: c.RegistryReaderHost()}},
 			ready: func(ctx context.Context) error {
 				return httpOK(ctx, "http://"+c.RegistryHost()+"/v2/", "")
 			},

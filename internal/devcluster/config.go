@@ -194,6 +194,13 @@ func (p Ports) named() []namedPort {
 // RegistryHost is the registry's host:port, the prefix of every image the cluster builds.
 func (c Config) RegistryHost() string { return "127.0.0.1:" + strconv.Itoa(c.Ports.Registry) }
 
+// RegistryReaderHost is the registry's read-only address on the node's address, which the
+// controller's Pod reaches (the nodes pull from RegistryHost, their loopback): host:port.
+func (c Config) RegistryReaderHost() string { return hostPort(c.NodeIP, c.Ports.Registry) }
+
+// RegistryReaderPasswordFile holds the password of the registry's reader address.
+func (c Config) RegistryReaderPasswordFile() string { return c.path("registry-reader", "password") }
+
 // APIServerURL is where the API server serves.
 func (c Config) APIServerURL() string {
 	return "https://" + netip.AddrPortFrom(c.NodeIP, uint16(c.Ports.APIServer)).String()

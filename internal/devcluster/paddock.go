@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -83,10 +85,19 @@ func (cl *cluster) installPaddock(ctx context.Context) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	for _, file := range cl.bundleFiles() {
+	reader, err := cl.registryReaderSecret()
+	if err != nil {
+		return "", false, err
+	}
+	for i, file := range cl.bundleFiles() {
 		objs, err := cl.bundle(file, cl.cfg.bundleImages())
 		if err != nil {
 			return "", false, err
+		}
+		if i == 0 {
+			// After the namespace, before the controller that mounts it.
+			at := slices.IndexFunc(objs, func(u *unstructured.Unstructured) bool { return u.GetKind() == "Namespace" }) + 1
+			objs = slices.Insert(objs, at, reader)
 		}
 		for _, obj := range objs {
 			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
@@ -229,6 +240,7 @@ func (cl *cluster) adaptDeployment(u *unstructured.Unstructured) error {
 		}
 		// paddock-egress runs on the node (egress.go): the default policy admits its ports.
 		setArg(c, "--sandbox-egress-proxy-ports=", fmt.Sprintf("%d,%d", egressProxyPort, egressDNSPort))
+		cl.registryReaderArgs(&d.Spec.Template.Spec, c)
 	}
 	if d.Name == "paddock-router" {
 		if cl.routerAuthz != "" {
@@ -324,4 +336,45 @@ func waitAvailable(ctx context.Context, c client.Client, ns, name string) error 
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// registryReaderSecretName is the Secret holding the registry reader address's credentials in
+// the controller's namespace, mounted at registryReaderDir.
+const (
+	registryReaderSecretName = "paddock-dev-registry-reader"
+	registryReaderDir        = "/etc/paddock/registry-reader"
+)
+
+// registryReaderSecret is the docker config with the registry reader address's credentials.
+func (cl *cluster) registryReaderSecret() (*unstructured.Unstructured, error) {
+	password, err := ReaderPassword(cl.cfg.RegistryReaderPasswordFile())
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := json.Marshal(map[string]any{"auths": map[string]any{cl.cfg.RegistryReaderHost(): map[string]string{
+		"username": RegistryReaderUser, "password": password}}})
+	if err != nil {
+		return nil, err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: registryReaderSecretName, Namespace: "paddock-system"},
+		Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: cfg}}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(secret)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion("v1")
+	u.SetKind("Secret")
+	return u, nil
+}
+
+// registryReaderArgs has the controller read the configs of images in the dev registry, which
+// the node pulls at 127.0.0.1 and the controller's Pod cannot reach there, from the registry's
+// reader address, with its credentials (docs/byo-image.md).
+func (cl *cluster) registryReaderArgs(spec *corev1.PodSpec, c *corev1.Container) {
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "registry-reader", VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: registryReaderSecretName}}})
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "registry-reader", MountPath: registryReaderDir, ReadOnly: true})
+	setArg(c, "--image-config-registry-mirror=", cl.cfg.RegistryHost()+"=http://"+cl.cfg.RegistryReaderHost())
+	setArg(c, "--image-config-registry-mirror-credentials=", registryReaderDir+"/"+corev1.DockerConfigJsonKey)
 }

@@ -1,6 +1,7 @@
 package devcluster
 
 import (
+	"encoding/base64"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -211,5 +213,57 @@ func TestRolledOutWaitsForTheNewPods(t *testing.T) {
 		if got := rolledOut(tc.d); got != tc.want {
 			t.Errorf("%s: rolledOut = %v, want %v", name, got, tc.want)
 		}
+	}
+}
+
+// TestRegistryReaderConfigured: the controller reads the dev registry's image configs from its
+// reader address with the credentials of the Secret it mounts, under either profile.
+func TestRegistryReaderConfigured(t *testing.T) {
+	cfg := testCfg
+	cfg.SourceDir = filepath.Join("..", "..")
+	cfg.StateDir = t.TempDir()
+	for _, cl := range []*cluster{{cfg: cfg}, {cfg: cfg, profile: ProfileUpstreamUnauthenticatedMigration}} {
+		objs, err := cl.bundle(cl.bundleFiles()[0], nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range deployments(t, objs) {
+			if d.Name != "paddock-controller" {
+				continue
+			}
+			c := d.Spec.Template.Spec.Containers[0]
+			var got []string
+			for _, arg := range c.Args {
+				if strings.HasPrefix(arg, "--image-config-") {
+					got = append(got, arg)
+				}
+			}
+			want := []string{"--image-config-registry-mirror=" + cfg.RegistryHost() + "=http://" + cfg.RegistryReaderHost(),
+				"--image-config-registry-mirror-credentials=" + registryReaderDir + "/.dockerconfigjson"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("profile %q: controller flags (-want +got):\n%s", cl.profile, diff)
+			}
+			if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == registryReaderDir && m.ReadOnly }) ||
+				!slices.ContainsFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+					return v.Secret != nil && v.Secret.SecretName == registryReaderSecretName
+				}) {
+				t.Errorf("profile %q: the controller does not mount Secret %s read-only at %s", cl.profile, registryReaderSecretName, registryReaderDir)
+			}
+		}
+	}
+	cl := &cluster{cfg: cfg}
+	u, err := cl.registryReaderSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	password, err := ReaderPassword(cfg.RegistryReaderPasswordFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _, _ := unstructured.NestedString(u.Object, "data", ".dockerconfigjson")
+	raw, err := base64.StdEncoding.DecodeString(data)
+	if err != nil || !strings.Contains(string(raw), `"`+cfg.RegistryReaderHost()+`"`) || !strings.Contains(string(raw), `"password":"`+password+`"`) ||
+		u.GetNamespace() != "paddock-system" || u.GetKind() != "Secret" {
+		t.Errorf("reader Secret %s/%s: %s, %v", u.GetNamespace(), u.GetName(), raw, err)
 	}
 }

@@ -75,7 +75,7 @@ func pullSecret(name, host, user, pass string, legacy bool) corev1.Secret {
 func TestReadWithPullSecrets(t *testing.T) {
 	host, manifests := privateRegistry(t)
 	web := push(t, host, "web:1", image.Config{Entrypoint: []string{"/docker-entrypoint.sh"}, Cmd: []string{"nginx", "-g", "daemon off;"}})
-	r := NewReader(nil, time.Minute)
+	r := NewReader(Options{TTL: time.Minute})
 	ctx := context.Background()
 
 	// No credential, and credentials for another registry or with the wrong password: refused.
@@ -124,7 +124,7 @@ func TestReadWithPullSecrets(t *testing.T) {
 func TestReadFailures(t *testing.T) {
 	host, _ := privateRegistry(t)
 	secret := []corev1.Secret{pullSecret("pull", host, "user", "secret", false)}
-	r := NewReader(nil, 0)
+	r := NewReader(Options{})
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
 	for _, tc := range []struct {
@@ -154,7 +154,7 @@ func TestReadShowsNoBodyOfWhatAnswers(t *testing.T) {
 			w.WriteHeader(http.StatusForbidden)
 			_, _ = w.Write([]byte(body))
 		}))
-		_, err := NewReader(nil, 0).Read(context.Background(), "ns", strings.TrimPrefix(srv.URL, "http://")+"/web:1", nil)
+		_, err := NewReader(Options{}).Read(context.Background(), "ns", strings.TrimPrefix(srv.URL, "http://")+"/web:1", nil)
 		srv.Close()
 		if !errors.Is(err, ErrUnreadable) || !strings.Contains(err.Error(), "the registry answered 403 Forbidden") || strings.Contains(err.Error(), "secret") {
 			t.Errorf("a server answering %s: err = %v; want its status and nothing of its body", body, err)
@@ -169,6 +169,154 @@ func TestNormalizeRegistry(t *testing.T) {
 	} {
 		if got := normalizeRegistry(in); got != want {
 			t.Errorf("normalizeRegistry(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A registry's definite answer is lasting at once; its silence (a closed port, a server error)
+// is a blip until it lasts LastsAfter, and an answer ends it.
+func TestLasting(t *testing.T) {
+	host, _ := privateRegistry(t)
+	web := push(t, host, "web:1", image.Config{Entrypoint: []string{"/serve"}})
+	secret := []corev1.Secret{pullSecret("pull", host, "user", "secret", false)}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	var down atomic.Bool
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "try later", http.StatusServiceUnavailable)
+			return
+		}
+		// The private registry behind, with its credentials.
+		r.SetBasicAuth("user", "secret")
+		r.URL.Scheme, r.URL.Host, r.RequestURI = "http", host, ""
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(flaky.Close)
+	flakyWeb := strings.TrimPrefix(flaky.URL, "http://") + "/web:1"
+
+	now := time.Now()
+	r := NewReader(Options{LastsAfter: 30 * time.Second, Now: func() time.Time { return now }})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		image   string
+		secrets []corev1.Secret
+		lasting bool
+	}{
+		{web, nil, true},                    // 401
+		{host + "/missing:1", secret, true}, // NAME_UNKNOWN
+		{"Not An Image", nil, true},
+		{strings.TrimPrefix(closed.URL, "http://") + "/web:1", nil, false},
+	} {
+		_, err := r.Read(ctx, "ns", tc.image, tc.secrets)
+		if !errors.Is(err, ErrUnreadable) || Lasting(err) != tc.lasting {
+			t.Errorf("Read(%q) = %v, lasting %v; want ErrUnreadable, lasting %v", tc.image, err, Lasting(err), tc.lasting)
+		}
+	}
+
+	down.Store(true)
+	for _, step := range []struct {
+		after   time.Duration
+		lasting bool
+	}{{0, false}, {29 * time.Second, false}, {30 * time.Second, true}} {
+		now = now.Add(step.after)
+		_, err := r.Read(ctx, "ns", flakyWeb, nil)
+		if !errors.Is(err, ErrUnreadable) || !strings.Contains(err.Error(), "503") || Lasting(err) != step.lasting {
+			t.Fatalf("a 503 after %s more: %v, lasting %v; want lasting %v", step.after, err, Lasting(err), step.lasting)
+		}
+	}
+	if _, err := r.Read(ctx, "other", flakyWeb, nil); Lasting(err) {
+		t.Errorf("another namespace's first failure is lasting: %v", err)
+	}
+	down.Store(false)
+	if p, err := r.Read(ctx, "ns", flakyWeb, nil); err != nil || p.Entrypoint[0] != "/serve" {
+		t.Fatalf("once the registry answers: %v, %v", p, err)
+	}
+	down.Store(true)
+	now = now.Add(2 * time.Minute) // past the TTL: asked again
+	if _, err := r.Read(ctx, "ns", flakyWeb, nil); err == nil || Lasting(err) {
+		t.Errorf("a new failure after an answer = %v, lasting %v; want a blip again", err, Lasting(err))
+	}
+}
+
+// A mirror is read instead of the registry the image names, with that registry's credentials.
+func TestReadFromMirror(t *testing.T) {
+	host, manifests := privateRegistry(t)
+	push(t, host, "team/web:1", image.Config{Entrypoint: []string{"/serve"}, Cmd: []string{"--port", "8000"}})
+	_, m, err := ParseMirror("registry.invalid:5001=http://" + host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewReader(Options{Mirrors: Mirrors{"registry.invalid:5001": m}})
+	got, err := r.Read(context.Background(), "ns", "registry.invalid:5001/team/web:1",
+		[]corev1.Secret{pullSecret("pull", "registry.invalid:5001", "user", "secret", false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Process{Entrypoint: []string{"/serve"}, Cmd: []string{"--port", "8000"}}, got); diff != "" {
+		t.Errorf("process (-want +got):\n%s", diff)
+	}
+	if manifests.Load() == 0 {
+		t.Error("the mirror served no manifest")
+	}
+	// Without the image's registry's credentials the mirror refuses, and the error names it.
+	_, err = r.Read(context.Background(), "other", "registry.invalid:5001/team/web:1", nil)
+	if !errors.Is(err, ErrUnreadable) || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "mirror http://"+host) {
+		t.Errorf("without credentials: %v; want the mirror's 401, naming the mirror", err)
+	}
+	// With credentials of its own, the mirror is sent those, whatever the Pod's.
+	ms := Mirrors{"registry.invalid:5001": m}
+	own := pullSecret("", host, "user", "secret", false).Data[corev1.DockerConfigJsonKey]
+	if err := ms.WithCredentials(own); err != nil || ms["registry.invalid:5001"].Auth == nil {
+		t.Fatalf("WithCredentials: %v, %+v", err, ms)
+	}
+	for _, secrets := range [][]corev1.Secret{nil, {pullSecret("pull", "registry.invalid:5001", "user", "guess", false)}} {
+		if _, err := NewReader(Options{Mirrors: ms}).Read(context.Background(), "ns", "registry.invalid:5001/team/web:1", secrets); err != nil {
+			t.Errorf("a mirror with credentials, pull secrets %v: %v", secrets, err)
+		}
+	}
+	if err := (Mirrors{}).WithCredentials([]byte("{")); err == nil {
+		t.Error("WithCredentials of a broken docker config: no error")
+	}
+	// Other registries are read where they are.
+	if _, err := r.Read(context.Background(), "ns", host+"/team/web:1", []corev1.Secret{pullSecret("pull", host, "user", "secret", false)}); err != nil {
+		t.Errorf("an image of another registry: %v", err)
+	}
+}
+
+func TestParseMirror(t *testing.T) {
+	for _, tc := range []struct {
+		in, registry string
+		want         Mirror
+		err          string
+	}{
+		{in: "127.0.0.1:5001=http://198.18.255.1:5001", registry: "127.0.0.1:5001", want: Mirror{Insecure: true, Host: "198.18.255.1:5001"}},
+		{in: "docker.io=https://mirror.test", registry: "index.docker.io", want: Mirror{Host: "mirror.test"}},
+		{in: "127.0.0.1:5001", err: "not REGISTRY=URL"},
+		{in: "http://127.0.0.1:5001=http://198.18.255.1:5001", err: "not a host[:port]"},
+		{in: "127.0.0.1:5001=198.18.255.1:5001", err: "not http://HOST[:PORT]"},
+		{in: "127.0.0.1:5001=http://198.18.255.1:5001/v2", err: "with no path"},
+		{in: "127.0.0.1:5001=ftp://198.18.255.1", err: "not http://HOST[:PORT]"},
+	} {
+		reg, m, err := ParseMirror(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseMirror(%q) = %v; want an error saying %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || reg != tc.registry || m != tc.want {
+			t.Errorf("ParseMirror(%q) = %q, %+v, %v; want %q, %+v", tc.in, reg, m, err, tc.registry, tc.want)
 		}
 	}
 }

@@ -164,7 +164,7 @@ func sandboxOptions(o *Options) sandbox.Options {
 		opts.SandboxdEnv = []corev1.EnvVar{{Name: sandboxd.AllowUnauthenticatedNetworkEnv, Value: "true"}}
 	}
 	opts.SandboxdImage = o.SandboxdImage
-	opts.ImageConfigs = imageconfig.NewReader(nil, 0)
+	opts.ImageConfigs = imageconfig.NewReader(imageconfig.Options{Mirrors: o.ImageConfigMirrors, LastsAfter: o.ImageConfigLastsAfter})
 	return opts
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/controller/sandboxtemplate"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxwarmpool"
 	"github.com/paddock-dev/paddock/internal/egress"
+	"github.com/paddock-dev/paddock/internal/imageconfig"
 )
 
 // Options is the controller manager's configuration. Flag names follow the reference controller
@@ -136,6 +138,17 @@ type Options struct {
 	// SandboxdImage is the image sandboxd is copied from into Pods whose pod template asks for
 	// it (paddock.dev/inject-sandboxd, docs/byo-image.md); empty refuses such Sandboxes.
 	SandboxdImage string
+	// ImageConfigMirrors maps registries that images name to where the Sandbox controller reads
+	// their configs instead (--image-config-registry-mirror; docs/byo-image.md). Empty, the
+	// default, reads every image from the registry it names.
+	ImageConfigMirrors imageconfig.Mirrors
+	// ImageConfigMirrorCredentials is a docker config file (a mounted kubernetes.io/
+	// dockerconfigjson Secret) whose credentials for a mirror's host are sent to that mirror
+	// (--image-config-registry-mirror-credentials).
+	ImageConfigMirrorCredentials string
+	// ImageConfigLastsAfter is how long a registry that does not answer is retried as a blip
+	// (imageconfig.DefaultLastsAfter when zero). It has no flag: tests shorten it.
+	ImageConfigLastsAfter time.Duration
 
 	ShowVersion bool
 
@@ -266,6 +279,23 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"Secret holding the credentials key, as namespace/name; created when missing. Empty means paddock-credentials-key in the controller's namespace.")
 	fs.StringVar(&o.SandboxdImage, "sandboxd-image", o.SandboxdImage,
 		"Image holding sandboxd at /usr/local/bin/sandboxd (the sandbox image), from which an init container copies it into Pods whose pod template has the annotation paddock.dev/inject-sandboxd: \"true\" (bring your own image); empty refuses such Sandboxes.")
+	fs.Func("image-config-registry-mirror", "Comma-separated REGISTRY=URL mappings, such as 127.0.0.1:5001=http://198.18.255.1:5001: the configs of images named REGISTRY/... (read for injected templates that name no command) are read from URL instead, with REGISTRY's pull credentials; for a registry the nodes reach at an address the controller's Pod cannot (paddock dev up sets it). Empty, the default, reads every image where it names.",
+		func(s string) error {
+			o.ImageConfigMirrors = imageconfig.Mirrors{}
+			for _, part := range strings.Split(s, ",") {
+				if part = strings.TrimSpace(part); part == "" {
+					continue
+				}
+				reg, m, err := imageconfig.ParseMirror(part)
+				if err != nil {
+					return err
+				}
+				o.ImageConfigMirrors[reg] = m
+			}
+			return nil
+		})
+	fs.StringVar(&o.ImageConfigMirrorCredentials, "image-config-registry-mirror-credentials", o.ImageConfigMirrorCredentials,
+		"Docker config file (a mounted kubernetes.io/dockerconfigjson Secret) whose credentials for a mirror's host the controller sends to that mirror of --image-config-registry-mirror, instead of the Pod's pull secrets. Every Sandbox creator can then have the controller read what any image there runs: only for a registry the nodes pull from without credentials (paddock dev up's).")
 	fs.Var(labelsValue{&o.RouterPodLabels}, "router-pod-labels", "Labels of paddock-router Pods, as k=v[,k=v]; a template's default NetworkPolicy admits traffic from them.")
 	fs.Var(labelsValue{&o.SandboxClientPodLabels}, "sandbox-client-pod-labels", "Labels, as k=v[,k=v], of the Pods of a sandbox's own namespace that a template's default NetworkPolicy admits besides the router and the controller; empty admits none (the upstream-unauthenticated-migration profile sets paddock.dev/sandbox-client=true).")
 	fs.BoolVar(&o.SandboxdAllowUnauthenticatedNetwork, "sandboxd-allow-unauthenticated-network", o.SandboxdAllowUnauthenticatedNetwork,
@@ -355,6 +385,18 @@ func (o *Options) Validate() error {
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("--%s=%q: want host:port or :port (%v)", flagName, addr, err))
+		}
+	}
+	if o.ImageConfigMirrorCredentials != "" {
+		data, err := os.ReadFile(o.ImageConfigMirrorCredentials)
+		if err == nil && len(o.ImageConfigMirrors) == 0 {
+			err = errors.New("it needs --image-config-registry-mirror")
+		}
+		if err == nil {
+			err = o.ImageConfigMirrors.WithCredentials(data)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--image-config-registry-mirror-credentials=%s: %w (want a docker config JSON such as a kubernetes.io/dockerconfigjson Secret's .dockerconfigjson)", o.ImageConfigMirrorCredentials, err))
 		}
 	}
 	if _, err := o.credentialsSecretKey(); err != nil {

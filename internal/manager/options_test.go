@@ -3,6 +3,8 @@ package manager
 import (
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -49,13 +51,17 @@ func TestFlagsParse(t *testing.T) {
 	o, err := parse(t, "--extensions", "-leader-elect=false", "--kube-api-qps=50", "--sandbox-concurrent-workers=7",
 		"--cluster-domain=example.internal", "--router-pod-labels=app=router,tier=edge", "--controller-pod-labels=app=ctl",
 		"--sandbox-warm-pool-replenish-delay=2s",
-		"--sandbox-write-behind-window=250ms", "--sandboxd-image=registry.test/sandbox:v1")
+		"--sandbox-write-behind-window=250ms", "--sandboxd-image=registry.test/sandbox:v1",
+		"--image-config-registry-mirror=127.0.0.1:5001=http://198.18.255.1:5001, registry.test=https://mirror.test")
 	if err != nil {
 		t.Fatalf("parsing: %v", err)
 	}
 	if !o.Extensions || o.LeaderElect || o.KubeAPIQPS != 50 || o.SandboxWorkers != 7 || o.ClusterDomain != "example.internal" ||
 		o.SandboxWriteBehindWindow != 250*time.Millisecond || sandboxOptions(o).SandboxdImage != "registry.test/sandbox:v1" {
 		t.Errorf("flags not applied: %+v", o)
+	}
+	if got, want := o.ImageConfigMirrors.String(), "127.0.0.1:5001=http://198.18.255.1:5001,registry.test=https://mirror.test"; got != want {
+		t.Errorf("--image-config-registry-mirror: %s, want %s", got, want)
 	}
 	if diff := cmp.Diff(map[string]string{"app": "router", "tier": "edge"}, o.RouterPodLabels); diff != "" {
 		t.Errorf("router pod labels (-want +got):\n%s", diff)
@@ -90,6 +96,9 @@ func TestInvalidOptionsNameTheFlag(t *testing.T) {
 		{[]string{"--credentials-secret=no-namespace"}, "--credentials-secret"},
 		{[]string{"--credentials-secret=ns/"}, "--credentials-secret"},
 		{[]string{"--credentials-secret=a/b/c"}, "--credentials-secret"},
+		{[]string{"--image-config-registry-mirror=127.0.0.1:5001"}, "image-config-registry-mirror"},
+		{[]string{"--image-config-registry-mirror-credentials=/nonexistent"}, "--image-config-registry-mirror-credentials=/nonexistent"},
+		{[]string{"--image-config-registry-mirror=127.0.0.1:5001=198.18.255.1:5001"}, "image-config-registry-mirror"},
 
 		{[]string{"--claim-observability-annotations", "--disable-claim-observability-annotations"}, "--disable-claim-observability-annotations"},
 		{[]string{"--sandboxd-allow-unauthenticated-network", "--sandbox-credentials=false"}, "--sandboxd-allow-unauthenticated-network needs --sandbox-credentials"},
@@ -166,5 +175,19 @@ func TestSnapshotFlagsReachTheController(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "--snapshot-runsc=runsc: must be the absolute path") {
 		t.Errorf("relative runsc: error %v, want the flag named", err)
+	}
+}
+
+func TestImageConfigMirrorCredentials(t *testing.T) {
+	file := filepath.Join(t.TempDir(), ".dockerconfigjson")
+	if err := os.WriteFile(file, []byte(`{"auths":{"198.18.255.1:5001":{"username":"reader","password":"pw"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parse(t, "--image-config-registry-mirror=127.0.0.1:5001=http://198.18.255.1:5001", "--image-config-registry-mirror-credentials="+file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := o.ImageConfigMirrors["127.0.0.1:5001"].Auth; a == nil || a.Username != "reader" || a.Password != "pw" {
+		t.Errorf("the mirror's credentials: %+v", a)
 	}
 }

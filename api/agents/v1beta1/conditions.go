@@ -36,11 +36,17 @@ const (
 	// a name sandboxd's volume needs, no --sandboxd-image); no Pod is created until it is fixed.
 	SandboxReasonInjectionInvalid = "InjectionInvalid"
 	// SandboxReasonImageConfigUnreadable: the pod template asks for sandboxd injection and names
-	// no command, so the controller reads what the image runs from its registry, and cannot (the
-	// registry is unreachable from the controller, refuses its credentials, or lacks the image).
-	// No Pod is created; the controller retries with back-off. The message names the image, the
-	// registry's answer and the fixes.
+	// no command, so the controller reads what the image runs from its registry, and cannot: the
+	// registry refuses its credentials or lacks the image, or has not answered for a while
+	// (ImageConfigRetrying before). No Pod is created; the controller retries with back-off, but
+	// waiting alone will not help, so a pool counts the member as incompatible and a client
+	// waiting for the Sandbox stops. The message names the image, the registry's answer and the
+	// fixes.
 	SandboxReasonImageConfigUnreadable = "ImageConfigUnreadable"
+	// SandboxReasonImageConfigRetrying: as ImageConfigUnreadable, but the registry did not answer
+	// (a network error, a server error, 429) for a short while only: a blip, retried. It becomes
+	// ImageConfigUnreadable when it lasts (30 s by default).
+	SandboxReasonImageConfigRetrying = "ImageConfigRetrying"
 )
 
 // Reasons of the Ready and Finished conditions for a Pod in a terminal phase.
@@ -85,15 +91,19 @@ const (
 )
 
 // CannotHostSandboxd returns the Ready condition of a Sandbox whose image or pod template cannot
-// host sandboxd (Ready False, reason ImageIncompatible or InjectionInvalid), nil otherwise:
-// waiting will not make such a Sandbox Ready, the template has to change.
+// host sandboxd (Ready False, reason ImageIncompatible, InjectionInvalid or
+// ImageConfigUnreadable), nil otherwise: waiting will not make such a Sandbox Ready, the
+// template, its image or the registry has to change.
 func (s *Sandbox) CannotHostSandboxd() *metav1.Condition {
 	ready := meta.FindStatusCondition(s.Status.Conditions, SandboxConditionReady)
-	if ready == nil || ready.Status != metav1.ConditionFalse ||
-		(ready.Reason != SandboxReasonImageIncompatible && ready.Reason != SandboxReasonInjectionInvalid) {
+	if ready == nil || ready.Status != metav1.ConditionFalse {
 		return nil
 	}
-	return ready
+	switch ready.Reason {
+	case SandboxReasonImageIncompatible, SandboxReasonInjectionInvalid, SandboxReasonImageConfigUnreadable:
+		return ready
+	}
+	return nil
 }
 
 // SandboxConditionResized exists on Sandboxes with InPlaceResizeAnnotation: True when the Pod

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -288,12 +289,16 @@ func podFinished(pod *corev1.Pod) bool {
 }
 
 // imageProcess reads what the image of the Sandbox's first container runs from its registry,
-// with the pod template's imagePullSecrets (a missing one is skipped, as the kubelet skips it).
+// with the pull secrets its Pod will have (a missing one is skipped, as the kubelet skips it).
 func (r *Reconciler) imageProcess(ctx context.Context, sb *agentsv1beta1.Sandbox) (imageconfig.Process, error) {
 	spec := &sb.Spec.PodTemplate.Spec
 	c := &spec.Containers[0]
+	refs, err := r.pullSecretNames(ctx, sb.Namespace, spec)
+	if err != nil {
+		return imageconfig.Process{}, err
+	}
 	var secrets []corev1.Secret
-	for _, ref := range spec.ImagePullSecrets {
+	for _, ref := range refs {
 		var s corev1.Secret
 		err := r.reader().Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: ref.Name}, &s)
 		if apierrors.IsNotFound(err) {
@@ -309,4 +314,23 @@ func (r *Reconciler) imageProcess(ctx context.Context, sb *agentsv1beta1.Sandbox
 		return imageconfig.Process{}, fmt.Errorf("container %q has no command, so the injected sandboxd would run its image's entrypoint: %w (fix: make the registry reachable from the controller, with imagePullSecrets in the pod template when it needs credentials, or set the container's command)", c.Name, err)
 	}
 	return p, nil
+}
+
+// pullSecretNames are the imagePullSecrets the Pod will have: the pod template's, or, when it
+// lists none, its service account's, which the API server's ServiceAccount admission copies into
+// such a Pod. A service account that does not exist gives none (the Pod's create would fail).
+func (r *Reconciler) pullSecretNames(ctx context.Context, ns string, spec *corev1.PodSpec) ([]corev1.LocalObjectReference, error) {
+	if len(spec.ImagePullSecrets) > 0 {
+		return spec.ImagePullSecrets, nil
+	}
+	name := cmp.Or(spec.ServiceAccountName, spec.DeprecatedServiceAccount, "default")
+	var sa corev1.ServiceAccount
+	err := r.reader().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &sa)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading service account %q for its imagePullSecrets: %w", name, err)
+	}
+	return sa.ImagePullSecrets, nil
 }

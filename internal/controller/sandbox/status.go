@@ -107,7 +107,10 @@ func setReady(sb *agentsv1beta1.Sandbox, obs *observation) {
 	case injectionError(obs.errs) != nil:
 		reason, msg = agentsv1beta1.SandboxReasonInjectionInvalid, injectionError(obs.errs).Error()
 	case imageConfigError(obs.errs) != nil:
-		reason, msg = agentsv1beta1.SandboxReasonImageConfigUnreadable, imageConfigError(obs.errs).Error()
+		reason, msg = agentsv1beta1.SandboxReasonImageConfigRetrying, imageConfigError(obs.errs).Error()
+		if imageconfig.Lasting(imageConfigError(obs.errs)) {
+			reason = agentsv1beta1.SandboxReasonImageConfigUnreadable
+		}
 	case len(obs.errs) > 0:
 		reason, msg = agentsv1beta1.SandboxReasonReconcilerError, "Error seen: "+obs.message()
 	case suspended(sb):

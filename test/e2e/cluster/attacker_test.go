@@ -48,6 +48,8 @@ const (
 	kwokPort            = "10247"
 	controllerMetrics   = "8080"
 	routerMetrics       = "9090"
+	// registryPort is the dev registry's: read-only behind a password on the node's address.
+	registryPort = "5001"
 	// e2bPort is E2B's envd port; sandboxd serves it only where a template declares it.
 	e2bPort = "49983"
 )
@@ -230,6 +232,10 @@ func testAttacker(t *testing.T) {
 		{target: "kubelet read-only 10255 /pods", method: http.MethodGet, url: "http://" + net.JoinHostPort(node, kubeletReadOnlyPort) + "/pods"},
 		{target: "API server: b's credentials Secret, no token", method: http.MethodGet, url: "https://" + net.JoinHostPort(node, apiServerPort) + "/api/v1/namespaces/" + ns + "/secrets/" + credentials.SandboxSecretName(b.Name)},
 		{target: "API server: b's credentials Secret, outsider's token", method: http.MethodGet, url: "https://" + net.JoinHostPort(node, apiServerPort) + "/api/v1/namespaces/" + ns + "/secrets/" + credentials.SandboxSecretName(b.Name), header: bearerHeader(outsider)},
+		{target: "dev registry reader 5001: the sandbox image's manifest, no credentials", method: http.MethodGet, url: "http://" + net.JoinHostPort(node, registryPort) + "/v2/paddock/sandbox/manifests/dev"},
+		{target: "dev registry reader 5001: the sandbox image's manifest, a guessed password", method: http.MethodGet, url: "http://" + net.JoinHostPort(node, registryPort) + "/v2/paddock/sandbox/manifests/dev",
+			header: map[string]string{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte("paddock-controller:guess"))}},
+		{target: "dev registry reader 5001: start a push over the sandbox image, no credentials", method: http.MethodPost, url: "http://" + net.JoinHostPort(node, registryPort) + "/v2/paddock/sandbox/blobs/uploads/"},
 		{target: "KWOK 10247 /metrics", method: http.MethodGet, url: "http://" + net.JoinHostPort(node, kwokPort) + "/metrics"},
 		{target: "KWOK 10247 /debug/pprof/", method: http.MethodGet, url: "http://" + net.JoinHostPort(node, kwokPort) + "/debug/pprof/"},
 		routed("router to b, no token", b.Name, "", nil),
@@ -267,6 +273,7 @@ func testAttacker(t *testing.T) {
 			rows = append(rows, attempt{from: v.name, what: p.method + " " + p.target, result: o.String(), held: p.judge(o)})
 		}
 	}
+	rows = append(rows, registryUnreachable(ctx, vantages[3], node))
 	rows = append(rows, grpcAttempts(ctx, ipB, ipMember, tokenA)...)
 	rows = append(rows, credentialAttempts(ctx, vantages[2], tokenA, controlA)...)
 	rows = append(rows, stolenServiceAccountAttempt(ctx, vantages[2], ns, b.Name))
@@ -276,6 +283,15 @@ func testAttacker(t *testing.T) {
 	rows = append(rows, x.intact(t, ctx, c)...)
 
 	report(t, rows)
+}
+
+// registryUnreachable tries the dev registry's reader address from a sandbox of a template whose
+// managed NetworkPolicy denies the node: the registry must not even answer (its 401 says
+// "credentials required"), whatever a password guess could do.
+func registryUnreachable(ctx context.Context, v vantage, node string) attempt {
+	o := v.send(ctx, probe{method: http.MethodGet, url: "http://" + net.JoinHostPort(node, registryPort) + "/v2/"})
+	return attempt{from: v.name, what: "GET dev registry reader " + net.JoinHostPort(node, registryPort) + " (the template's NetworkPolicy denies the node)",
+		result: o.String(), held: o.held() && !strings.Contains(o.body, "credentials required")}
 }
 
 // portForwardAttempts open the API server's port-forward, the way in that needs no token at the

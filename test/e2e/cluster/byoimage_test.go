@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
@@ -38,11 +39,13 @@ func testBYOImage(t *testing.T) {
 	ns := namespace(t)
 	ctx := framework.Context(t, 20*time.Minute)
 	c := paddockClient(t)
-	web, noShell := pushBYOImages(t, ctx)
+	web, noShell, webCmd := pushBYOImages(t, ctx)
 	rc := devRuntimeClass(t, ctx, c)
 	serve := []string{"httpd", "-f", "-p", fmt.Sprint(byoServicePort), "-h", "/srv/www"}
 	for _, obj := range []client.Object{
 		byoTemplate(ns, "byo-web", web, rc, true, serve...),
+		// No command: the controller reads the image's from the dev registry's reader address.
+		byoTemplate(ns, "byo-nocmd", webCmd, rc, true), poolOf(ns, "byo-nocmd", 1),
 		byoTemplate(ns, "byo-noshell", noShell, rc, true, append([]string{"/opt/busybox/busybox"}, serve...)...),
 		byoTemplate(ns, "byo-root", web, rc, false, serve...),
 		poolOf(ns, "byo-web", 2), poolOf(ns, "byo-noshell", 1),
@@ -122,6 +125,40 @@ func testBYOImage(t *testing.T) {
 		}
 	})
 
+	t.Run("a template with no command runs its dev-registry image's own command, whose service answers", func(t *testing.T) {
+		waitPoolReady(t, c, ns, "byo-nocmd", 1)
+		var list agentsv1beta1.SandboxList
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		var member *agentsv1beta1.Sandbox
+		pool := &extensionsv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{UID: poolUID(t, ctx, c, ns, "byo-nocmd")}}
+		for i := range list.Items {
+			if sb := &list.Items[i]; metav1.IsControlledBy(sb, pool) && len(sb.Status.PodIPs) > 0 &&
+				builder.HasCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady, metav1.ConditionTrue, "") == nil {
+				member = sb
+			}
+		}
+		if member == nil {
+			t.Fatalf("no Ready member of pool byo-nocmd with a pod IP among %d Sandboxes", len(list.Items))
+		}
+		var pod corev1.Pod
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: member.Name}, &pod); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := strings.Join(pod.Spec.Containers[0].Args, " "), "--preflight -- "+strings.Join(serve, " "); got != want {
+			t.Errorf("member %s runs args %q, want %q (the image's Cmd under sandboxd)", member.Name, got, want)
+		}
+		page := fmt.Sprintf("http://%s:%d/", member.Status.PodIPs[0], byoServicePort)
+		framework.EventuallyWithin(t, time.Minute, func(ctx context.Context) error {
+			body, err := httpGet(ctx, page)
+			if err != nil || !strings.Contains(body, byoServiceBody) {
+				return fmt.Errorf("GET %s = %q, %v; want the image's page", page, body, err)
+			}
+			return nil
+		})
+	})
+
 	t.Run("an image without a shell: ImageIncompatible on the member and MembersIncompatible on the pool", func(t *testing.T) {
 		msg := waitPoolIncompatible(t, c, ns, "byo-noshell")
 		for _, want := range []string{"/bin/sh", "/bin/bash", "fix: "} {
@@ -146,9 +183,10 @@ func testBYOImage(t *testing.T) {
 	})
 }
 
-// pushBYOImages builds and pushes the two images: busybox (httpd among its applets), a static
-// bash and a web page; and the same page with busybox alone, outside PATH, and no shell at all.
-func pushBYOImages(t *testing.T, ctx context.Context) (web, noShell string) {
+// pushBYOImages builds and pushes the three images: busybox (httpd among its applets), a static
+// bash and a web page; the same page with busybox alone, outside PATH, and no shell at all; and
+// the first with its web server as the image's Cmd.
+func pushBYOImages(t *testing.T, ctx context.Context) (web, noShell, webCmd string) {
 	t.Helper()
 	registry, _, _ := strings.Cut(*imageFlag, "/")
 	page := []byte(byoServiceBody + "\n")
@@ -162,8 +200,16 @@ func pushBYOImages(t *testing.T, ctx context.Context) (web, noShell string) {
 		registry + "/e2e/byo-web:dev":     tree,
 		registry + "/e2e/byo-noshell:dev": image.NewTree().AddFile("/opt/busybox/busybox", "/bin/busybox", 0o755).AddData("/srv/www/index.html", page, 0o644),
 	}
+	withCmd := path
+	withCmd.Cmd = []string{"httpd", "-f", "-p", fmt.Sprint(byoServicePort), "-h", "/srv/www"}
+	configs := map[string]image.Config{registry + "/e2e/byo-web-cmd:dev": withCmd}
+	images[registry+"/e2e/byo-web-cmd:dev"] = tree
 	for ref, tree := range images {
-		img, err := image.FromTree(tree, path)
+		cfg, ok := configs[ref]
+		if !ok {
+			cfg = path
+		}
+		img, err := image.FromTree(tree, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +217,7 @@ func pushBYOImages(t *testing.T, ctx context.Context) (web, noShell string) {
 			t.Fatalf("push %s: %v", ref, err)
 		}
 	}
-	return registry + "/e2e/byo-web:dev", registry + "/e2e/byo-noshell:dev"
+	return registry + "/e2e/byo-web:dev", registry + "/e2e/byo-noshell:dev", registry + "/e2e/byo-web-cmd:dev"
 }
 
 // byoTemplate is the one-line opt-in on a template of image with command, as uid 1000 without
@@ -248,4 +294,13 @@ func waitSandboxReason(t *testing.T, c client.Client, ns, name, reason string) s
 	})
 	t.Logf("sandbox %s: %s", name, msg)
 	return msg
+}
+
+func poolUID(t *testing.T, ctx context.Context, c client.Client, ns, name string) types.UID {
+	t.Helper()
+	var p extensionsv1beta1.SandboxWarmPool
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p.UID
 }

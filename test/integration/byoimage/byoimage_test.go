@@ -40,6 +40,10 @@ import (
 // sandboxdImage is the controllers' --sandboxd-image.
 const sandboxdImage = "registry.test/paddock/sandbox:v1"
 
+// imageConfigLastsAfter is how long the controllers retry a registry that does not answer as a
+// blip.
+const imageConfigLastsAfter = 2 * time.Second
+
 var env *framework.Env
 
 func TestMain(m *testing.M) {
@@ -49,7 +53,11 @@ func TestMain(m *testing.M) {
 		ctrl.SetLogger(logr.Discard())
 	}
 	framework.RunMain(m, &env, func(e *framework.Env) (func(), error) {
-		return framework.StartControllersWith(e, func(o *manager.Options) { o.SandboxdImage = sandboxdImage }, noop.NewTracerProvider())
+		return framework.StartControllersWith(e, func(o *manager.Options) {
+			o.SandboxdImage = sandboxdImage
+			// A registry that does not answer for this long is lasting (ImageConfigUnreadable).
+			o.ImageConfigLastsAfter = imageConfigLastsAfter
+		}, noop.NewTracerProvider())
 	})
 }
 

@@ -8,7 +8,9 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	"github.com/paddock-dev/paddock/internal/blueprint"
 	"github.com/paddock-dev/paddock/internal/image"
 	"github.com/paddock-dev/paddock/test/builder"
@@ -153,5 +156,135 @@ func TestImageConfigUnreadable(t *testing.T) {
 	want := []string{blueprint.InjectedSandboxd, "--preflight", "--", "/late", "--now"}
 	if got := wrapped(t, injected("not-pushed", ns, late, true)); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("once pushed, the container runs %q, want %q", got, want)
+	}
+}
+
+// With no imagePullSecrets in the pod template, the service account's are used, as the API
+// server's ServiceAccount admission gives them to the Pod; a template that lists its own uses
+// those alone, as that admission does.
+func TestServiceAccountPullSecrets(t *testing.T) {
+	ctx := framework.Context(t, 3*time.Minute)
+	ns := env.Namespace(t)
+	host, push := privateRegistry(t)
+	web := push("web:1", image.Config{Entrypoint: []string{"/serve"}, Cmd: []string{"--port", "8000"}})
+	framework.MustCreate(t, ctx, env.Client, pullSecret(ns, host))
+	framework.MustCreate(t, ctx, env.Client, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "puller", Namespace: ns},
+		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "pull"}}})
+
+	viaSA := injected("via-sa", ns, web, false)
+	viaSA.Spec.PodTemplate.Spec.ServiceAccountName = "puller"
+	framework.MustCreate(t, ctx, env.Client, viaSA)
+	want := []string{blueprint.InjectedSandboxd, "--preflight", "--", "/serve", "--port", "8000"}
+	if got := wrapped(t, viaSA); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("with the service account's pull secret: the container runs %q, want %q", got, want)
+	}
+
+	// In another namespace: what a namespace read is cached for the namespace.
+	other := env.Namespace(t)
+	framework.MustCreate(t, ctx, env.Client, pullSecret(other, host))
+	framework.MustCreate(t, ctx, env.Client, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "puller", Namespace: other},
+		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "pull"}}})
+	ownList := injected("own-list", other, web, false)
+	ownList.Spec.PodTemplate.Spec.ServiceAccountName = "puller"
+	ownList.Spec.PodTemplate.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "not-there"}}
+	noSA := injected("no-sa", other, web, false)
+	noSA.Spec.PodTemplate.Spec.ServiceAccountName = "not-there"
+	for _, sb := range []*agentsv1beta1.Sandbox{ownList, noSA} {
+		framework.MustCreate(t, ctx, env.Client, sb)
+		got := waitCondition(t, sb, agentsv1beta1.SandboxConditionReady, agentsv1beta1.SandboxReasonImageConfigUnreadable)
+		if msg := meta.FindStatusCondition(got.Status.Conditions, agentsv1beta1.SandboxConditionReady).Message; !strings.Contains(msg, "401") {
+			t.Errorf("sandbox %s: Ready message %q; want the registry's 401", sb.Name, msg)
+		}
+	}
+}
+
+// flakyRegistry serves a registry on loopback that answers 503 while down is set.
+func flakyRegistry(t *testing.T) (host string, down *atomic.Bool, push func(repo string, cfg image.Config) string) {
+	t.Helper()
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	down = &atomic.Bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	host = strings.TrimPrefix(srv.URL, "http://")
+	return host, down, func(repo string, cfg image.Config) string {
+		t.Helper()
+		img, err := image.FromLayers(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tag, err := name.NewTag(host + "/" + repo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Write(tag, img); err != nil {
+			t.Fatal(err)
+		}
+		return tag.String()
+	}
+}
+
+// A registry that does not answer is a blip first (ImageConfigRetrying: no pool or client gives
+// up on it) and its Sandbox starts once it answers again; one that keeps refusing connections
+// becomes ImageConfigUnreadable, which the pool reports as MembersIncompatible, holding its
+// members rather than replacing them.
+func TestRegistryBlipAndRegistryThatStaysDown(t *testing.T) {
+	ctx := framework.Context(t, 3*time.Minute)
+	ns := env.Namespace(t)
+
+	host, down, push := flakyRegistry(t)
+	web := push("web:1", image.Config{Entrypoint: []string{"/serve"}})
+	down.Store(true)
+	blip := injected("blip", ns, web, false)
+	framework.MustCreate(t, ctx, env.Client, blip)
+	got := waitCondition(t, blip, agentsv1beta1.SandboxConditionReady, agentsv1beta1.SandboxReasonImageConfigRetrying)
+	if msg := meta.FindStatusCondition(got.Status.Conditions, agentsv1beta1.SandboxConditionReady).Message; !strings.Contains(msg, "503") || !strings.Contains(msg, host) {
+		t.Errorf("Ready message %q; want the registry's 503 and the image", msg)
+	}
+	if c := got.CannotHostSandboxd(); c != nil {
+		t.Errorf("a registry blip counts as the image not fitting: %v", c)
+	}
+	down.Store(false)
+	want := []string{blueprint.InjectedSandboxd, "--preflight", "--", "/serve"}
+	if got := wrapped(t, blip); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("once the registry answers, the container runs %q, want %q", got, want)
+	}
+
+	// Nothing listens at the closed server's address: every connection is refused.
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	gone := strings.TrimPrefix(closed.URL, "http://") + "/web:1"
+	framework.MustCreate(t, ctx, env.Client, builder.MakeTemplate("gone", ns).Image(gone).InjectSandboxd().Obj())
+	framework.MustCreate(t, ctx, env.Client, builder.MakeWarmPool("gone", ns, "gone").Replicas(1).Obj())
+	pool := &extensionsv1beta1.SandboxWarmPool{}
+	framework.Eventually(t, func(ctx context.Context) error {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "gone"}, pool); err != nil {
+			return err
+		}
+		return builder.HasCondition(pool.Status.Conditions, extensionsv1beta1.PoolConditionProgressing, metav1.ConditionFalse,
+			extensionsv1beta1.PoolReasonMembersIncompatible)
+	})
+	msg := meta.FindStatusCondition(pool.Status.Conditions, extensionsv1beta1.PoolConditionProgressing).Message
+	for _, part := range []string{gone, "connection refused", "no answer for", "fix: "} {
+		if !strings.Contains(msg, part) {
+			t.Errorf("pool Progressing message %q lacks %q", msg, part)
+		}
+	}
+	var members agentsv1beta1.SandboxList
+	if err := env.Client.List(ctx, &members, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members.Items {
+		if !slices.ContainsFunc(m.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Name == "gone" }) {
+			continue
+		}
+		if err := builder.HasCondition(m.Status.Conditions, agentsv1beta1.SandboxConditionReady, metav1.ConditionFalse, agentsv1beta1.SandboxReasonImageConfigUnreadable); err != nil {
+			t.Errorf("member %s: %v", m.Name, err)
+		}
 	}
 }

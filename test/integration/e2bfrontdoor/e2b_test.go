@@ -22,6 +22,7 @@ import (
 	"github.com/paddock-dev/paddock/api/e2b"
 	"github.com/paddock-dev/paddock/api/egress"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	"github.com/paddock-dev/paddock/internal/blueprint"
 	"github.com/paddock-dev/paddock/internal/credentials"
 	"github.com/paddock-dev/paddock/internal/devcluster"
 	"github.com/paddock-dev/paddock/internal/e2baccess"
@@ -521,14 +522,15 @@ func TestCreateEndsWhenItsClaimIsDeleted(t *testing.T) {
 	}
 }
 
-// A template whose sandboxd injection the install cannot honour (this front door's controller runs
-// without --sandboxd-image) makes every Sandbox of it InjectionInvalid: create ends with a 503
-// carrying that condition as soon as its Sandbox reports it, instead of waiting out the create
-// timeout.
+// A template whose sandboxd injection cannot be honoured (a volume named like the injection's)
+// makes every Sandbox of it InjectionInvalid: create ends with a 503 carrying that condition as
+// soon as its Sandbox reports it, instead of waiting out the create timeout.
 func TestCreateFromATemplateThatCannotHostSandboxd(t *testing.T) {
 	h := start(t, 1)
 	ctx := framework.Context(t, framework.DefaultTimeout)
-	framework.MustCreate(t, ctx, env.Client, builder.MakeTemplate("noinject-tpl", h.ns).InjectSandboxd().Port("envd", e2b.EnvdPort).Obj())
+	tpl := builder.MakeTemplate("noinject-tpl", h.ns).InjectSandboxd().Port("envd", e2b.EnvdPort).Obj()
+	tpl.Spec.PodTemplate.Spec.Volumes = []corev1.Volume{{Name: blueprint.SandboxdVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	framework.MustCreate(t, ctx, env.Client, tpl)
 	framework.MustCreate(t, ctx, env.Client, builder.MakeWarmPool("noinject", h.ns, "noinject-tpl").Replicas(1).Obj())
 	var r response
 	framework.Eventually(t, func(context.Context) error {
@@ -539,7 +541,7 @@ func TestCreateFromATemplateThatCannotHostSandboxd(t *testing.T) {
 	})
 	body := string(r.body)
 	if r.status != http.StatusServiceUnavailable || !strings.Contains(body, agentsv1beta1.SandboxReasonInjectionInvalid) ||
-		!strings.Contains(body, "--sandboxd-image") || !strings.Contains(body, "cannot be served") {
+		!strings.Contains(body, blueprint.SandboxdVolume) || !strings.Contains(body, "cannot be served") {
 		t.Errorf("create from a template that cannot host sandboxd: %d %s; want 503 with the InjectionInvalid condition, at once", r.status, body)
 	}
 }

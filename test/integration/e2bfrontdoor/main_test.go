@@ -21,6 +21,8 @@ var env *framework.Env
 const (
 	testRepository   = "registry.test:5000/snapshots"
 	testCaptureImage = "registry.test:5000/paddock-snapshot:test"
+	// testSandboxdImage is --sandboxd-image, for templates that bring their own image.
+	testSandboxdImage = "registry.test:5000/paddock/sandbox:test"
 )
 
 func TestMain(m *testing.M) {
@@ -29,6 +31,7 @@ func TestMain(m *testing.M) {
 		return framework.StartControllersWith(e, func(o *manager.Options) {
 			o.SnapshotRepository = testRepository
 			o.SnapshotCaptureImage = testCaptureImage
+			o.SandboxdImage = testSandboxdImage
 		}, noop.NewTracerProvider())
 	})
 }

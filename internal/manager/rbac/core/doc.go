@@ -11,6 +11,9 @@
 // carrying the sandbox tracking label, so a deleted credentials Secret is re-created at once;
 // RBAC cannot narrow a watch by label, so the grant covers every Secret (docs/security.md).
 //
+// ServiceAccounts are read (get only) for their imagePullSecrets, with which the controller reads
+// what an injected image runs when the pod template lists none (docs/byo-image.md).
+//
 // TokenReviews and SubjectAccessReviews authenticate and authorize the callers of /metrics
 // (--metrics-secure).
 //
@@ -20,6 +23,7 @@
 // +kubebuilder:rbac:groups="",resources=pods/resize,verbs=patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes/status,verbs=get;update;patch

@@ -12,21 +12,24 @@ import (
 	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/sandboxd/preflight"
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
+	"github.com/paddock-dev/paddock/internal/sandboxd/shlex"
 	"github.com/paddock-dev/paddock/internal/sandboxd/supervise"
 )
 
 // Options are sandboxd's command-line options. Every flag can also be set through the
 // environment variable named in its help; the flag wins when both are given.
 type Options struct {
-	ListenHost           string
-	GRPCPort             int
-	RESTPort             int
-	LegacyPort           int
-	EnvdPort             int
-	EnvdAccessToken      string
-	InterpreterPort      int
-	InterpreterPython    string
-	InterpreterNode      string
+	ListenHost        string
+	GRPCPort          int
+	RESTPort          int
+	LegacyPort        int
+	EnvdPort          int
+	EnvdAccessToken   string
+	InterpreterPort   int
+	InterpreterPython string
+	InterpreterNode   string
+	// WarmCommand is the command a locked warm member runs once before its claim ("" for none).
+	WarmCommand          string
 	RootDir              string
 	Token                string
 	TokenFile            string
@@ -109,6 +112,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet, lookup env) {
 	num(&o.InterpreterPort, "interpreter-port", sandboxd.InterpreterPortEnv, 0, "port of the code interpreter @e2b/code-interpreter calls (E2B's is "+strconv.Itoa(sandboxd.InterpreterPort)+"; POST /execute, /contexts, /health), with envd's credentials; 0 turns it off")
 	str(&o.InterpreterPython, "interpreter-python", "SANDBOXD_INTERPRETER_PYTHON", "python3", "Python the code interpreter's python kernels run (looked up in PATH when bare)")
 	str(&o.InterpreterNode, "interpreter-node", "SANDBOXD_INTERPRETER_NODE", "node", "Node.js the code interpreter's javascript kernels run (looked up in PATH when bare)")
+	str(&o.WarmCommand, "warm-command", "SANDBOXD_WARM_COMMAND", strings.Join(server.DefaultWarmCommand, " "), "command an unclaimed warm member (locked, with the envd port) runs once before its claim, so that the claim's first command does not pay for its shell's first exec (which under gVisor reads the binary and its libraries); split like a shell line; empty runs none")
 	str(&o.RootDir, "root-dir", sandboxd.RootDirEnv, sandboxd.DefaultRootDir, "sandbox root: created if missing; every client path is confined to it and commands start in it")
 	str(&o.Token, "token", sandboxd.TokenEnv, "", "sandbox token every API call except health must carry (Authorization: Bearer <token>, gRPC metadata authorization, or X-Access-Token); prefer the environment variable: a flag is readable by every process in /proc/<pid>/cmdline")
 	str(&o.TokenFile, "token-file", "SANDBOXD_TOKEN_FILE", "", "file holding the sandbox token, used when --token is empty; the sandbox's commands must not be able to read it (they run as sandboxd's user), so prefer the environment variable")
@@ -161,6 +165,9 @@ func (o *Options) Validate() error {
 	if !distinctPorts(o.GRPCPort, o.RESTPort, o.LegacyPort, o.EnvdPort, o.InterpreterPort) {
 		errs = append(errs, fmt.Errorf("--grpc-port=%d, --rest-port=%d, --legacy-port=%d, --envd-port=%d and --interpreter-port=%d must all differ (0 turns the legacy, envd and interpreter ports off)",
 			o.GRPCPort, o.RESTPort, o.LegacyPort, o.EnvdPort, o.InterpreterPort))
+	}
+	if _, err := shlex.Split(o.WarmCommand); err != nil {
+		errs = append(errs, fmt.Errorf("--warm-command=%q: %w; quote it like a shell line, or give \"\" for none", o.WarmCommand, err))
 	}
 	if o.InterpreterPort != 0 && (o.InterpreterPython == "" || o.InterpreterNode == "") {
 		errs = append(errs, errors.New("--interpreter-python and --interpreter-node must not be empty while --interpreter-port is set; name the interpreters (default python3 and node)"))
@@ -231,6 +238,7 @@ func readToken(flagName, file string) (string, error) {
 
 // Config is the daemon configuration the options describe.
 func (o *Options) Config(environ []string) server.Config {
+	warm, _ := shlex.Split(o.WarmCommand) // Validate refused what does not split
 	return server.Config{
 		RootDir:                     o.RootDir,
 		Token:                       o.Token,
@@ -251,6 +259,7 @@ func (o *Options) Config(environ []string) server.Config {
 		HTTPIdleTimeout:             o.HTTPIdleTimeout,
 		InterpreterPython:           o.InterpreterPython,
 		InterpreterNode:             o.InterpreterNode,
+		WarmCommand:                 warm,
 	}
 }
 

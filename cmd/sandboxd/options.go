@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,6 +44,7 @@ type Options struct {
 	MetadataEnvPrefix           string
 	ShutdownTimeout             time.Duration
 	HTTPIdleTimeout             time.Duration
+	ClaimHold                   time.Duration
 	StreamChunkSize             int
 	MaxUploadBytes              int64
 	MaxExecuteOutputBytes       int
@@ -129,6 +131,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet, lookup env) {
 	num(&o.MaxProcesses, "max-processes", "SANDBOXD_MAX_PROCESSES", 256, "most commands running at once (429 / RESOURCE_EXHAUSTED beyond it; their descendants are bounded by the pod's PID limit); 0 means no limit")
 	str(&o.MetadataEnvPrefix, "metadata-env-prefix", "SANDBOXD_METADATA_ENV_PREFIX", "SANDBOX_", "prefix of the environment variables GET /v1/metadata shows (names that look secret are withheld)")
 	dur(&o.ShutdownTimeout, "shutdown-timeout", "SANDBOXD_SHUTDOWN_TIMEOUT", 10*time.Second, "bound on graceful shutdown after SIGTERM")
+	dur(&o.ClaimHold, "claim-hold", "SANDBOXD_CLAIM_HOLD", server.DefaultClaimHold, "how long an unclaimed warm member holds a call with the sandbox token, waiting for its claim settings, before refusing it (the E2B front door's probe is then answered once the claim lands); 0 refuses at once")
 	dur(&o.HTTPIdleTimeout, "http-idle-timeout", "SANDBOXD_HTTP_IDLE_TIMEOUT", 60*time.Second, "keep-alive idle timeout of the HTTP servers")
 	num(&o.StreamChunkSize, "stream-chunk-size", "SANDBOXD_STREAM_CHUNK_SIZE", 0, "largest stdout/stderr chunk of a Start stream in bytes; 0 means 4096")
 	num64(&o.MaxUploadBytes, "max-upload-bytes", "SANDBOXD_MAX_UPLOAD_BYTES", 256<<20, "largest accepted upload in bytes (413 beyond it, the old file is kept); 0 means no limit")
@@ -168,6 +171,9 @@ func (o *Options) Validate() error {
 	}
 	if _, err := shlex.Split(o.WarmCommand); err != nil {
 		errs = append(errs, fmt.Errorf("--warm-command=%q: %w; quote it like a shell line, or give \"\" for none", o.WarmCommand, err))
+	}
+	if o.ClaimHold < 0 {
+		errs = append(errs, fmt.Errorf("--claim-hold=%v must not be negative; give 0 to refuse at once", o.ClaimHold))
 	}
 	if o.InterpreterPort != 0 && (o.InterpreterPython == "" || o.InterpreterNode == "") {
 		errs = append(errs, errors.New("--interpreter-python and --interpreter-node must not be empty while --interpreter-port is set; name the interpreters (default python3 and node)"))
@@ -260,6 +266,7 @@ func (o *Options) Config(environ []string) server.Config {
 		InterpreterPython:           o.InterpreterPython,
 		InterpreterNode:             o.InterpreterNode,
 		WarmCommand:                 warm,
+		ClaimHold:                   cmp.Or(o.ClaimHold, -1), // the flag's 0 is no hold, the Config's is the default
 	}
 }
 

@@ -117,6 +117,7 @@ func TestValidate(t *testing.T) {
 		{[]string{"--token=t", "--require-claim"}, "--require-claim (env SANDBOXD_REQUIRE_CLAIM) needs the control token"},
 		{[]string{"--service-restart=sometimes"}, `--service-restart: restart policy "sometimes" is not one of always, on-failure, never`},
 		{[]string{"--service-restart-backoff=0s"}, "--service-restart-backoff=0s must be positive"},
+		{[]string{"--claim-hold=-1s"}, "--claim-hold=-1s must not be negative"},
 		{[]string{`--warm-command=bash -c "true`}, `--warm-command="bash -c \"true": No closing quotation`},
 	}
 	for _, tc := range cases {
@@ -197,6 +198,26 @@ func TestWarmCommand(t *testing.T) {
 		}
 		if diff := cmp.Diff(tt.want, o.Config(nil).WarmCommand); diff != "" {
 			t.Errorf("env %v args %q: warm command (-want +got):\n%s", tt.env, tt.args, diff)
+		}
+	}
+}
+
+// The claim hold is DefaultClaimHold unless set; 0 turns it off (a negative Config.ClaimHold).
+func TestClaimHold(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		want time.Duration
+	}{
+		{env: map[string]string{"SANDBOXD_TOKEN": "tok"}, want: 2 * time.Second},
+		{env: map[string]string{"SANDBOXD_TOKEN": "tok", "SANDBOXD_CLAIM_HOLD": "500ms"}, want: 500 * time.Millisecond},
+		{env: map[string]string{"SANDBOXD_TOKEN": "tok", "SANDBOXD_CLAIM_HOLD": "0s"}, want: -1},
+	} {
+		o, err := parse(t, tt.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.Config(nil).ClaimHold; got != tt.want {
+			t.Errorf("env %v: ClaimHold %v, want %v", tt.env, got, tt.want)
 		}
 	}
 }

@@ -13,14 +13,19 @@ NS=gvp-claimpath IP=198.18.250.2
 cleanup() {
   "$RUNSC" --root "$WORK/state" kill cp 9 >/dev/null 2>&1; "$RUNSC" --root "$WORK/state" delete -force cp >/dev/null 2>&1
   [ -n "${NATIVE:-}" ] && kill "$NATIVE" 2>/dev/null
-  ip netns del $NS 2>/dev/null; ip link del gvp-cp-h 2>/dev/null
+  netdown
   grep -o " $WORK/[^ ]*" /proc/mounts | xargs -r -n1 umount 2>/dev/null; rm -rf "$WORK"
 }
 trap cleanup EXIT
-ip netns add $NS && ip link add gvp-cp-h type veth peer name gvp-cp-c && ip link set gvp-cp-c netns $NS &&
-  ip addr add 198.18.250.1/30 dev gvp-cp-h && ip link set gvp-cp-h up &&
-  ip netns exec $NS ip addr add $IP/30 dev gvp-cp-c && ip netns exec $NS ip link set gvp-cp-c up &&
-  ip netns exec $NS ip link set lo up || exit 1
+trap 'exit 1' INT TERM
+# A fresh namespace per run: gVisor's netstack takes the interface's address over.
+netup() {
+  ip netns add $NS && ip link add gvp-cp-h type veth peer name gvp-cp-c && ip link set gvp-cp-c netns $NS &&
+    ip addr add 198.18.250.1/30 dev gvp-cp-h && ip link set gvp-cp-h up &&
+    ip netns exec $NS ip addr add $IP/30 dev gvp-cp-c && ip netns exec $NS ip link set gvp-cp-c up &&
+    ip netns exec $NS ip link set lo up
+}
+netdown() { ip netns del $NS 2>/dev/null; ip link del gvp-cp-h 2>/dev/null; }
 (cd "$HERE/../.." && go build -o "$WORK/claimpath" ./hack/bench-claimpath && CGO_ENABLED=0 go build -o "$ROOTFS/usr/local/bin/sandboxd" ./cmd/sandboxd) || exit 1
 ENV='"SANDBOXD_TOKEN=sandbox-token","SANDBOXD_CONTROL_TOKEN=control-token","SANDBOXD_REQUIRE_CLAIM=true","HOME=/home/user","PATH=/usr/local/bin:/usr/bin:/bin"'
 healthy() { for _ in $(seq 600); do curl -fs -o /dev/null http://$IP:49983/health && return 0; sleep 0.05; done; return 1; }
@@ -28,6 +33,7 @@ for variant in ${VARIANTS:-gvisor-before gvisor-after native-before native-after
   args='"--root-dir=/home/user","--listen-host=0.0.0.0"'
   case $variant in *-before) args="$args"',"--claim-hold=0s","--warm-command="' ;; esac
   for i in $(seq "$COUNT"); do
+    netup || exit 1
     case $variant in
     gvisor-*)
       mkdir -p "$WORK/bundle"
@@ -51,5 +57,6 @@ JSON
     gvisor-*) "$RUNSC" --root "$WORK/state" kill cp 9 >/dev/null 2>&1; "$RUNSC" --root "$WORK/state" delete -force cp >/dev/null 2>&1 ;;
     native-*) kill "$NATIVE"; wait "$NATIVE" 2>/dev/null; NATIVE= ;;
     esac
+    netdown
   done
 done

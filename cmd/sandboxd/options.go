@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,21 +13,24 @@ import (
 	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/sandboxd/preflight"
 	"github.com/paddock-dev/paddock/internal/sandboxd/server"
+	"github.com/paddock-dev/paddock/internal/sandboxd/shlex"
 	"github.com/paddock-dev/paddock/internal/sandboxd/supervise"
 )
 
 // Options are sandboxd's command-line options. Every flag can also be set through the
 // environment variable named in its help; the flag wins when both are given.
 type Options struct {
-	ListenHost           string
-	GRPCPort             int
-	RESTPort             int
-	LegacyPort           int
-	EnvdPort             int
-	EnvdAccessToken      string
-	InterpreterPort      int
-	InterpreterPython    string
-	InterpreterNode      string
+	ListenHost        string
+	GRPCPort          int
+	RESTPort          int
+	LegacyPort        int
+	EnvdPort          int
+	EnvdAccessToken   string
+	InterpreterPort   int
+	InterpreterPython string
+	InterpreterNode   string
+	// WarmCommand is the command a locked warm member runs once before its claim ("" for none).
+	WarmCommand          string
 	RootDir              string
 	Token                string
 	TokenFile            string
@@ -40,6 +44,7 @@ type Options struct {
 	MetadataEnvPrefix           string
 	ShutdownTimeout             time.Duration
 	HTTPIdleTimeout             time.Duration
+	ClaimHold                   time.Duration
 	StreamChunkSize             int
 	MaxUploadBytes              int64
 	MaxExecuteOutputBytes       int
@@ -109,6 +114,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet, lookup env) {
 	num(&o.InterpreterPort, "interpreter-port", sandboxd.InterpreterPortEnv, 0, "port of the code interpreter @e2b/code-interpreter calls (E2B's is "+strconv.Itoa(sandboxd.InterpreterPort)+"; POST /execute, /contexts, /health), with envd's credentials; 0 turns it off")
 	str(&o.InterpreterPython, "interpreter-python", "SANDBOXD_INTERPRETER_PYTHON", "python3", "Python the code interpreter's python kernels run (looked up in PATH when bare)")
 	str(&o.InterpreterNode, "interpreter-node", "SANDBOXD_INTERPRETER_NODE", "node", "Node.js the code interpreter's javascript kernels run (looked up in PATH when bare)")
+	str(&o.WarmCommand, "warm-command", "SANDBOXD_WARM_COMMAND", strings.Join(server.DefaultWarmCommand, " "), "command an unclaimed warm member (locked, with the envd port) runs once before its claim, so that the claim's first command does not pay for its shell's first exec (which under gVisor reads the binary and its libraries); split like a shell line; empty runs none")
 	str(&o.RootDir, "root-dir", sandboxd.RootDirEnv, sandboxd.DefaultRootDir, "sandbox root: created if missing; every client path is confined to it and commands start in it")
 	str(&o.Token, "token", sandboxd.TokenEnv, "", "sandbox token every API call except health must carry (Authorization: Bearer <token>, gRPC metadata authorization, or X-Access-Token); prefer the environment variable: a flag is readable by every process in /proc/<pid>/cmdline")
 	str(&o.TokenFile, "token-file", "SANDBOXD_TOKEN_FILE", "", "file holding the sandbox token, used when --token is empty; the sandbox's commands must not be able to read it (they run as sandboxd's user), so prefer the environment variable")
@@ -125,6 +131,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet, lookup env) {
 	num(&o.MaxProcesses, "max-processes", "SANDBOXD_MAX_PROCESSES", 256, "most commands running at once (429 / RESOURCE_EXHAUSTED beyond it; their descendants are bounded by the pod's PID limit); 0 means no limit")
 	str(&o.MetadataEnvPrefix, "metadata-env-prefix", "SANDBOXD_METADATA_ENV_PREFIX", "SANDBOX_", "prefix of the environment variables GET /v1/metadata shows (names that look secret are withheld)")
 	dur(&o.ShutdownTimeout, "shutdown-timeout", "SANDBOXD_SHUTDOWN_TIMEOUT", 10*time.Second, "bound on graceful shutdown after SIGTERM")
+	dur(&o.ClaimHold, "claim-hold", "SANDBOXD_CLAIM_HOLD", server.DefaultClaimHold, "how long an unclaimed warm member holds a call with the sandbox token, waiting for its claim settings, before refusing it (the E2B front door's probe is then answered once the claim lands); 0 refuses at once")
 	dur(&o.HTTPIdleTimeout, "http-idle-timeout", "SANDBOXD_HTTP_IDLE_TIMEOUT", 60*time.Second, "keep-alive idle timeout of the HTTP servers")
 	num(&o.StreamChunkSize, "stream-chunk-size", "SANDBOXD_STREAM_CHUNK_SIZE", 0, "largest stdout/stderr chunk of a Start stream in bytes; 0 means 4096")
 	num64(&o.MaxUploadBytes, "max-upload-bytes", "SANDBOXD_MAX_UPLOAD_BYTES", 256<<20, "largest accepted upload in bytes (413 beyond it, the old file is kept); 0 means no limit")
@@ -161,6 +168,12 @@ func (o *Options) Validate() error {
 	if !distinctPorts(o.GRPCPort, o.RESTPort, o.LegacyPort, o.EnvdPort, o.InterpreterPort) {
 		errs = append(errs, fmt.Errorf("--grpc-port=%d, --rest-port=%d, --legacy-port=%d, --envd-port=%d and --interpreter-port=%d must all differ (0 turns the legacy, envd and interpreter ports off)",
 			o.GRPCPort, o.RESTPort, o.LegacyPort, o.EnvdPort, o.InterpreterPort))
+	}
+	if _, err := shlex.Split(o.WarmCommand); err != nil {
+		errs = append(errs, fmt.Errorf("--warm-command=%q: %w; quote it like a shell line, or give \"\" for none", o.WarmCommand, err))
+	}
+	if o.ClaimHold < 0 {
+		errs = append(errs, fmt.Errorf("--claim-hold=%v must not be negative; give 0 to refuse at once", o.ClaimHold))
 	}
 	if o.InterpreterPort != 0 && (o.InterpreterPython == "" || o.InterpreterNode == "") {
 		errs = append(errs, errors.New("--interpreter-python and --interpreter-node must not be empty while --interpreter-port is set; name the interpreters (default python3 and node)"))
@@ -231,6 +244,7 @@ func readToken(flagName, file string) (string, error) {
 
 // Config is the daemon configuration the options describe.
 func (o *Options) Config(environ []string) server.Config {
+	warm, _ := shlex.Split(o.WarmCommand) // Validate refused what does not split
 	return server.Config{
 		RootDir:                     o.RootDir,
 		Token:                       o.Token,
@@ -251,6 +265,8 @@ func (o *Options) Config(environ []string) server.Config {
 		HTTPIdleTimeout:             o.HTTPIdleTimeout,
 		InterpreterPython:           o.InterpreterPython,
 		InterpreterNode:             o.InterpreterNode,
+		WarmCommand:                 warm,
+		ClaimHold:                   cmp.Or(o.ClaimHold, -1), // the flag's 0 is no hold, the Config's is the default
 	}
 }
 

@@ -117,6 +117,8 @@ func TestValidate(t *testing.T) {
 		{[]string{"--token=t", "--require-claim"}, "--require-claim (env SANDBOXD_REQUIRE_CLAIM) needs the control token"},
 		{[]string{"--service-restart=sometimes"}, `--service-restart: restart policy "sometimes" is not one of always, on-failure, never`},
 		{[]string{"--service-restart-backoff=0s"}, "--service-restart-backoff=0s must be positive"},
+		{[]string{"--claim-hold=-1s"}, "--claim-hold=-1s must not be negative"},
+		{[]string{`--warm-command=bash -c "true`}, `--warm-command="bash -c \"true": No closing quotation`},
 	}
 	for _, tc := range cases {
 		if _, err := parse(t, nil, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -176,5 +178,46 @@ func TestChildEnvironDropsSandboxdVariables(t *testing.T) {
 	got := childEnviron([]string{"A=1", "SANDBOXD_TOKEN=secret", "SANDBOXD_CONTROL_TOKEN=c", "SANDBOXD_TOKEN_FILE=/f", "SANDBOXD_ENVD_ACCESS_TOKEN=e", "SANDBOX_NAME=n"})
 	if diff := cmp.Diff([]string{"A=1", "SANDBOX_NAME=n"}, got); diff != "" {
 		t.Errorf("childEnviron (-want +got):\n%s", diff)
+	}
+}
+
+// The warm-up command is E2B's shell by default, split like a shell line, and off when empty.
+func TestWarmCommand(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		args []string
+		want []string
+	}{
+		{env: map[string]string{"SANDBOXD_TOKEN": "tok"}, want: []string{"/bin/bash", "-l", "-c", "true"}},
+		{env: map[string]string{"SANDBOXD_TOKEN": "tok", "SANDBOXD_WARM_COMMAND": "/bin/sh -c 'echo warm'"}, want: []string{"/bin/sh", "-c", "echo warm"}},
+		{env: map[string]string{"SANDBOXD_TOKEN": "tok"}, args: []string{"--warm-command="}, want: []string{}},
+	} {
+		o, err := parse(t, tt.env, tt.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tt.want, o.Config(nil).WarmCommand); diff != "" {
+			t.Errorf("env %v args %q: warm command (-want +got):\n%s", tt.env, tt.args, diff)
+		}
+	}
+}
+
+// The claim hold is DefaultClaimHold unless set; 0 turns it off (a negative Config.ClaimHold).
+func TestClaimHold(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		want time.Duration
+	}{
+		{env: map[string]string{"SANDBOXD_TOKEN": "tok"}, want: 2 * time.Second},
+		{env: map[string]string{"SANDBOXD_TOKEN": "tok", "SANDBOXD_CLAIM_HOLD": "500ms"}, want: 500 * time.Millisecond},
+		{env: map[string]string{"SANDBOXD_TOKEN": "tok", "SANDBOXD_CLAIM_HOLD": "0s"}, want: -1},
+	} {
+		o, err := parse(t, tt.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.Config(nil).ClaimHold; got != tt.want {
+			t.Errorf("env %v: ClaimHold %v, want %v", tt.env, got, tt.want)
+		}
 	}
 }

@@ -51,6 +51,9 @@ type E2BTarget struct {
 	// pool's members starting and the previous scenario's teardown otherwise share the measured
 	// window on a small node.
 	SettleLoad float64
+	// SecondCommand runs a second commands.run('true') after each create's first and reports it
+	// apart (E2B.Steps.SecondInstruction).
+	SecondCommand bool
 }
 
 // DefaultE2BTarget is the front door and `base` template that `paddock dev up` installs.
@@ -107,6 +110,29 @@ type E2B struct {
 	Warm    int `json:"warm"`
 	// Problems are the first failures, one per kind of message.
 	Problems []string `json:"problems,omitempty"`
+	// Steps split the warm creates further, from the front door's Server-Timing and the first
+	// command's events; nil when the front door sent no steps.
+	Steps *E2BSteps `json:"steps,omitempty"`
+}
+
+// E2BSteps are the steps of the warm creates, each a duration of its own (not since the start).
+type E2BSteps struct {
+	// RouterClaim, RouterBound and RouterDaemon are the front door's: its claim create; from
+	// there until a routable Sandbox was bound to the claim in its cache; from there until the
+	// Sandbox's daemon accepted the sandbox token (the claim settings applied). Probe is the
+	// accepting probe's round trip; RefusedProbes the mean number of probes refused before it.
+	RouterClaim   Summary `json:"routerClaim"`
+	RouterBound   Summary `json:"routerBound"`
+	RouterDaemon  Summary `json:"routerDaemon"`
+	Probe         Summary `json:"probe"`
+	RefusedProbes float64 `json:"refusedProbes"`
+	// ExecStarted runs from the 201 to the first command's start event (the request through the
+	// router, the daemon has started the process); ExecEnded from there to its end event.
+	ExecStarted Summary `json:"execStarted"`
+	ExecEnded   Summary `json:"execEnded"`
+	// SecondInstruction is a second commands.run('true') right after the first, with
+	// --e2b-second-command.
+	SecondInstruction Summary `json:"secondInstruction"`
 }
 
 // e2bSample is one create and its first command.
@@ -117,6 +143,11 @@ type e2bSample struct {
 	startedAt     time.Time
 	// claimWritten, bound and claimReady are since the create's start; 0 when not seen.
 	claimWritten, bound, claimReady time.Duration
+	// steps are the front door's Server-Timing steps; run the first command's events, since
+	// the 201; second the second command, when run.
+	steps  serverSteps
+	run    runTimes
+	second time.Duration
 	// warm is set when a pool member served the create.
 	warm      bool
 	createErr error
@@ -260,18 +291,23 @@ func (r *Runner) e2bCreates(ctx context.Context, fd *e2bClient, ns string, s Sce
 			smp := &samples[i]
 			start := time.Now()
 			smp.start, smp.startedAt = start.Sub(t0), start
-			sb, err := fd.create(ctx, templateName, metadata, timeout)
+			sb, steps, err := fd.createWithSteps(ctx, templateName, metadata, timeout)
 			smp.create = time.Since(start)
 			if err != nil {
 				smp.createErr = err
 				return
 			}
-			smp.id = sb.SandboxID
-			if err := fd.run(ctx, sb, "true"); err != nil {
+			smp.id, smp.steps = sb.SandboxID, steps
+			if smp.run, err = fd.runTimed(ctx, sb, "true"); err != nil {
 				smp.runErr = err
 				return
 			}
 			smp.first = time.Since(start)
+			if r.e2bTarget.SecondCommand {
+				if second, err := fd.runTimed(ctx, sb, "true"); err == nil {
+					smp.second = second.ended
+				}
+			}
 		})
 	}
 	wg.Wait()
@@ -370,12 +406,39 @@ func e2bResult(s Scenario, url string, samples []e2bSample) Result {
 	m.Create, m.FirstInstruction = Summarize(creates), Summarize(firsts)
 	m.WarmCreate, m.WarmFirstInstruction = Summarize(warmCreates), Summarize(warmFirsts)
 	m.ClaimWritten, m.Bound, m.ClaimReady = Summarize(written), Summarize(bound), Summarize(ready)
+	m.Steps = e2bSteps(samples)
 	res.Latency = m.Create
 	if res.Ready > 0 {
 		res.AllReadySeconds = last.Seconds()
 	}
 	res.E2B = m
 	return res
+}
+
+// e2bSteps summarizes the steps of the warm creates whose first command succeeded; nil when
+// none carried the front door's steps.
+func e2bSteps(samples []e2bSample) *E2BSteps {
+	var claim, bound, daemon, probe, started, ended, second []float64
+	refused := 0.0
+	for _, smp := range samples {
+		if !smp.warm || smp.createErr != nil || smp.runErr != nil || smp.steps["daemon"] == 0 {
+			continue
+		}
+		for name, out := range map[string]*[]float64{"claim": &claim, "bound": &bound, "daemon": &daemon, "probe": &probe} {
+			*out = append(*out, smp.steps[name].Seconds())
+		}
+		refused += float64(smp.steps[refusedStep])
+		started = append(started, smp.run.started.Seconds())
+		ended = append(ended, (smp.run.ended - smp.run.started).Seconds())
+		if smp.second > 0 {
+			second = append(second, smp.second.Seconds())
+		}
+	}
+	if len(claim) == 0 {
+		return nil
+	}
+	return &E2BSteps{RouterClaim: Summarize(claim), RouterBound: Summarize(bound), RouterDaemon: Summarize(daemon), Probe: Summarize(probe),
+		RefusedProbes: refused / float64(len(claim)), ExecStarted: Summarize(started), ExecEnded: Summarize(ended), SecondInstruction: Summarize(second)}
 }
 
 // e2bTable renders the e2b scenarios against the issue's targets.
@@ -405,6 +468,7 @@ func e2bTable(results []Result) string {
 				phase(m.WarmCreate), phase(m.WarmFirstInstruction))
 		}
 	}
+	writeStepsTable(&b, results)
 	fmt.Fprintf(&b, "\nTargets at 20/s on 2 cores: create p50 ≤ %s and p99 ≤ %s; time to first instruction p50 ≤ %s.\n",
 		latency(1, e2bTargetCreateP50), latency(1, e2bTargetCreateP99), latency(1, e2bTargetFirstP50))
 	for _, s := range results {
@@ -414,6 +478,31 @@ func e2bTable(results []Result) string {
 	}
 	b.WriteString("\nThe harness speaks E2B's wire protocol as the e2b SDK 2.51.0 does (POST /v2/sandboxes with X-API-Key; commands.run as envd's Connect-JSON Process/Start through the front door with E2b-Sandbox-Id, E2b-Sandbox-Port and X-Access-Token), from the machine it runs on, with keep-alive connections. Create runs from just before the POST to its 201; first instruction from the same instant until `true` has exited. API writes are the API server's, cluster-wide, from the first create to the last first instruction.\n")
 	return b.String()
+}
+
+// writeStepsTable renders the warm creates' steps of the scenarios that have them.
+func writeStepsTable(b *strings.Builder, results []Result) {
+	header := false
+	for _, s := range results {
+		st := s.E2B.stepsOrNil()
+		if st == nil {
+			continue
+		}
+		if !header {
+			b.WriteString("\n| e2b scenario, warm creates, p50 (p99) of each step | front door: claim create | claim to bound | bound to daemon accepting | refused probes (mean) | accepting probe | 201 to exec start | exec start to exit | second command |\n")
+			b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+			header = true
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %.2f | %s | %s | %s | %s |\n", s.Name, phase(st.RouterClaim), phase(st.RouterBound), phase(st.RouterDaemon),
+			st.RefusedProbes, phase(st.Probe), phase(st.ExecStarted), phase(st.ExecEnded), phase(st.SecondInstruction))
+	}
+}
+
+func (m *E2B) stepsOrNil() *E2BSteps {
+	if m == nil {
+		return nil
+	}
+	return m.Steps
 }
 
 // phase renders a summary's p50 and p99.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -90,6 +91,7 @@ func (f *frontDoorFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v2/sandboxes":
+		w.Header().Set("Server-Timing", `claim;dur=4.5, bound;dur=8, daemon;dur=12;desc="1 refused", probe;dur=2`)
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(e2b.Sandbox{SandboxID: testID, TemplateID: "bench", EnvdVersion: e2b.EnvdVersion, EnvdAccessToken: testEnvdToken})
 	case r.Method == http.MethodGet && r.URL.Path == "/v2/sandboxes":
@@ -154,9 +156,12 @@ func TestE2BClientSendsWhatTheSDKSends(t *testing.T) {
 	c := newE2BClient(url, testKey, 1)
 	ctx := testCtx(t)
 
-	sb, err := c.create(ctx, "bench", map[string]string{"paddock-bench": "ns-1"}, 300)
+	sb, steps, err := c.createWithSteps(ctx, "bench", map[string]string{"paddock-bench": "ns-1"}, 300)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if steps["daemon"] != 12*time.Millisecond || steps[refusedStep] != 1 {
+		t.Errorf("create's steps %v, want the answer's Server-Timing (daemon 12 ms, 1 refused)", steps)
 	}
 	if sb.SandboxID != testID || sb.EnvdAccessToken != testEnvdToken {
 		t.Errorf("create returned %+v", sb)
@@ -405,6 +410,9 @@ func TestE2BResultAndReport(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", line, md)
 		}
 	}
+	if res.E2B.Steps != nil {
+		t.Errorf("steps %+v from samples without the front door's steps", res.E2B.Steps)
+	}
 	if e2bTable([]Result{{Name: "warm", Kind: KindWarm}}) != "" {
 		t.Error("a report without e2b scenarios has an e2b table")
 	}
@@ -429,5 +437,49 @@ func TestSettle(t *testing.T) {
 	}
 	if ok, l := settle(ctx, 2, time.Hour, time.Millisecond, func() (float64, bool) { return 0, false }); ok || l != -1 {
 		t.Errorf("settle without a load = %v, %v; want false, -1", ok, l)
+	}
+}
+
+// The warm creates' steps come from the front door's Server-Timing and the first command's
+// events; cold creates and failed commands are left out.
+func TestE2BSteps(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	steps := func(claim, bound, daemon, probe, refused int) serverSteps {
+		return serverSteps{"claim": ms(claim), "bound": ms(bound), "daemon": ms(daemon), "probe": ms(probe), refusedStep: time.Duration(refused)}
+	}
+	s := Scenario{Kind: KindE2B, PoolSize: 3, Count: 3, Rate: 1, Timeout: time.Minute}
+	samples := []e2bSample{
+		{id: "a", create: ms(60), first: ms(90), warm: true, steps: steps(10, 20, 30, 4, 1), run: runTimes{started: ms(20), ended: ms(30)}, second: ms(8)},
+		{id: "b", create: ms(80), first: ms(120), warm: true, steps: steps(12, 22, 40, 6, 0), run: runTimes{started: ms(25), ended: ms(40)}, second: ms(10)},
+		{id: "cold", create: ms(900), first: ms(950), steps: steps(10, 800, 90, 5, 3), run: runTimes{started: ms(30), ended: ms(50)}},
+		{id: "failed", create: ms(70), warm: true, steps: steps(10, 20, 30, 4, 9), runErr: errors.New("boom")},
+	}
+	got := e2bResult(s, "http://198.18.0.5:3000", samples).E2B.Steps
+	if got == nil {
+		t.Fatal("no steps")
+	}
+	sum := func(s Summary) [3]float64 { return [3]float64{float64(s.N), s.P50, s.Max} }
+	for name, tt := range map[string]struct {
+		got  Summary
+		want [3]float64
+	}{
+		"router claim":       {got.RouterClaim, [3]float64{2, 0.010, 0.012}},
+		"router bound":       {got.RouterBound, [3]float64{2, 0.020, 0.022}},
+		"router daemon":      {got.RouterDaemon, [3]float64{2, 0.030, 0.040}},
+		"probe":              {got.Probe, [3]float64{2, 0.004, 0.006}},
+		"exec started":       {got.ExecStarted, [3]float64{2, 0.020, 0.025}},
+		"exec ended":         {got.ExecEnded, [3]float64{2, 0.010, 0.015}},
+		"second instruction": {got.SecondInstruction, [3]float64{2, 0.008, 0.010}},
+	} {
+		if diff := cmp.Diff(tt.want, sum(tt.got), cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+			t.Errorf("%s (n, p50, max) (-want +got):\n%s", name, diff)
+		}
+	}
+	if got.RefusedProbes != 0.5 {
+		t.Errorf("refused probes %v, want the warm creates' mean 0.5", got.RefusedProbes)
+	}
+	md := Markdown(&Report{Scenarios: []Result{e2bResult(s, "", samples)}})
+	if line := "| e2b 1/s, 3 creates, pool 3 | 10 ms (12 ms) | 20 ms (22 ms) | 30 ms (40 ms) | 0.50 | 4.00 ms (6.00 ms) | 20 ms (25 ms) | 10 ms (15 ms) | 8.00 ms (10 ms) |"; !strings.Contains(md, line) {
+		t.Errorf("report lacks %q:\n%s", line, md)
 	}
 }

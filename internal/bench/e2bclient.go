@@ -72,17 +72,23 @@ func (e *apiError) Error() string { return fmt.Sprintf("%d: %s", e.status, e.mes
 // do sends one control-plane request with the key and, for a body, JSON; it returns the body of
 // an answer with status want and an *apiError for any other.
 func (c *e2bClient) do(ctx context.Context, method, path string, body any, want int) ([]byte, error) {
+	out, _, err := c.doHeader(ctx, method, path, body, want)
+	return out, err
+}
+
+// doHeader is do that also returns the answer's header.
+func (c *e2bClient) doHeader(ctx context.Context, method, path string, body any, want int) ([]byte, http.Header, error) {
 	var reader io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		reader = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.url+path, reader)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req.Header.Set(e2b.APIKeyHeader, c.key)
 	req.Header.Set("User-Agent", e2bUserAgent)
@@ -91,12 +97,12 @@ func (c *e2bClient) do(ctx context.Context, method, path string, body any, want 
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if resp.StatusCode != want {
 		e := &apiError{status: resp.StatusCode, message: string(out)}
@@ -106,26 +112,33 @@ func (c *e2bClient) do(ctx context.Context, method, path string, body any, want 
 		if json.Unmarshal(out, &body) == nil && body.Message != "" {
 			e.message = body.Message
 		}
-		return nil, e
+		return nil, nil, e
 	}
-	return out, nil
+	return out, resp.Header, nil
 }
 
 // create is Sandbox.create(template, {metadata, timeoutMs}).
 func (c *e2bClient) create(ctx context.Context, template string, metadata map[string]string, timeoutSeconds int64) (e2b.Sandbox, error) {
+	sb, _, err := c.createWithSteps(ctx, template, metadata, timeoutSeconds)
+	return sb, err
+}
+
+// createWithSteps is create that also returns the steps the front door's Server-Timing names.
+func (c *e2bClient) createWithSteps(ctx context.Context, template string, metadata map[string]string, timeoutSeconds int64) (e2b.Sandbox, serverSteps, error) {
 	var sb e2b.Sandbox
-	body, err := c.do(ctx, http.MethodPost, e2bCreatePath,
+	body, header, err := c.doHeader(ctx, http.MethodPost, e2bCreatePath,
 		e2b.CreateRequest{TemplateID: template, Metadata: metadata, Timeout: &timeoutSeconds}, http.StatusCreated)
 	if err != nil {
-		return sb, err
+		return sb, nil, err
 	}
+	steps := parseServerTiming(header.Values("Server-Timing"))
 	if err := json.Unmarshal(body, &sb); err != nil {
-		return sb, fmt.Errorf("the create answer is not E2B's Sandbox: %w", err)
+		return sb, nil, fmt.Errorf("the create answer is not E2B's Sandbox: %w", err)
 	}
 	if sb.SandboxID == "" {
-		return sb, errors.New("the create answer has no sandboxID")
+		return sb, nil, errors.New("the create answer has no sandboxID")
 	}
-	return sb, nil
+	return sb, steps, nil
 }
 
 // list is Sandbox.list({limit: 1}).nextItems(): one page.
@@ -187,11 +200,23 @@ func startRequest(sb e2b.Sandbox, cmd string) *connect.Request[pb.StartRequest] 
 // carry an end event whose exit code is 0, and close with Connect's end-stream frame, which the
 // SDK reads too.
 func (c *e2bClient) run(ctx context.Context, sb e2b.Sandbox, cmd string) error {
+	_, err := c.runTimed(ctx, sb, cmd)
+	return err
+}
+
+// runTimes are the moments of one run, since it was called: the start event (the daemon started
+// the process) and the end event (it exited).
+type runTimes struct{ started, ended time.Duration }
+
+// runTimed is run that also says when the start and end events arrived.
+func (c *e2bClient) runTimed(ctx context.Context, sb e2b.Sandbox, cmd string) (runTimes, error) {
+	var times runTimes
+	t0 := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, e2bCommandTimeout)
 	defer cancel()
 	stream, err := c.process.Start(ctx, startRequest(sb, cmd))
 	if err != nil {
-		return err
+		return times, err
 	}
 	defer stream.Close()
 	started := false
@@ -200,20 +225,20 @@ func (c *e2bClient) run(ctx context.Context, sb e2b.Sandbox, cmd string) error {
 		ev := stream.Msg().GetEvent()
 		switch {
 		case !started && ev.GetStart() == nil:
-			return errors.New("expected start event")
+			return times, errors.New("expected start event")
 		case !started:
-			started = true
+			started, times.started = true, time.Since(t0)
 		case ev.GetEnd() != nil:
-			end = ev.GetEnd()
+			end, times.ended = ev.GetEnd(), time.Since(t0)
 		}
 	}
 	switch {
 	case stream.Err() != nil:
-		return stream.Err()
+		return times, stream.Err()
 	case end == nil:
-		return errors.New("the stream ended without an end event")
+		return times, errors.New("the stream ended without an end event")
 	case end.GetExitCode() != 0 || end.Error != nil:
-		return fmt.Errorf("%q exited with %d (%s %s)", cmd, end.GetExitCode(), end.GetStatus(), end.GetError())
+		return times, fmt.Errorf("%q exited with %d (%s %s)", cmd, end.GetExitCode(), end.GetStatus(), end.GetError())
 	}
-	return nil
+	return times, nil
 }

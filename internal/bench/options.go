@@ -114,6 +114,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.E2B.Namespace, "e2b-namespace", o.E2B.Namespace, "the namespace --e2b-api-key is bound to; the e2b scenarios make their template and pool there instead of in a namespace of their own")
 	fs.StringVar(&o.E2B.KeysNamespace, "e2b-api-key-namespace", o.E2B.KeysNamespace, "the router's --e2b-api-key-namespace, where the scenario creates its API key Secret")
 	fs.StringVar(&o.E2B.Template, "e2b-template", o.E2B.Template, "namespace/name of the SandboxTemplate the e2b pool copies (volumes dropped); it must run sandboxd with envd's port 49983 declared and /bin/bash")
+	fs.BoolVar(&o.E2B.SecondCommand, "e2b-second-command", o.E2B.SecondCommand, "after each create's first commands.run('true'), run a second one and report it apart: the first command's cost over the second is what a cold member adds (binary and libraries not yet read, connection not yet open)")
 	fs.Float64Var(&o.E2B.SettleLoad, "e2b-settle-load", o.E2B.SettleLoad, "after the pool is full, wait (at most --timeout) until this machine's 1-minute load average is at most this before the creates; 0 does not wait. On a small node the pool's members starting and the previous scenario's teardown otherwise share the measured window")
 	fs.StringVar(&o.Image, "image", o.Image, "container image of the sandboxes")
 	fs.BoolVar(&o.KWOK, "kwok", o.KWOK, "place the sandboxes on KWOK fake nodes (node label type=kwok, taint kwok.x-k8s.io/node=fake:NoSchedule)")

@@ -46,10 +46,14 @@ func (f *FrontDoor) create(w http.ResponseWriter, r *http.Request, ns string) {
 		writeError(w, ref.status, ref.msg)
 		return
 	}
-	_, sb, ref := f.startSandbox(r.Context(), ns, pool, req)
+	ctx, steps := withSteps(r.Context(), time.Now())
+	_, sb, ref := f.startSandbox(ctx, ns, pool, req)
 	if ref != nil {
 		writeError(w, ref.status, ref.msg)
 		return
+	}
+	if v := steps.header(); v != "" {
+		w.Header().Set(serverTimingHeader, v)
 	}
 	httpjson.Write(w, http.StatusCreated, sb)
 }
@@ -64,6 +68,7 @@ func (f *FrontDoor) startSandbox(ctx context.Context, ns, pool string, req creat
 		return nil, e2bapi.Sandbox{}, &refusal{http.StatusServiceUnavailable, err.Error()}
 	}
 	claim, err := f.createClaim(ctx, ns, pool, req)
+	stepsOf(ctx).markClaimed(time.Now())
 	if apierrors.IsInvalid(err) {
 		// Admission refused the claim (the warm-resources policy names the metadata key at fault).
 		return nil, e2bapi.Sandbox{}, badRequest("%v", err)

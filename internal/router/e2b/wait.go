@@ -72,7 +72,7 @@ func (f *FrontDoor) awaitDaemon(ctx context.Context, c *extensionsv1beta1.Sandbo
 			last = fmt.Sprintf("the front door's cache does not show claim %s/%s yet", c.Namespace, c.Name)
 		} else if sb == nil {
 			last = why
-		} else if err := f.probe(ctx, sb); err != nil {
+		} else if err := f.timedProbe(ctx, sb); err != nil {
 			f.stats.probes.WithLabelValues("refused").Inc()
 			last = err.Error()
 			retry = time.After(probeRetry)
@@ -127,6 +127,17 @@ func (f *FrontDoor) readySandbox(ctx context.Context, ns, name string, uid types
 		return nil, why, false
 	}
 	return sb, "", false
+}
+
+// timedProbe is probe, recorded in the create's steps.
+func (f *FrontDoor) timedProbe(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
+	steps := stepsOf(ctx)
+	start := time.Now()
+	steps.markBound(start)
+	err := f.probe(ctx, sb)
+	end := time.Now()
+	steps.markProbe(end.Sub(start), end, err == nil)
+	return err
 }
 
 // probe calls e2bapi.ProbePath on the Sandbox's daemon with its token and reports why it refused.

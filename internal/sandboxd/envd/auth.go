@@ -43,6 +43,9 @@ func (s *Server) authorize(h http.Handler) http.Handler {
 			}
 			creds = append(creds, s.cfg.AccessToken)
 		}
+		if s.cfg.AwaitClaim != nil {
+			s.cfg.AwaitClaim(r.Context(), creds)
+		}
 		err := s.cfg.Authorize(creds...)
 		if err == nil {
 			h.ServeHTTP(w, r)

@@ -42,6 +42,10 @@ type Config struct {
 	// Bearer, AccessToken for a valid signed URL); it returns nil or an error whose GRPCStatus is
 	// Unauthenticated (401) or PermissionDenied (403). sandboxd passes Daemon.AuthorizeCredentials.
 	Authorize func(creds ...string) error
+	// AwaitClaim, when set, is called with a call's tokens before Authorize: it may hold the call
+	// (bounded, and never past ctx) while the sandbox is an unclaimed warm member about to be
+	// claimed, so that the call is decided once the claim arrived instead of refused and retried.
+	AwaitClaim func(ctx context.Context, creds []string)
 	// HomeDir is the users' home directory as clients name it; it is the sandbox root.
 	// DefaultHomeDir when empty.
 	HomeDir string

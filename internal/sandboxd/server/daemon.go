@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -71,10 +72,24 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// HTTPIdleTimeout is the keep-alive idle timeout of the HTTP servers.
 	HTTPIdleTimeout time.Duration
+	// ClaimHold bounds how long a locked warm member holds a call that presents the sandbox
+	// token, waiting for its claim settings, before it refuses the call (DefaultClaimHold when
+	// zero; negative refuses at once). Only the claim's holder is given the token, so such a
+	// call means the claim is on its way: the E2B front door's first probe is answered once the
+	// controller's settings land, instead of refused and sent again.
+	ClaimHold time.Duration
+	// WarmCommand, when set, runs once on a locked warm member that serves the envd port, before
+	// its claim, so that the claim's first command does not pay for the first exec of its shell
+	// (warmexec.go). cmd/sandboxd sets DefaultWarmCommand.
+	WarmCommand []string
 	// InterpreterPython and InterpreterNode are the commands of the code interpreter's Python and
 	// JavaScript kernels (default python3 and node from PATH).
 	InterpreterPython, InterpreterNode string
 }
+
+// DefaultClaimHold is Config.ClaimHold's default: longer than a claim-settings delivery takes on a
+// loaded node, far shorter than a create's timeout.
+const DefaultClaimHold = 2 * time.Second
 
 // maxJSONBody bounds the JSON request bodies (legacy /execute, claim settings).
 const maxJSONBody = 1 << 20
@@ -89,7 +104,13 @@ type Daemon struct {
 	started  time.Time
 	ready    atomic.Bool
 	// locked is true while RequireClaim holds: no claim settings have been applied yet.
-	locked   atomic.Bool
+	locked atomic.Bool
+	// claimed is closed when the daemon is unlocked; at once for one that starts unlocked.
+	claimed chan struct{}
+	// holding counts the calls awaitClaim holds now.
+	holding atomic.Int32
+	// warmed is closed when the warm-up command ended, or at once when none runs.
+	warmed   chan struct{}
 	activity activity
 	// peers classifies the peers of tokenless calls (AcceptPortForward, AllowUnauthenticatedNetwork).
 	peers portforward.Recognizer
@@ -112,12 +133,20 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.MetadataEnvPrefix == "" {
 		cfg.MetadataEnvPrefix = "SANDBOX_"
 	}
+	if cfg.ClaimHold == 0 {
+		cfg.ClaimHold = DefaultClaimHold
+	}
 	d := &Daemon{
 		cfg:      cfg,
 		root:     root,
 		procs:    process.NewManager(cfg.StreamChunkSize),
 		metadata: metadataEnv(cfg.Environ, cfg.MetadataEnvPrefix),
 		started:  time.Now(),
+		claimed:  make(chan struct{}),
+		warmed:   make(chan struct{}),
+	}
+	if !cfg.RequireClaim {
+		close(d.claimed)
 	}
 	d.procs.SetMaxProcesses(cfg.MaxProcesses)
 	d.activity.touch(d.started)
@@ -163,9 +192,28 @@ func (d *Daemon) EnvdServer() *envd.Server {
 		},
 		AccessToken:    token,
 		Authorize:      authorize,
+		AwaitClaim:     func(ctx context.Context, creds []string) { d.awaitClaim(ctx, d.e2bCredentials(creds)) },
 		MaxUploadBytes: d.cfg.MaxUploadBytes,
 		Ready:          d.ready.Load,
 	})
+}
+
+// awaitClaim holds a call to a locked daemon that presents the sandbox token until the daemon is
+// claimed, for at most ClaimHold and never past ctx; the caller then authorizes the call as
+// usual. Calls without the token are not held: they learn nothing and cost nothing more.
+func (d *Daemon) awaitClaim(ctx context.Context, creds []string) {
+	if !d.locked.Load() || d.cfg.ClaimHold < 0 || !slices.ContainsFunc(creds, func(c string) bool { return tokenEqual(c, d.cfg.Token) }) {
+		return
+	}
+	d.holding.Add(1)
+	defer d.holding.Add(-1)
+	t := time.NewTimer(d.cfg.ClaimHold)
+	defer t.Stop()
+	select {
+	case <-d.claimed:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // e2bCredentials are creds with --envd-access-token, which E2B clients present, standing for
@@ -222,6 +270,11 @@ func (d *Daemon) Serve(ctx context.Context, ls Listeners) error {
 		// On a locked warm member too: the kernel starts with the environment of the sandbox's
 		// commands (no token) and takes the claim's variables before its first cell.
 		go d.interp.Warm()
+	}
+	if ls.Envd != nil && d.locked.Load() && len(d.cfg.WarmCommand) > 0 {
+		go d.warmExec(ctx)
+	} else {
+		close(d.warmed)
 	}
 	var grpcServer *grpc.Server
 	if ls.GRPC != nil {

@@ -83,6 +83,7 @@ func TestEnvdAccessToken(t *testing.T) {
 func TestEnvdRefusesALockedMember(t *testing.T) {
 	url := serveEnvd(t, func(c *Config) {
 		c.Token, c.EnvdAccessToken, c.ControlToken, c.RequireClaim = "sandbox-token", "e2b-token", "control-token", true
+		c.ClaimHold = time.Millisecond // the sandbox token is held, then refused (claimhold_test.go)
 	})
 	fs := filesystempbconnect.NewFilesystemClient(http.DefaultClient, url, connect.WithProtoJSON())
 	for _, token := range []string{"e2b-token", "sandbox-token"} {

@@ -230,6 +230,7 @@ func (d *Daemon) putClaimSettings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if d.locked.CompareAndSwap(true, false) {
+		close(d.claimed) // the calls awaitClaim holds go on
 		klog.InfoS("claimed: sandboxd serves the sandbox token from now on", "claim", s.ClaimName, "claimUID", s.ClaimUID)
 		if d.interp != nil {
 			// The kernel started before the claim catches up with the claim's environment.

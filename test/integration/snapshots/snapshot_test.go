@@ -22,7 +22,7 @@ import (
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
-const snapImage = testRepository + "/x@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+const snapImage = "registry.test:5000/snapshots/x@sha256:2222222222222222222222222222222222222222222222222222222222222222"
 
 // TestValidation: the schema refuses bad names and any spec change, naming the field.
 func TestValidation(t *testing.T) {

@@ -61,6 +61,11 @@ func testSnapshots(t *testing.T) {
 		snapshotE2B(t, true)
 	})
 	t.Run("e2b-runc", func(t *testing.T) { snapshotE2B(t, false) })
+	t.Run("bench-gvisor", func(t *testing.T) {
+		requireGVisor(t)
+		snapshotBench(t, true)
+	})
+	t.Run("bench-runc", func(t *testing.T) { snapshotBench(t, false) })
 }
 
 func snapshotRoundTrip(t *testing.T, gvisor bool) {

@@ -2,19 +2,15 @@ package sandboxsnapshot
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,10 +18,8 @@ import (
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
 	"github.com/paddock-dev/paddock/internal/kube"
+	"github.com/paddock-dev/paddock/internal/snapshot"
 )
-
-// registryCallTimeout bounds one DELETE to the registry.
-const registryCallTimeout = 30 * time.Second
 
 // releaseImage runs while a captured snapshot is deleted. It deletes what would start new
 // Sandboxes from the snapshot (its published template and the warm pools it controls), keeps
@@ -131,41 +125,61 @@ func describeUsers(users []string) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(users[:shown], ", "), len(users)-shown)
 }
 
-// deleteImage deletes snap's manifest by digest (the OCI distribution DELETE), and its UID tag
-// first for registries that keep a tag pointing at a deleted digest. Layers are left to the
-// registry's garbage collection: a layer may be shared with the base image or other snapshots.
-// Only images under the snapshot namespace's path of the configured repository are deleted.
+// deleteImage deletes snap's manifest from the registry through an image delete Pod on the node
+// that pushed it (paddock-snapshot delete: the OCI distribution DELETE by digest, its UID tag
+// first; constructImageDeletePod says why on the node). Layers are left to the registry's
+// garbage collection: a layer may be shared with the base image or other snapshots. Only images
+// under the snapshot namespace's path of the configured repository are deleted.
 func (r *Reconciler) deleteImage(ctx context.Context, snap *snapshotsv1alpha1.SandboxSnapshot) (bool, ctrl.Result, error) {
 	image := snap.Status.Image
 	if prefix := r.opts.Repository + "/" + snap.Namespace + "/"; r.opts.Repository == "" || !strings.HasPrefix(image, prefix) {
 		return r.imageNotDeleted(snap, fmt.Sprintf("%s is not under %s, where this controller pushes the namespace's snapshots; delete it from its registry yourself", image, prefix))
 	}
-	ref, err := name.NewDigest(image, r.nameOptions()...)
-	if err != nil {
-		return r.imageNotDeleted(snap, fmt.Sprintf("status.image %q is not a digest reference: %v", image, err))
-	}
-	call, cancel := context.WithTimeout(ctx, registryCallTimeout)
-	defer cancel()
-	if tag, err := name.NewTag(ref.Context().String()+":"+string(snap.UID), r.nameOptions()...); err == nil {
-		_ = remote.Delete(tag, remote.WithContext(call)) // best effort: the digest below decides
-	}
-	err = remote.Delete(ref, remote.WithContext(call))
-	var terr *transport.Error
+	key := types.NamespacedName{Namespace: r.opts.Namespace, Name: imageDeletePodName(snap)}
+	pod := &corev1.Pod{}
+	err := r.opts.APIReader.Get(ctx, key, pod)
 	switch {
-	case err == nil || errors.As(err, &terr) && terr.StatusCode == 404:
+	case apierrors.IsNotFound(err):
+		want := constructImageDeletePod(snap, r.opts)
+		if err := r.client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, ctrl.Result{}, fmt.Errorf("creating image delete Pod %s: %w", key, err)
+		}
+		setCondition(snap, snapshotsv1alpha1.ConditionImageDeleted, metav1.ConditionFalse, snapshotsv1alpha1.ReasonImageDeleteRetrying,
+			fmt.Sprintf("image delete Pod %s deletes %s from node %s", key, image, snap.Status.NodeName))
+		return false, ctrl.Result{RequeueAfter: r.opts.PollInterval}, nil
+	case err != nil:
+		return false, ctrl.Result{}, fmt.Errorf("reading image delete Pod %s: %w", key, err)
+	case pod.Labels[snapshotsv1alpha1.SnapshotUIDLabel] != string(snap.UID):
+		return false, ctrl.Result{}, fmt.Errorf("pod %s is not the image delete Pod of snapshot %s/%s (label %s differs); delete it", key, snap.Namespace, snap.Name, snapshotsv1alpha1.SnapshotUIDLabel)
+	}
+	if !podFinished(pod) {
+		if r.opts.Clock.Since(pod.CreationTimestamp.Time) < r.opts.ImageDeleteTimeout+imageDeleteGrace {
+			setCondition(snap, snapshotsv1alpha1.ConditionImageDeleted, metav1.ConditionFalse, snapshotsv1alpha1.ReasonImageDeleteRetrying,
+				fmt.Sprintf("image delete Pod %s is %s on node %s", key, pod.Status.Phase, snap.Status.NodeName))
+			return false, ctrl.Result{RequeueAfter: r.opts.PollInterval}, nil
+		}
+		if err := r.deletePod(ctx, key); err != nil {
+			return false, ctrl.Result{}, err
+		}
+		return r.imageNotDeleted(snap, fmt.Sprintf("image delete Pod %s did not finish within %s (phase %s, node %s); delete %s from the registry yourself",
+			key, r.opts.ImageDeleteTimeout+imageDeleteGrace, pod.Status.Phase, snap.Status.NodeName, image))
+	}
+	if err := r.deletePod(ctx, key); err != nil {
+		return false, ctrl.Result{}, err
+	}
+	res, perr := snapshot.ParseResult(terminationMessage(pod))
+	switch {
+	case perr == nil && res.Error == "":
 		setCondition(snap, snapshotsv1alpha1.ConditionImageDeleted, metav1.ConditionTrue, snapshotsv1alpha1.ReasonImageDeleted, "the registry no longer serves "+image)
 		r.recorder.Eventf(snap, nil, corev1.EventTypeNormal, snapshotsv1alpha1.ReasonImageDeleted, "DeleteImage", "deleted %s from the registry", image)
 		ctrl.LoggerFrom(ctx).Info("Deleted the snapshot's image", "image", image)
 		return true, ctrl.Result{}, nil
-	case errors.As(err, &terr) && terr.StatusCode < 500:
-		return r.imageNotDeleted(snap, fmt.Sprintf("the registry refused to delete %s: %v; allow deletes on the registry (distribution: storage.delete.enabled) or delete it yourself", image, err))
-	case r.opts.Clock.Since(snap.DeletionTimestamp.Time) < r.opts.ImageDeleteTimeout:
-		setCondition(snap, snapshotsv1alpha1.ConditionImageDeleted, metav1.ConditionFalse, snapshotsv1alpha1.ReasonImageDeleteRetrying,
-			fmt.Sprintf("deleting %s: %v; retried until %s after the deletion", image, err, r.opts.ImageDeleteTimeout))
-		return false, ctrl.Result{RequeueAfter: 5 * r.opts.PollInterval}, nil
-	default:
-		return r.imageNotDeleted(snap, fmt.Sprintf("deleting %s failed for %s, last: %v; delete it from the registry yourself", image, r.opts.ImageDeleteTimeout, err))
+	case perr == nil && res.Refused:
+		return r.imageNotDeleted(snap, res.Error+"; allow deletes on the registry (distribution: storage.delete.enabled) or delete it yourself")
+	case perr == nil:
+		return r.imageNotDeleted(snap, res.Error+"; delete it from the registry yourself")
 	}
+	return r.imageNotDeleted(snap, fmt.Sprintf("image delete Pod %s: %v (%s); delete %s from the registry yourself", key, perr, podOutcome(pod), image))
 }
 
 // imageNotDeleted gives up on the image: the snapshot goes, and a warning event says what
@@ -178,9 +192,3 @@ func (r *Reconciler) imageNotDeleted(snap *snapshotsv1alpha1.SandboxSnapshot, ms
 	return true, ctrl.Result{}, nil
 }
 
-func (r *Reconciler) nameOptions() []name.Option {
-	if r.opts.InsecureRegistry {
-		return []name.Option{name.Insecure}
-	}
-	return nil
-}

@@ -41,14 +41,15 @@ func snapshotE2B(t *testing.T, gvisor bool) {
 	c := paddockClient(t)
 	copyE2BTemplate(t, ctx, c, ns, e2b.DefaultTemplate, false)
 	if !gvisor {
-		var tpl extensionsv1beta1.SandboxTemplate
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: e2b.DefaultTemplate}, &tpl); err != nil {
-			t.Fatal(err)
-		}
-		tpl.Spec.PodTemplate.Spec.RuntimeClassName = nil
-		if err := c.Update(ctx, &tpl); err != nil {
-			t.Fatal(err)
-		}
+		// The template controller writes the new template too: read, change, write until no conflict.
+		framework.Eventually(t, func(ctx context.Context) error {
+			var tpl extensionsv1beta1.SandboxTemplate
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: e2b.DefaultTemplate}, &tpl); err != nil {
+				return err
+			}
+			tpl.Spec.PodTemplate.Spec.RuntimeClassName = nil
+			return c.Update(ctx, &tpl)
+		})
 	}
 	framework.MustCreate(t, ctx, c, poolOf(ns, e2b.DefaultTemplate, 1))
 	key, otherKey, url := e2bAPIKey(t, ctx, c, ns), e2bAPIKey(t, ctx, c, otherNS), e2bURL(t, ctx, c)

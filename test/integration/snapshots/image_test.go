@@ -16,6 +16,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -113,6 +114,7 @@ func TestDeletedSnapshotKeepsItsImageWhileInUse(t *testing.T) {
 	if err := env.Client.Delete(framework.Context(t, framework.DefaultTimeout), builder.MakeSandbox("started-from-it", ns).Obj()); err != nil {
 		t.Fatal(err)
 	}
+	playImageDelete(t, snap)
 	framework.Eventually(t, func(ctx context.Context) error {
 		if _, err := get(ctx, ns, "snap", &snapshotsv1alpha1.SandboxSnapshot{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("snapshot still exists (get error %v)", err)
@@ -137,6 +139,7 @@ func TestRegistryRefusingDeleteDoesNotHoldTheSnapshot(t *testing.T) {
 	if err := env.Client.Delete(framework.Context(t, framework.DefaultTimeout), snap); err != nil {
 		t.Fatal(err)
 	}
+	playImageDelete(t, snap)
 	framework.Eventually(t, func(ctx context.Context) error {
 		if _, err := get(ctx, ns, "snap", &snapshotsv1alpha1.SandboxSnapshot{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("snapshot still exists (get error %v)", err)
@@ -147,6 +150,37 @@ func TestRegistryRefusingDeleteDoesNotHoldTheSnapshot(t *testing.T) {
 		t.Errorf("the refusing registry's image answers %d; want it still there", got)
 	}
 	waitEvent(t, ns, snapshotsv1alpha1.ReasonImageNotDeleted, "refused to delete "+snap.Status.Image)
+}
+
+// playImageDelete plays the node for snap's image delete Pod: it checks the Pod runs
+// paddock-snapshot delete on the capture's node's network, runs the same deletion (the real
+// registry client against the loopback registry) with the Pod's arguments, and ends the Pod with
+// its result.
+func playImageDelete(t *testing.T, snap *snapshotsv1alpha1.SandboxSnapshot) {
+	t.Helper()
+	var pod *corev1.Pod
+	framework.Eventually(t, func(ctx context.Context) error {
+		var err error
+		pod, err = get(ctx, captureNamespace, "snapshot-delete-"+string(snap.UID), &corev1.Pod{})
+		return err
+	})
+	c := pod.Spec.Containers[0]
+	args := map[string]string{}
+	for _, a := range c.Args[1:] {
+		k, v, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		args[k] = v
+	}
+	if c.Args[0] != "delete" || args["image"] != snap.Status.Image || args["tag"] != string(snap.UID) || !pod.Spec.HostNetwork ||
+		pod.Spec.NodeName != nodeName || c.Image != testCaptureImage || ptr.Deref(c.SecurityContext.Privileged, true) || len(pod.Spec.Volumes) != 0 {
+		t.Fatalf("image delete Pod: args %q, image %s, node %q, host network %v, privileged %v, volumes %d; want paddock-snapshot delete of %s (tag %s), unprivileged, no volumes, on the node's network of node %s",
+			c.Args, c.Image, pod.Spec.NodeName, pod.Spec.HostNetwork, c.SecurityContext.Privileged, len(pod.Spec.Volumes), snap.Status.Image, snap.UID, nodeName)
+	}
+	res := snapshot.DeleteImage(framework.Context(t, framework.DefaultTimeout), args["image"], args["tag"], false)
+	phase := corev1.PodSucceeded
+	if res.Error != "" {
+		phase = corev1.PodFailed
+	}
+	finishCapture(t, pod, phase, res)
 }
 
 // waitImageCondition waits until snapshot "snap" of ns has ImageDeleted=False with reason and a

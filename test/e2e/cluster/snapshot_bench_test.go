@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -86,10 +87,24 @@ func snapshotBench(t *testing.T, gvisor bool) {
 	for i := range snapshotBenchSamples {
 		warm = append(warm, claimReadyTimes(t, ctx, c, ns, "warm", fmt.Sprintf("warm-%d", i), 1)[0])
 	}
-	// The warm pool would refill alongside the fork: take it away first.
+	// The node's CPU requests hold some fifteen sandboxes: free it for the fork (the warm pool
+	// would refill alongside it too), and wait until only the source's Pod is left.
 	if err := c.Delete(ctx, &extensionsv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "warm"}}); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.DeleteAllOf(ctx, &extensionsv1beta1.SandboxClaim{}, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	framework.EventuallyWithin(t, 5*time.Minute, func(ctx context.Context) error {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(pods.Items) > 1 {
+			return fmt.Errorf("%d Pods left in %s; waiting for the source's alone", len(pods.Items), ns)
+		}
+		return nil
+	})
 	framework.MustCreate(t, ctx, c, builder.MakeWarmPool("fork", ns, tpl).Replicas(0).Obj())
 	forked := claimReadyTimes(t, ctx, c, ns, "fork", "fork", forks)
 

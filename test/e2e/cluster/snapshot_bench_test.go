@@ -196,8 +196,9 @@ func registryLayerBytes(t *testing.T, image string) (added, total int64) {
 	return added, total
 }
 
-// durations renders sorted samples as "a, b, c (median m)".
+// durations renders samples in order as "a, b, c (median m)".
 func durations(ds []time.Duration) string {
+	sorted := slices.Sorted(slices.Values(ds))
 	s := ""
 	for i, d := range ds {
 		if i > 0 {
@@ -205,5 +206,5 @@ func durations(ds []time.Duration) string {
 		}
 		s += d.Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("%s (median %s)", s, ds[len(ds)/2].Round(time.Millisecond))
+	return fmt.Sprintf("%s (median %s)", s, sorted[len(sorted)/2].Round(time.Millisecond))
 }

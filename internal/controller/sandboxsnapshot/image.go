@@ -191,4 +191,3 @@ func (r *Reconciler) imageNotDeleted(snap *snapshotsv1alpha1.SandboxSnapshot, ms
 	setCondition(snap, snapshotsv1alpha1.ConditionImageDeleted, metav1.ConditionFalse, snapshotsv1alpha1.ReasonImageNotDeleted, msg)
 	return true, ctrl.Result{}, nil
 }
-

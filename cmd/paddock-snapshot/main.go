@@ -2,8 +2,10 @@
 // (docs/design/snapshots.md): `paddock-snapshot capture --container-id=... --target=...` pauses
 // the container, writes its root filesystem's changes as one layer, resumes it, pushes the image
 // and writes the result (snapshot.Result) to the termination message. `paddock-snapshot resume
-// --container-id=...` resumes a container a killed capture left paused (the resume Pod). It
-// listens on nothing.
+// --container-id=...` resumes a container a killed capture left paused (the resume Pod).
+// `paddock-snapshot delete --image=...` deletes a deleted snapshot's image from the registry,
+// from the node's network where the capture pushed it (the image delete Pod). It listens on
+// nothing.
 package main
 
 import (
@@ -22,6 +24,14 @@ import (
 )
 
 func main() {
+	if len(os.Args) >= 2 && os.Args[1] == "delete" {
+		res := deleteImage(os.Args[2:])
+		fmt.Println(string(res.Encode()))
+		if res.Error != "" {
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) >= 2 && os.Args[1] == "resume" {
 		if err := resume(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "paddock-snapshot resume:", err)
@@ -30,7 +40,7 @@ func main() {
 		return
 	}
 	if len(os.Args) < 2 || os.Args[1] != "capture" {
-		fmt.Fprintln(os.Stderr, "usage: paddock-snapshot capture --container-id=ID --base-image=REF --target=REPO:TAG [flags]\n       paddock-snapshot resume --container-id=ID [--containerd-socket=PATH]")
+		fmt.Fprintln(os.Stderr, "usage: paddock-snapshot capture --container-id=ID --base-image=REF --target=REPO:TAG [flags]\n       paddock-snapshot resume --container-id=ID [--containerd-socket=PATH]\n       paddock-snapshot delete --image=REPO@DIGEST [--tag=TAG] [--insecure-registry] [--timeout=DURATION]")
 		os.Exit(2)
 	}
 	o, resultFile, socket, err := parse(os.Args[2:])
@@ -83,6 +93,32 @@ func resume(args []string) error {
 	}
 	fmt.Printf("container %s is not paused\n", *id)
 	return nil
+}
+
+// deleteImage deletes one image from its registry and writes the result to the termination
+// message.
+func deleteImage(args []string) snapshot.Result {
+	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
+	image := fs.String("image", "", "Image to delete, by digest.")
+	tag := fs.String("tag", "", "Tag of the image's repository to delete first (the snapshot's UID).")
+	insecure := fs.Bool("insecure-registry", false, "Talk to the registry over plain HTTP.")
+	timeout := fs.Duration("timeout", 2*time.Minute, "How long a registry that cannot be reached or answers 5xx is tried again.")
+	resultFile := fs.String("result-file", "/dev/termination-log", "Where the result is written (the Pod's termination message).")
+	res := snapshot.Result{}
+	switch err := fs.Parse(args); {
+	case err != nil:
+		res = snapshot.Result{Error: err.Error(), Refused: true}
+	case *image == "":
+		res = snapshot.Result{Error: "--image is required", Refused: true}
+	default:
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		res = snapshot.DeleteImageRetrying(ctx, *image, *tag, *insecure, 5*time.Second)
+		cancel()
+	}
+	if err := os.WriteFile(*resultFile, res.Encode(), 0o644); err != nil {
+		fmt.Fprintf(os.Stderr, "writing the result to %s: %v\n", *resultFile, err)
+	}
+	return res
 }
 
 func parse(args []string) (capture.Options, string, string, error) {

@@ -11,7 +11,7 @@ import (
 const MaxResultBytes = 4096
 
 // Result is what a capture Pod writes to its termination message: the stored image on success,
-// or the error. PausedMilliseconds is reported in both cases when the container was paused.
+// or the error; an image delete Pod writes the deleted image or the error. PausedMilliseconds is reported in both cases when the container was paused.
 type Result struct {
 	// Image is the stored image as a digest reference; empty on failure.
 	Image string `json:"image,omitempty"`
@@ -21,6 +21,8 @@ type Result struct {
 	PausedMilliseconds int64 `json:"pausedMilliseconds,omitempty"`
 	// Error says what failed; empty on success.
 	Error string `json:"error,omitempty"`
+	// Refused is set by an image deletion the registry refused: trying again will not help.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // Encode renders r for a termination message, cutting Error so that the whole fits in

@@ -13,6 +13,10 @@ const (
 	// once a resume Pod made sure the source container is not left paused (a capture killed
 	// with SIGKILL cannot resume it itself), False while that is pending or failed.
 	ConditionSourceResumed = "SourceResumed"
+	// ConditionImageDeleted is set on a snapshot being deleted: False while Sandboxes or
+	// SandboxTemplates of its namespace still run its image (a Pod may need to pull it again) or
+	// while the registry cannot be reached, True once the registry deleted the manifest.
+	ConditionImageDeleted = "ImageDeleted"
 )
 
 // Reasons of the snapshot conditions.
@@ -45,4 +49,15 @@ const (
 	// ReasonSourceGone: the container the status names is not a container of the Sandbox's Pod
 	// on that node any more (the Pod was replaced or deleted), so there is nothing to resume.
 	ReasonSourceGone = "SourceGone"
+	// ReasonImageInUse: Sandboxes or SandboxTemplates of the namespace run the image; it is
+	// deleted when the last of them is.
+	ReasonImageInUse = "ImageInUse"
+	// ReasonImageDeleteRetrying: the registry could not be reached or failed; it is retried until
+	// the image delete timeout.
+	ReasonImageDeleteRetrying = "ImageDeleteRetrying"
+	// ReasonImageNotDeleted: the registry refused the deletion (or kept failing), or the image is
+	// outside the configured repository; the snapshot goes anyway and an event names the image.
+	ReasonImageNotDeleted = "ImageNotDeleted"
+	// ReasonImageDeleted: the registry no longer serves the manifest.
+	ReasonImageDeleted = "ImageDeleted"
 )

@@ -121,6 +121,29 @@ func constructCapturePod(snap *snapshotsv1alpha1.SandboxSnapshot, src source, o 
 // workDir is the capture Pod's scratch directory (an emptyDir).
 const workDir = "/work"
 
+// imageDeletePodName is the image delete Pod of snap in the controller's namespace.
+func imageDeletePodName(snap *snapshotsv1alpha1.SandboxSnapshot) string {
+	return "snapshot-delete-" + string(snap.UID)
+}
+
+// constructImageDeletePod deletes snap's image from the registry on the node that pushed it, on
+// the node's network: the registry may be one only nodes reach (the dev registry is on the
+// node's loopback). It needs no privilege and no node path.
+func constructImageDeletePod(snap *snapshotsv1alpha1.SandboxSnapshot, o Options) *corev1.Pod {
+	args := []string{"delete", "--image=" + snap.Status.Image, "--tag=" + string(snap.UID), "--timeout=" + o.ImageDeleteTimeout.String()}
+	if o.InsecureRegistry {
+		args = append(args, "--insecure-registry")
+	}
+	pod := nodePod(imageDeletePodName(snap), "paddock-snapshot-delete", snap, snap.Status.NodeName, Options{Namespace: o.Namespace, CaptureImage: o.CaptureImage}, args)
+	pod.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(false), AllowPrivilegeEscalation: ptr.To(false)}
+	pod.Spec.ActiveDeadlineSeconds = ptr.To(int64((o.ImageDeleteTimeout + imageDeleteGrace).Seconds()))
+	return pod
+}
+
+// imageDeleteGrace is how long past ImageDeleteTimeout an image delete Pod may take to start
+// and report before the controller gives up on it (its node may be gone).
+const imageDeleteGrace = time.Minute
+
 // resumeDeadline bounds a resume Pod: one containerd call once it runs.
 const resumeDeadline = 2 * time.Minute
 

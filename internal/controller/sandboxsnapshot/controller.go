@@ -252,8 +252,8 @@ func (r *Reconciler) cleanup(ctx context.Context, snap *snapshotsv1alpha1.Sandbo
 }
 
 // finalize removes the capture Pod (its SIGTERM path resumes the source) and, for a capture
-// that had started and not finished, waits for the resume guard; then it removes the resume Pod
-// and the finalizer.
+// that had started and not finished, waits for the resume guard; a captured snapshot then
+// releases its image (releaseImage). Last it removes the resume Pod and the finalizer.
 func (r *Reconciler) finalize(ctx context.Context, snap *snapshotsv1alpha1.SandboxSnapshot) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(snap, snapshotsv1alpha1.Finalizer) {
 		return ctrl.Result{}, nil
@@ -262,7 +262,11 @@ func (r *Reconciler) finalize(ctx context.Context, snap *snapshotsv1alpha1.Sandb
 		return ctrl.Result{}, err
 	}
 	original := snap.DeepCopy()
-	if done, res, err := r.guardResume(ctx, snap); !done || err != nil {
+	done, res, err := r.guardResume(ctx, snap)
+	if done && err == nil {
+		done, res, err = r.releaseImage(ctx, snap)
+	}
+	if !done || err != nil {
 		// The condition says what deletion waits for.
 		_, werr := kube.PatchStatus(ctx, r.client, snap, original, statusOf)
 		return res, errors.Join(err, client.IgnoreNotFound(werr))

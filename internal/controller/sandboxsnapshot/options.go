@@ -29,6 +29,9 @@ type Options struct {
 	Runsc string
 	// InsecureRegistry pushes over plain HTTP (the dev registry).
 	InsecureRegistry bool
+	// ImageDeleteTimeout is how long a deleted snapshot retries deleting its image from a
+	// registry that cannot be reached or answers 5xx before it gives up and goes.
+	ImageDeleteTimeout time.Duration
 	// ReadyTimeout is how long a snapshot waits for its Sandbox to be Ready before failing.
 	ReadyTimeout time.Duration
 	// CaptureTimeout bounds a capture Pod (activeDeadlineSeconds).
@@ -43,11 +46,12 @@ type Options struct {
 
 // Defaults of the options.
 const (
-	DefaultNamespace        = "paddock-system"
-	DefaultContainerdSocket = "/run/containerd/containerd.sock"
-	DefaultReadyTimeout     = 5 * time.Minute
-	DefaultCaptureTimeout   = 10 * time.Minute
-	DefaultPollInterval     = time.Second
+	DefaultNamespace          = "paddock-system"
+	DefaultContainerdSocket   = "/run/containerd/containerd.sock"
+	DefaultReadyTimeout       = 5 * time.Minute
+	DefaultCaptureTimeout     = 10 * time.Minute
+	DefaultPollInterval       = time.Second
+	DefaultImageDeleteTimeout = 2 * time.Minute
 )
 
 // DefaultNodePaths are a stock containerd's socket directory and root, and runsc's state.
@@ -56,7 +60,7 @@ func DefaultNodePaths() []string {
 }
 
 func (o Options) withDefaults(c client.Client) (Options, error) {
-	for name, d := range map[string]time.Duration{"ReadyTimeout": o.ReadyTimeout, "CaptureTimeout": o.CaptureTimeout, "PollInterval": o.PollInterval} {
+	for name, d := range map[string]time.Duration{"ReadyTimeout": o.ReadyTimeout, "CaptureTimeout": o.CaptureTimeout, "PollInterval": o.PollInterval, "ImageDeleteTimeout": o.ImageDeleteTimeout} {
 		if d < 0 {
 			return o, fmt.Errorf("sandbox snapshot reconciler option %s is %s; set a positive duration or 0 for the default", name, d)
 		}
@@ -69,6 +73,7 @@ func (o Options) withDefaults(c client.Client) (Options, error) {
 	o.ReadyTimeout = cmp.Or(o.ReadyTimeout, DefaultReadyTimeout)
 	o.CaptureTimeout = cmp.Or(o.CaptureTimeout, DefaultCaptureTimeout)
 	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
+	o.ImageDeleteTimeout = cmp.Or(o.ImageDeleteTimeout, DefaultImageDeleteTimeout)
 	o.APIReader = cmp.Or[client.Reader](o.APIReader, c)
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

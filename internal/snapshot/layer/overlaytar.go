@@ -82,6 +82,11 @@ func convertEntry(w *writer, tr *tar.Reader, in *tar.Header) error {
 		if err != nil {
 			return fmt.Errorf("/%s: hard link: %w", p, err)
 		}
+		if _, ok := w.files[whiteoutAt(target)]; ok {
+			// runsc's tar writes every whiteout after the first as a hard link to it (they share
+			// one inode, seen after files renamed over in a directory of the image).
+			return w.whiteout(dir, name, h)
+		}
 		if _, ok := w.files[target]; !ok {
 			return fmt.Errorf("/%s: hard link to %q, which is not a file earlier in this layer", p, in.Linkname)
 		}
@@ -89,6 +94,7 @@ func convertEntry(w *writer, tr *tar.Reader, in *tar.Header) error {
 		return w.header(h)
 	case tar.TypeChar:
 		if in.Devmajor == 0 && in.Devminor == 0 {
+			w.files[whiteoutAt(p)] = p
 			return w.whiteout(dir, name, h)
 		}
 		return fmt.Errorf("/%s: a device node (%d:%d) cannot be stored in a snapshot; remove it", p, in.Devmajor, in.Devminor)
@@ -100,6 +106,10 @@ func convertEntry(w *writer, tr *tar.Reader, in *tar.Header) error {
 	}
 	return fmt.Errorf("/%s: tar entry type %q is not a file, directory, link, FIFO or whiteout", p, in.Typeflag)
 }
+
+// whiteoutAt keys, in writer.files, a whiteout read at a path, so that a hard link to it is known
+// as one more whiteout.
+type whiteoutAt string
 
 // cleanPath turns a tar name into a relative path whose every component validName accepts;
 // leading "/" and "./" are dropped, the root is "".

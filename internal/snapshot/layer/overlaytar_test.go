@@ -69,6 +69,34 @@ func TestOverlayTarConverts(t *testing.T) {
 	}
 }
 
+// TestOverlayTarWhiteoutHardLinks: runsc writes the whiteouts after the first as hard links to it
+// (seen on the dev cluster after sandboxd's uploads, which rename a temporary file); each is one
+// more whiteout, never a link to a file.
+func TestOverlayTarWhiteoutHardLinks(t *testing.T) {
+	in := tarOf(t,
+		&tar.Header{Typeflag: tar.TypeDir, Name: "/home/user/", Mode: 0o755},
+		&tar.Header{Typeflag: tar.TypeChar, Name: "/home/user/.sandboxd-tmp-a", Devmajor: 0, Devminor: 0},
+		&tar.Header{Typeflag: tar.TypeLink, Name: "/home/user/.sandboxd-tmp-b", Linkname: "./home/user/.sandboxd-tmp-a"},
+		&tar.Header{Typeflag: tar.TypeReg, Name: "/home/user/state.txt", Mode: 0o644, Size: 3},
+	)
+	b, st, err := convert(t, in, opts())
+	if err != nil {
+		t.Fatalf("FromOverlayTar: %v", err)
+	}
+	want := []entry{
+		{Name: "home/user/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "home/user/.wh..sandboxd-tmp-a", Type: tar.TypeReg, Mode: 0o600},
+		{Name: "home/user/.wh..sandboxd-tmp-b", Type: tar.TypeReg, Mode: 0o600},
+		{Name: "home/user/state.txt", Type: tar.TypeReg, Mode: 0o644, Content: "xxx"},
+	}
+	if d := cmp.Diff(want, readLayer(t, b)); d != "" {
+		t.Errorf("layer (-want +got):\n%s", d)
+	}
+	if st.Whiteouts != 2 {
+		t.Errorf("stats %+v: want 2 whiteouts", st)
+	}
+}
+
 // TestOverlayTarRefuses: hostile entries fail the conversion, naming the path.
 func TestOverlayTarRefuses(t *testing.T) {
 	for name, tc := range map[string]struct {

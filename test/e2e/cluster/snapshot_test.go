@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -45,13 +47,25 @@ test -e /opt/venv/bin/activate.csh && echo activate.csh present || echo activate
 // testSnapshots: a SandboxSnapshot of a running sandbox becomes Ready on the real node, the
 // source keeps running, and a claim of the template it publishes runs exactly the tree the
 // source wrote, deletion included; another namespace can neither use the template nor run the
-// image (the admission policy), under runc and gVisor.
+// image (the admission policy); deleting the snapshot keeps its image while the clone runs it and
+// deletes it from the registry after; under runc and gVisor. Then the unmodified E2B SDK's
+// snapshot and fork calls (snapshotE2B).
 func testSnapshots(t *testing.T) {
 	t.Run("runc", func(t *testing.T) { snapshotRoundTrip(t, false) })
 	t.Run("gvisor", func(t *testing.T) {
 		requireGVisor(t)
 		snapshotRoundTrip(t, true)
 	})
+	t.Run("e2b-gvisor", func(t *testing.T) {
+		requireGVisor(t)
+		snapshotE2B(t, true)
+	})
+	t.Run("e2b-runc", func(t *testing.T) { snapshotE2B(t, false) })
+	t.Run("bench-gvisor", func(t *testing.T) {
+		requireGVisor(t)
+		snapshotBench(t, true)
+	})
+	t.Run("bench-runc", func(t *testing.T) { snapshotBench(t, false) })
 }
 
 func snapshotRoundTrip(t *testing.T, gvisor bool) {
@@ -137,6 +151,42 @@ func snapshotRoundTrip(t *testing.T, gvisor bool) {
 	own.Namespace = ns
 	if err := c.Create(ctx, own, client.DryRunAll); err != nil {
 		t.Errorf("a Pod in the snapshot's namespace %s running its image: %v", ns, err)
+	}
+
+	// Deleting the snapshot keeps its image while the clone runs it (its Pod may have to pull it
+	// again), then deletes it from the registry once the clone and its pool are gone.
+	if got := registryStatus(t, snap.Status.Image); got != http.StatusOK {
+		t.Fatalf("the registry answers %d for the Ready snapshot's image %s", got, snap.Status.Image)
+	}
+	if err := c.Delete(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, func(ctx context.Context) error {
+		got := &snapshotsv1alpha1.SandboxSnapshot{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(snap), got); err != nil {
+			return err
+		}
+		return builder.HasCondition(got.Status.Conditions, snapshotsv1alpha1.ConditionImageDeleted, metav1.ConditionFalse, snapshotsv1alpha1.ReasonImageInUse)
+	})
+	if got := registryStatus(t, snap.Status.Image); got != http.StatusOK {
+		t.Fatalf("the registry answers %d for %s while the clone runs it; want it kept", got, snap.Status.Image)
+	}
+	if got := sandboxRunner(t, ctx, c, clone, cloneIP)("cat", "/home/user/snap/dir/file"); got != "hello" {
+		t.Errorf("the clone after its snapshot's deletion reads %q", got)
+	}
+	for _, obj := range []client.Object{claim, &extensionsv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fork"}}} {
+		if err := c.Delete(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	framework.EventuallyWithin(t, 5*time.Minute, func(ctx context.Context) error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(snap), &snapshotsv1alpha1.SandboxSnapshot{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("snapshot %s still exists (get error %v)", snap.Name, err)
+		}
+		return nil
+	})
+	if got := registryStatus(t, snap.Status.Image); got != http.StatusNotFound {
+		t.Errorf("the registry answers %d for %s after its snapshot and users are gone; want 404", got, snap.Status.Image)
 	}
 }
 

@@ -6,8 +6,15 @@
 package snapshots
 
 import (
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/paddock-dev/paddock/internal/manager"
@@ -16,9 +23,12 @@ import (
 
 var env *framework.Env
 
-// Where the tests' controller pushes snapshots and what its capture Pods run.
+// testRepository is where the tests' controller pushes snapshots: a real registry on loopback
+// (startRegistry), so that deleting a snapshot deletes a real manifest.
+var testRepository string
+
+// What the tests' capture Pods run.
 const (
-	testRepository   = "registry.test:5000/snapshots"
 	testCaptureImage = "registry.test:5000/paddock-snapshot:test"
 	// captureNamespace is the controller's own namespace outside a Pod: capture Pods go there.
 	captureNamespace = manager.DefaultNamespace
@@ -28,9 +38,38 @@ const (
 func TestMain(m *testing.M) {
 	framework.SetTestLogger()
 	framework.RunMain(m, &env, func(e *framework.Env) (func(), error) {
-		return framework.StartControllersWith(e, func(o *manager.Options) {
+		stopRegistry := startRegistry()
+		stop, err := framework.StartControllersWith(e, func(o *manager.Options) {
 			o.SnapshotRepository = testRepository
 			o.SnapshotCaptureImage = testCaptureImage
 		}, noop.NewTracerProvider())
+		if err != nil {
+			stopRegistry()
+			return nil, err
+		}
+		return func() { stop(); stopRegistry() }, nil
 	})
+}
+
+// refusingDeletes holds the namespaces whose snapshot images the registry refuses to delete
+// (405 UNSUPPORTED, as a registry with deletes disabled answers).
+var refusingDeletes sync.Map
+
+// startRegistry serves an OCI registry on loopback and sets testRepository to a path in it.
+func startRegistry() func() {
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			if parts := strings.Split(r.URL.Path, "/"); len(parts) > 3 {
+				if _, refuse := refusingDeletes.Load(parts[3]); refuse {
+					w.WriteHeader(http.StatusMethodNotAllowed)
+					_, _ = io.WriteString(w, `{"errors":[{"code":"UNSUPPORTED","message":"The operation is unsupported."}]}`)
+					return
+				}
+			}
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	testRepository = strings.TrimPrefix(srv.URL, "http://") + "/snapshots"
+	return srv.Close
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
-const snapImage = testRepository + "/x@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+const snapImage = "registry.test:5000/snapshots/x@sha256:2222222222222222222222222222222222222222222222222222222222222222"
 
 // TestValidation: the schema refuses bad names and any spec change, naming the field.
 func TestValidation(t *testing.T) {
@@ -44,8 +44,11 @@ func TestValidation(t *testing.T) {
 	}
 	snap := builder.MakeSnapshot("ok", ns, "sb").Obj()
 	create(t, snap)
+	// A patch without a resourceVersion: the controller adding its finalizer meanwhile must not
+	// turn the answer into a conflict.
+	orig := snap.DeepCopy()
 	snap.Spec.SandboxName = "other"
-	if err := env.Client.Update(ctx, snap); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec is immutable") {
+	if err := env.Client.Patch(ctx, snap, client.MergeFrom(orig)); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec is immutable") {
 		t.Errorf("changing spec.sandboxName: error %v, want Invalid saying the spec is immutable", err)
 	}
 }

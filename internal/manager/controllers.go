@@ -165,6 +165,8 @@ func sandboxOptions(o *Options) sandbox.Options {
 	}
 	opts.SandboxdImage = o.SandboxdImage
 	opts.ImageConfigs = imageconfig.NewReader(nil, 0)
+	// The SandboxSnapshot CRD comes with the extensions.
+	opts.SuspendCaptures = o.Extensions
 	return opts
 }
 

@@ -45,6 +45,7 @@ func computeStatus(sb *agentsv1beta1.Sandbox, obs *observation, clusterDomain st
 	setFinished(sb, obs)
 	setEgressPolicy(sb, obs)
 	setResized(sb, obs)
+	setRootfsKept(sb, obs)
 	setChildFields(sb, obs, clusterDomain)
 }
 

@@ -128,12 +128,18 @@ func (r *Reconciler) holdForCapture(ctx context.Context, sb *agentsv1beta1.Sandb
 			"SandboxSnapshot %s captures container %q of Pod %s before it is deleted", suspendSnapshotName(sb, pod), container, pod.Name)
 		return r.createCapture(ctx, sb, pod, container)
 	}
-	switch snap.Status.Phase {
-	case snapshotsv1alpha1.SnapshotPhaseReady:
+	switch {
+	case !snap.DeletionTimestamp.IsZero():
+		// A failed capture dropped when the Sandbox ran again; the retry takes its name.
+		ro.hold = true
+		ro.set(metav1.ConditionFalse, agentsv1beta1.SandboxReasonRootfsCapturing,
+			"waiting for the earlier capture %s of Pod %s to be deleted before capturing it again", snap.Name, pod.Name)
+		return nil
+	case snap.Status.Phase == snapshotsv1alpha1.SnapshotPhaseReady:
 		ro.set(metav1.ConditionTrue, agentsv1beta1.SandboxReasonRootfsCaptured, "the next Pod starts from %s", resumeSource(snap))
 		setResumeFromAnnotation(sb, snap.Name)
 		return nil
-	case snapshotsv1alpha1.SnapshotPhaseFailed:
+	case snap.Status.Phase == snapshotsv1alpha1.SnapshotPhaseFailed:
 		ro.hold = true
 		ro.set(metav1.ConditionFalse, agentsv1beta1.SandboxReasonRootfsCaptureFailed,
 			"SandboxSnapshot %s failed (%s), so Pod %s keeps running and nothing is lost; set spec.operatingMode to Running and then Suspended to try again, or remove annotation %s to suspend without the root filesystem",
@@ -182,7 +188,7 @@ func (r *Reconciler) createCapture(ctx context.Context, sb *agentsv1beta1.Sandbo
 			Name:      suspendSnapshotName(sb, pod),
 			Namespace: sb.Namespace,
 			Labels: map[string]string{
-				agentsv1beta1.SandboxNameHashLabel:    naming.NameHash(sb.Name),
+				agentsv1beta1.SandboxNameHashLabel:   naming.NameHash(sb.Name),
 				snapshotsv1alpha1.SuspendPodUIDLabel: string(pod.UID),
 			},
 			OwnerReferences: []metav1.OwnerReference{owner},

@@ -25,12 +25,39 @@ const (
 	nodeName         = "node-a"
 )
 
+// stopControllers stops the running controllers; restartControllers replaces it.
+var stopControllers func()
+
 func TestMain(m *testing.M) {
 	framework.SetTestLogger()
 	framework.RunMain(m, &env, func(e *framework.Env) (func(), error) {
-		return framework.StartControllersWith(e, func(o *manager.Options) {
-			o.SnapshotRepository = testRepository
-			o.SnapshotCaptureImage = testCaptureImage
-		}, noop.NewTracerProvider())
+		if err := startControllers(e); err != nil {
+			return nil, err
+		}
+		return func() { stopControllers() }, nil
 	})
+}
+
+func startControllers(e *framework.Env) error {
+	stop, err := framework.StartControllersWith(e, func(o *manager.Options) {
+		o.SnapshotRepository = testRepository
+		o.SnapshotCaptureImage = testCaptureImage
+	}, noop.NewTracerProvider())
+	if err != nil {
+		return err
+	}
+	stopControllers = stop
+	return nil
+}
+
+// restartControllers stops the controllers, runs between (the world changing while no
+// controller runs), and starts new ones, with empty caches, as after a crash. Tests of this
+// package run one at a time, so no other test is affected.
+func restartControllers(t *testing.T, between func()) {
+	t.Helper()
+	stopControllers()
+	between()
+	if err := startControllers(env); err != nil {
+		t.Fatalf("restarting the controllers: %v", err)
+	}
 }

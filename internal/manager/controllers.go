@@ -167,6 +167,9 @@ func sandboxOptions(o *Options) sandbox.Options {
 	opts.ImageConfigs = imageconfig.NewReader(nil, 0)
 	// The SandboxSnapshot CRD comes with the extensions.
 	opts.SuspendCaptures = o.Extensions
+	if o.SnapshotRepository == "" || o.SnapshotCaptureImage == "" {
+		opts.SuspendCapturesUnavailable = "snapshots are not configured on this cluster (start the controller with --snapshot-repository and --snapshot-capture-image, docs/design/snapshots.md)"
+	}
 	return opts
 }
 

@@ -137,6 +137,9 @@ const (
 	// SandboxReasonRootfsNotCaptured: the Pod had no running container to capture; the next
 	// Pod starts from the last captured image, if any.
 	SandboxReasonRootfsNotCaptured = "NotCaptured"
+	// SandboxReasonRootfsNotConfigured: the cluster has no snapshot repository or capture image;
+	// the Sandbox suspends as upstream, keeping its volumes only.
+	SandboxReasonRootfsNotConfigured = "NotConfigured"
 	// SandboxReasonRootfsSnapshotMissing: the SandboxSnapshot to resume from is gone or not
 	// Ready; the Pod started from the pod template's image.
 	SandboxReasonRootfsSnapshotMissing = "SnapshotMissing"

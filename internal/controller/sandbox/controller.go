@@ -92,6 +92,10 @@ type Options struct {
 	// creates, watches and deletes the SandboxSnapshots of suspensions. It needs the
 	// SandboxSnapshot CRD, which the extensions install; off, the annotation is ignored.
 	SuspendCaptures bool
+	// SuspendCapturesUnavailable, when not empty, says why this cluster cannot capture (no
+	// snapshot repository or capture image): annotated Sandboxes then suspend as upstream and
+	// report it in RootfsKept.
+	SuspendCapturesUnavailable string
 }
 
 // DefaultOptions returns the defaults New gives zero fields.

@@ -34,6 +34,8 @@ type rootfsObservation struct {
 	// on is set when the Sandbox asks for it and the controller serves it; the condition exists
 	// only then.
 	on bool
+	// unavailable is set when the cluster cannot capture (snapshots not configured).
+	unavailable bool
 	// snapshots are the suspend captures the Sandbox controls.
 	snapshots []snapshotsv1alpha1.SandboxSnapshot
 	// hold is set while the Pod of a suspended Sandbox must stay: its capture runs or failed.
@@ -66,6 +68,13 @@ func (r *Reconciler) observeRootfs(ctx context.Context, sb *agentsv1beta1.Sandbo
 		return nil
 	}
 	obs.rootfs.on = true
+	if r.opts.SuspendCapturesUnavailable != "" {
+		// Refusing every suspension would keep the Pod forever: suspend as upstream, and say so.
+		obs.rootfs.unavailable = true
+		obs.rootfs.set(metav1.ConditionFalse, agentsv1beta1.SandboxReasonRootfsNotConfigured,
+			"the root filesystem is not kept: %s", r.opts.SuspendCapturesUnavailable)
+		return nil
+	}
 	var list snapshotsv1alpha1.SandboxSnapshotList
 	if err := r.client.List(ctx, &list, client.InNamespace(sb.Namespace),
 		client.MatchingLabels{agentsv1beta1.SandboxNameHashLabel: naming.NameHash(sb.Name)}); err != nil {
@@ -112,7 +121,7 @@ func completedBefore(a, b *snapshotsv1alpha1.SandboxSnapshot) bool {
 // sandbox wrote is lost. A Pod with no running container has nothing to capture and goes.
 func (r *Reconciler) holdForCapture(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod, obs *observation) error {
 	ro := &obs.rootfs
-	if !ro.on || pod == nil || kube.OwnershipOf(pod, sb.UID) != kube.OwnedByUs || !pod.DeletionTimestamp.IsZero() {
+	if !ro.on || ro.unavailable || pod == nil || kube.OwnershipOf(pod, sb.UID) != kube.OwnedByUs || !pod.DeletionTimestamp.IsZero() {
 		return nil
 	}
 	container := rootfsContainer(sb)
@@ -210,7 +219,7 @@ func (r *Reconciler) createCapture(ctx context.Context, sb *agentsv1beta1.Sandbo
 // which one in the RootfsKept condition. A capture named by the resume-from annotation that is
 // gone is reported; the Pod then starts from the newest one left, or the template's image.
 func resumeImage(sb *agentsv1beta1.Sandbox, pod *corev1.Pod, ro *rootfsObservation) {
-	if !ro.on {
+	if !ro.on || ro.unavailable {
 		return
 	}
 	snap := latestCapture(ro.snapshots, "")
@@ -270,7 +279,7 @@ func observeRunningRootfs(sb *agentsv1beta1.Sandbox, pod *corev1.Pod, ro *rootfs
 // its running Pod (which has moved on since). Deleting a snapshot leaves Pods running its
 // image untouched.
 func (r *Reconciler) pruneCaptures(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod, ro *rootfsObservation) error {
-	if !ro.on {
+	if !ro.on || ro.unavailable {
 		return nil
 	}
 	current := ""

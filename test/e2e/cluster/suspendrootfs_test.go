@@ -1,0 +1,176 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
+	"github.com/paddock-dev/paddock/test/builder"
+	"github.com/paddock-dev/paddock/test/framework"
+)
+
+// rootfsWrites is what the sandbox does outside any volume, as uid 1000 of env-base: a file in
+// /tmp with its own mode, a program installed into the image's virtualenv (on PATH there), and a
+// tree with a symlink in its home directory.
+const rootfsWrites = `set -e
+printf 'kept\n' > /tmp/agent-notes
+chmod 0640 /tmp/agent-notes
+printf '#!/bin/sh\necho installed-tool-ran\n' > /opt/venv/bin/agent-tool
+chmod 0755 /opt/venv/bin/agent-tool
+mkdir -p /home/user/work/dir
+printf hello > /home/user/work/dir/file
+ln -s dir/file /home/user/work/link`
+
+// rootfsState lists what rootfsWrites (and the second cycle's writes) left, with modes.
+const rootfsState = `for f in /tmp/agent-notes /tmp/second /opt/venv/bin/agent-tool /home/user/work/dir/file /home/user/work/link; do
+  if test -e "$f" || test -L "$f"; then stat -c '%n %F %a %u:%g %s' "$f"; else echo "$f absent"; fi
+done
+cat /tmp/agent-notes 2>/dev/null || true
+/opt/venv/bin/agent-tool 2>/dev/null || echo agent-tool missing`
+
+// testSuspendRootfs: a Sandbox with snapshots.paddock.dev/suspend: rootfs writes outside its
+// volumes, is suspended and resumed twice, and finds everything with its modes, the second
+// cycle's deletion and new file included, on runc and gVisor; one without the annotation loses
+// its /tmp file, as upstream.
+func testSuspendRootfs(t *testing.T) {
+	t.Run("runc", func(t *testing.T) { suspendRootfsCycles(t, false) })
+	t.Run("gvisor", func(t *testing.T) {
+		requireGVisor(t)
+		suspendRootfsCycles(t, true)
+	})
+	t.Run("without the annotation", suspendWithoutRootfs)
+}
+
+func suspendRootfsCycles(t *testing.T, gvisor bool) {
+	ns := namespace(t)
+	ctx := framework.Context(t, 15*time.Minute)
+	c := paddockClient(t)
+	sb := sandboxdSandbox(t, "keep", ns).Annotation(snapshotsv1alpha1.SuspendAnnotation, snapshotsv1alpha1.SuspendRootfs).Obj()
+	if !gvisor {
+		sb.Spec.PodTemplate.Spec.RuntimeClassName = nil
+	}
+	framework.MustCreate(t, ctx, c, sb)
+	run := sandboxRunner(t, ctx, c, sb, waitSandboxReady(t, c, sb))
+	run("sh", "-c", rootfsWrites)
+	want := run("sh", "-c", rootfsState)
+	for _, line := range []string{"/tmp/agent-notes regular file 640 1000:1000 5\n", "/opt/venv/bin/agent-tool regular file 755 1000:1000",
+		"/home/user/work/link symbolic link 777 1000:1000 8\n", "/tmp/second absent\n", "kept\ninstalled-tool-ran\n"} {
+		if !strings.Contains(want, line) {
+			t.Fatalf("the sandbox's state after its writes:\n%s\nlacks %q", want, line)
+		}
+	}
+
+	run = suspendAndResume(t, ctx, c, sb, 1)
+	if got := run("sh", "-c", rootfsState); got != want {
+		t.Errorf("after the first suspend and resume (-before +after):\n%s", cmp.Diff(want, got))
+	}
+	// The second cycle layers on the first: a deletion and a new file.
+	run("sh", "-c", "set -e; rm /tmp/agent-notes; printf two > /tmp/second; chmod 0600 /tmp/second")
+	want = run("sh", "-c", rootfsState)
+	run = suspendAndResume(t, ctx, c, sb, 2)
+	got := run("sh", "-c", rootfsState)
+	if got != want {
+		t.Errorf("after the second suspend and resume (-before +after):\n%s", cmp.Diff(want, got))
+	}
+	if !strings.Contains(got, "/tmp/agent-notes absent\n") || !strings.Contains(got, "/tmp/second regular file 600 1000:1000 3\n") {
+		t.Errorf("after the second cycle:\n%s\nwant /tmp/agent-notes deleted and /tmp/second kept with mode 600", got)
+	}
+	// One capture is left: the one the running Pod started from.
+	var snaps snapshotsv1alpha1.SandboxSnapshotList
+	if err := c.List(ctx, &snaps, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(snaps.Items) != 1 {
+		var names []string
+		for _, s := range snaps.Items {
+			names = append(names, s.Name+"("+string(s.Status.Phase)+")")
+		}
+		t.Errorf("captures left after two cycles: %v; want the last one only", names)
+	}
+}
+
+// suspendAndResume suspends sb through its operatingMode (what kubectl, the idle controller and
+// E2B's pause do), waits for the capture and the Pod's deletion, resumes it and returns a runner
+// for the new Pod. It logs the times (the pause, suspend to Pod gone, resume to Ready) for
+// docs/performance/results.md.
+func suspendAndResume(t *testing.T, ctx context.Context, c client.Client, sb *agentsv1beta1.Sandbox, cycle int) func(cmd ...string) string {
+	t.Helper()
+	podName := sb.Name
+	var before agentsv1beta1.Sandbox
+	if err := c.Get(ctx, client.ObjectKeyFromObject(sb), &before); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	setSandbox(t, c, sb, func(s *agentsv1beta1.Sandbox) { s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended })
+	var snapName string
+	framework.EventuallyWithin(t, 5*time.Minute, func(ctx context.Context) error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(sb), sb); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionRootfsKept)
+		if cond != nil && cond.Reason == agentsv1beta1.SandboxReasonRootfsCaptureFailed {
+			return nil // reported below
+		}
+		if cond == nil || cond.Reason != agentsv1beta1.SandboxReasonRootfsCaptured {
+			return fmt.Errorf("RootfsKept is %+v", cond)
+		}
+		snapName = sb.Annotations[snapshotsv1alpha1.ResumeFromAnnotation]
+		return podGone(ctx, c, sb.Namespace, podName)
+	})
+	if snapName == "" {
+		t.Fatalf("suspension %d was not captured: %s", cycle, builder.FormatConditions(sb.Status.Conditions))
+	}
+	suspended := time.Since(start)
+	var snap snapshotsv1alpha1.SandboxSnapshot
+	if err := c.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: snapName}, &snap); err != nil {
+		t.Fatal(err)
+	}
+	resumeStart := time.Now()
+	setSandbox(t, c, sb, func(s *agentsv1beta1.Sandbox) { s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeRunning })
+	ip := waitSandboxReady(t, c, sb)
+	resumed := time.Since(resumeStart)
+	t.Logf("cycle %d: capture %s (layer %v bytes) paused the sandbox %v ms; suspend to Pod gone %v; resume to Ready %v; total %v",
+		cycle, snap.Name, deref(snap.Status.SizeBytes), deref(snap.Status.PausedMilliseconds), suspended.Round(time.Millisecond), resumed.Round(time.Millisecond), (suspended + resumed).Round(time.Millisecond))
+	cond := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionRootfsKept)
+	if cond == nil || cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, snap.Status.Image) {
+		t.Errorf("RootfsKept after resume %+v; want True naming %s", cond, snap.Status.Image)
+	}
+	return sandboxRunner(t, ctx, c, sb, ip)
+}
+
+// suspendWithoutRootfs: without the annotation, a suspension makes no capture and the resumed
+// Pod starts from the image: the /tmp file is gone.
+func suspendWithoutRootfs(t *testing.T) {
+	ns := namespace(t)
+	ctx := framework.Context(t, 10*time.Minute)
+	c := paddockClient(t)
+	sb := sandboxdSandbox(t, "plain", ns).Obj()
+	sb.Spec.PodTemplate.Spec.RuntimeClassName = nil
+	framework.MustCreate(t, ctx, c, sb)
+	run := sandboxRunner(t, ctx, c, sb, waitSandboxReady(t, c, sb))
+	run("sh", "-c", "printf x > /tmp/agent-notes")
+	setSandbox(t, c, sb, func(s *agentsv1beta1.Sandbox) { s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended })
+	framework.EventuallyWithin(t, 3*time.Minute, func(ctx context.Context) error { return podGone(ctx, c, ns, sb.Name) })
+	setSandbox(t, c, sb, func(s *agentsv1beta1.Sandbox) { s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeRunning })
+	run = sandboxRunner(t, ctx, c, sb, waitSandboxReady(t, c, sb))
+	if got := run("sh", "-c", "test -e /tmp/agent-notes && echo present || echo absent"); got != "absent\n" {
+		t.Errorf("/tmp/agent-notes of a Sandbox without %s after resume: %q, want absent", snapshotsv1alpha1.SuspendAnnotation, got)
+	}
+	var snaps snapshotsv1alpha1.SandboxSnapshotList
+	if err := c.List(ctx, &snaps, client.InNamespace(ns)); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	if len(snaps.Items) != 0 {
+		t.Errorf("a Sandbox without the annotation got %d snapshots", len(snaps.Items))
+	}
+}

@@ -70,14 +70,18 @@ func suspendRootfsCycles(t *testing.T, gvisor bool) {
 		}
 	}
 
-	run = suspendAndResume(t, ctx, c, sb, 1)
+	// First by the idle controller (a short idle timeout, set once the writes are done), then as
+	// kubectl and E2B's pause do, through operatingMode.
+	run = suspendAndResume(t, ctx, c, sb, 1, func(s *agentsv1beta1.Sandbox) {
+		metav1.SetMetaDataAnnotation(&s.ObjectMeta, agentsv1beta1.IdleTimeoutAnnotation, "10s")
+	})
 	if got := run("sh", "-c", rootfsState); got != want {
 		t.Errorf("after the first suspend and resume (-before +after):\n%s", cmp.Diff(want, got))
 	}
 	// The second cycle layers on the first: a deletion and a new file.
 	run("sh", "-c", "set -e; rm /tmp/agent-notes; printf two > /tmp/second; chmod 0600 /tmp/second")
 	want = run("sh", "-c", rootfsState)
-	run = suspendAndResume(t, ctx, c, sb, 2)
+	run = suspendAndResume(t, ctx, c, sb, 2, func(s *agentsv1beta1.Sandbox) { s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended })
 	got := run("sh", "-c", rootfsState)
 	if got != want {
 		t.Errorf("after the second suspend and resume (-before +after):\n%s", cmp.Diff(want, got))
@@ -99,19 +103,16 @@ func suspendRootfsCycles(t *testing.T, gvisor bool) {
 	}
 }
 
-// suspendAndResume suspends sb through its operatingMode (what kubectl, the idle controller and
-// E2B's pause do), waits for the capture and the Pod's deletion, resumes it and returns a runner
-// for the new Pod. It logs the times (the pause, suspend to Pod gone, resume to Ready) for
-// docs/performance/results.md.
-func suspendAndResume(t *testing.T, ctx context.Context, c client.Client, sb *agentsv1beta1.Sandbox, cycle int) func(cmd ...string) string {
+// suspendAndResume suspends sb with suspend (an operatingMode, or an idle timeout for the idle
+// controller), waits for the capture and the Pod's deletion, resumes it (without an idle timeout)
+// and returns a runner for the new Pod. It logs the times (the pause, suspend to Pod gone,
+// resume to Ready) for docs/performance/results.md; with the idle controller "suspend" counts
+// from the idle timeout's start.
+func suspendAndResume(t *testing.T, ctx context.Context, c client.Client, sb *agentsv1beta1.Sandbox, cycle int, suspend func(*agentsv1beta1.Sandbox)) func(cmd ...string) string {
 	t.Helper()
 	podName := sb.Name
-	var before agentsv1beta1.Sandbox
-	if err := c.Get(ctx, client.ObjectKeyFromObject(sb), &before); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	setSandbox(t, c, sb, func(s *agentsv1beta1.Sandbox) { s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended })
+	setSandbox(t, c, sb, suspend)
 	var snapName string
 	framework.EventuallyWithin(t, 5*time.Minute, func(ctx context.Context) error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(sb), sb); err != nil {
@@ -136,7 +137,10 @@ func suspendAndResume(t *testing.T, ctx context.Context, c client.Client, sb *ag
 		t.Fatal(err)
 	}
 	resumeStart := time.Now()
-	setSandbox(t, c, sb, func(s *agentsv1beta1.Sandbox) { s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeRunning })
+	setSandbox(t, c, sb, func(s *agentsv1beta1.Sandbox) {
+		delete(s.Annotations, agentsv1beta1.IdleTimeoutAnnotation)
+		s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeRunning
+	})
 	ip := waitSandboxReady(t, c, sb)
 	resumed := time.Since(resumeStart)
 	t.Logf("cycle %d: capture %s (layer %v bytes) paused the sandbox %v ms; suspend to Pod gone %v; resume to Ready %v; total %v",

@@ -167,7 +167,7 @@ func sandboxOptions(o *Options) sandbox.Options {
 	opts.ImageConfigs = imageconfig.NewReader(nil, 0)
 	// The SandboxSnapshot CRD comes with the extensions.
 	opts.SuspendCaptures = o.Extensions
-	if o.SnapshotRepository == "" || o.SnapshotCaptureImage == "" {
+	if o.Extensions && (o.SnapshotRepository == "" || o.SnapshotCaptureImage == "") {
 		opts.SuspendCapturesUnavailable = "snapshots are not configured on this cluster (start the controller with --snapshot-repository and --snapshot-capture-image, docs/design/snapshots.md)"
 	}
 	return opts

@@ -38,10 +38,17 @@ func TestMain(m *testing.M) {
 	})
 }
 
-func startControllers(e *framework.Env) error {
+func startControllers(e *framework.Env) error { return startControllersWith(e, nil) }
+
+// startControllersWith starts the controllers configured for this package's snapshots, then
+// changed by mutate (when not nil).
+func startControllersWith(e *framework.Env, mutate func(*manager.Options)) error {
 	stop, err := framework.StartControllersWith(e, func(o *manager.Options) {
 		o.SnapshotRepository = testRepository
 		o.SnapshotCaptureImage = testCaptureImage
+		if mutate != nil {
+			mutate(o)
+		}
 	}, noop.NewTracerProvider())
 	if err != nil {
 		return err
@@ -55,9 +62,16 @@ func startControllers(e *framework.Env) error {
 // package run one at a time, so no other test is affected.
 func restartControllers(t *testing.T, between func()) {
 	t.Helper()
+	restartControllersWith(t, between, nil)
+}
+
+// restartControllersWith is restartControllers with the new controllers' options changed by
+// mutate.
+func restartControllersWith(t *testing.T, between func(), mutate func(*manager.Options)) {
+	t.Helper()
 	stopControllers()
 	between()
-	if err := startControllers(env); err != nil {
+	if err := startControllersWith(env, mutate); err != nil {
 		t.Fatalf("restarting the controllers: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
+	"github.com/paddock-dev/paddock/internal/manager"
 	"github.com/paddock-dev/paddock/internal/snapshot"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
@@ -272,4 +273,22 @@ func TestSuspendWithoutOptIn(t *testing.T) {
 			t.Errorf("a Sandbox without %s has condition %+v", snapshotsv1alpha1.SuspendAnnotation, c)
 		}
 	}
+}
+
+// TestSuspendWithoutSnapshotsConfigured: on a cluster without a snapshot repository the
+// annotation cannot be honoured; refusing every suspension would keep the Pod forever, so the
+// Sandbox suspends as upstream and RootfsKept says the root filesystem is not kept and why.
+func TestSuspendWithoutSnapshotsConfigured(t *testing.T) {
+	restartControllersWith(t, func() {}, func(o *manager.Options) { o.SnapshotRepository = "" })
+	t.Cleanup(func() { restartControllers(t, func() {}) })
+	ns := env.Namespace(t)
+	runSandbox(t, keepingSandbox(ns))
+	waitRootfsKept(t, ns, metav1.ConditionFalse, agentsv1beta1.SandboxReasonRootfsNotConfigured, "--snapshot-repository")
+	setMode(t, ns, agentsv1beta1.SandboxOperatingModeSuspended)
+	framework.Eventually(t, func(ctx context.Context) error { return goneOrTerminating(ctx, ns, "sb") })
+	var snaps snapshotsv1alpha1.SandboxSnapshotList
+	if err := env.Client.List(framework.Context(t, framework.DefaultTimeout), &snaps, client.InNamespace(ns)); err != nil || len(snaps.Items) != 0 {
+		t.Errorf("snapshots %v (list error %v); want none without a repository", snaps.Items, err)
+	}
+	waitRootfsKept(t, ns, metav1.ConditionFalse, agentsv1beta1.SandboxReasonRootfsNotConfigured, "not kept")
 }

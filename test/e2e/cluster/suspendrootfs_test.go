@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/e2b"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
@@ -49,6 +53,7 @@ func testSuspendRootfs(t *testing.T) {
 		suspendRootfsCycles(t, true)
 	})
 	t.Run("without the annotation", suspendWithoutRootfs)
+	t.Run("e2b: pause and connect with the SDK", testE2BPauseKeepsRootfs)
 }
 
 func suspendRootfsCycles(t *testing.T, gvisor bool) {
@@ -177,4 +182,59 @@ func suspendWithoutRootfs(t *testing.T) {
 	if len(snaps.Items) != 0 {
 		t.Errorf("a Sandbox without the annotation got %d snapshots", len(snaps.Items))
 	}
+}
+
+// testE2BPauseKeepsRootfs: the unmodified E2B SDK pauses a sandbox of dev up's `base` template
+// (which carries snapshots.paddock.dev/suspend: rootfs) after writing outside its home volume;
+// once the capture is Ready and the Pod gone, connect finds the files with their modes, under
+// gVisor as dev up's template runs.
+func testE2BPauseKeepsRootfs(t *testing.T) {
+	ns := namespace(t)
+	ctx := framework.Context(t, 15*time.Minute)
+	c := paddockClient(t)
+	copyE2BTemplate(t, ctx, c, ns, e2b.DefaultTemplate, true)
+	framework.MustCreate(t, ctx, c, poolOf(ns, e2b.DefaultTemplate, 1))
+	key, url := e2bAPIKey(t, ctx, c, ns), e2bURL(t, ctx, c)
+	dir := e2bClientDir(t)
+	env := append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key, "E2B_PKG="+e2bSDKs[0], "E2B_TEMPLATE="+e2b.DefaultTemplate)
+	waitPoolReady(t, c, ns, e2b.DefaultTemplate, 1)
+
+	out, err := node(t, ctx, dir, append(env, "E2B_STEP=pause"), "pauserootfs.mjs")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var res struct {
+		SandboxID string `json:"sandboxId"`
+	}
+	if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil || res.SandboxID == "" {
+		t.Fatalf("pauserootfs.mjs pause: %v", err)
+	}
+	paused := time.Now()
+	claim := &extensionsv1beta1.SandboxClaim{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: res.SandboxID}, claim); err != nil {
+		t.Fatal(err)
+	}
+	var sb agentsv1beta1.Sandbox
+	framework.EventuallyWithin(t, 5*time.Minute, func(ctx context.Context) error {
+		var list agentsv1beta1.SandboxList
+		if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{agentsv1beta1.ClaimUIDLabel: string(claim.UID)}); err != nil || len(list.Items) != 1 {
+			return fmt.Errorf("sandboxes of claim %s: %d (%v)", claim.Name, len(list.Items), err)
+		}
+		sb = list.Items[0]
+		cond := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionRootfsKept)
+		if cond != nil && cond.Reason == agentsv1beta1.SandboxReasonRootfsCaptureFailed {
+			return nil
+		}
+		if cond == nil || cond.Reason != agentsv1beta1.SandboxReasonRootfsCaptured {
+			return fmt.Errorf("RootfsKept is %+v", cond)
+		}
+		return podGone(ctx, c, ns, sb.Annotations[agentsv1beta1.PodNameAnnotation])
+	})
+	if cond := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionRootfsKept); cond.Reason != agentsv1beta1.SandboxReasonRootfsCaptured {
+		t.Fatalf("the paused sandbox was not captured: %s", cond.Message)
+	}
+	t.Logf("E2B pause to Pod gone (capture included): %v", time.Since(paused).Round(time.Millisecond))
+	start := time.Now()
+	if out, err := node(t, ctx, dir, append(env, "E2B_STEP=connect", "E2B_SANDBOX_ID="+res.SandboxID), "pauserootfs.mjs"); err != nil || !strings.Contains(out, "checks passed") {
+		t.Fatalf("pauserootfs.mjs connect: %v", err)
+	}
+	t.Logf("E2B connect of the captured sandbox and one command: %v", time.Since(start).Round(time.Millisecond))
 }

@@ -83,6 +83,15 @@ func suspendRootfsCycles(t *testing.T, gvisor bool) {
 	if got := run("sh", "-c", rootfsState); got != want {
 		t.Errorf("after the first suspend and resume (-before +after):\n%s", cmp.Diff(want, got))
 	}
+	if !gvisor {
+		// No credential is in the capture: the sandbox and control tokens (the first works: run
+		// uses it) are in no file of the resumed root filesystem. The command line holds them,
+		// in memory only.
+		token, control := sandboxTokens(t, ctx, c, sb.Name, sb.Namespace)
+		if got := run("sh", "-c", "grep -rlsF -e '"+token+"' -e '"+control+"' / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev; echo searched"); got != "searched\n" {
+			t.Errorf("files of the resumed sandbox holding its token:\n%s", got)
+		}
+	}
 	// The second cycle layers on the first: a deletion and a new file.
 	run("sh", "-c", "set -e; rm /tmp/agent-notes; printf two > /tmp/second; chmod 0600 /tmp/second")
 	want = run("sh", "-c", rootfsState)

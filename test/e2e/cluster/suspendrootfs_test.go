@@ -24,11 +24,11 @@ import (
 )
 
 // rootfsWrites is what the sandbox does outside any volume, as uid 1000 of env-base: a file in
-// /tmp with its own mode, a program installed into the image's virtualenv (on PATH there), and a
+// /var/tmp with its own mode, a program installed into the image's virtualenv (on PATH there), and a
 // tree with a symlink in its home directory.
 const rootfsWrites = `set -e
-printf 'kept\n' > /tmp/agent-notes
-chmod 0640 /tmp/agent-notes
+printf 'kept\n' > /var/tmp/agent-notes
+chmod 0640 /var/tmp/agent-notes
 printf '#!/bin/sh\necho installed-tool-ran\n' > /opt/venv/bin/agent-tool
 chmod 0755 /opt/venv/bin/agent-tool
 mkdir -p /home/user/work/dir
@@ -36,16 +36,18 @@ printf hello > /home/user/work/dir/file
 ln -s dir/file /home/user/work/link`
 
 // rootfsState lists what rootfsWrites (and the second cycle's writes) left, with modes.
-const rootfsState = `for f in /tmp/agent-notes /tmp/second /opt/venv/bin/agent-tool /home/user/work/dir/file /home/user/work/link; do
+const rootfsState = `for f in /var/tmp/agent-notes /var/tmp/second /opt/venv/bin/agent-tool /home/user/work/dir/file /home/user/work/link; do
   if test -e "$f" || test -L "$f"; then stat -c '%n %F %a %u:%g %s' "$f"; else echo "$f absent"; fi
 done
-cat /tmp/agent-notes 2>/dev/null || true
+cat /var/tmp/agent-notes 2>/dev/null || true
 /opt/venv/bin/agent-tool 2>/dev/null || echo agent-tool missing`
 
 // testSuspendRootfs: a Sandbox with snapshots.paddock.dev/suspend: rootfs writes outside its
 // volumes, is suspended and resumed twice, and finds everything with its modes, the second
 // cycle's deletion and new file included, on runc and gVisor; one without the annotation loses
-// its /tmp file, as upstream.
+// its /var/tmp file, as upstream. /tmp is not the root filesystem here: the example template
+// mounts an emptyDir there, and gVisor mounts its own tmpfs on an image's empty /tmp (see
+// docs/design/snapshots.md).
 func testSuspendRootfs(t *testing.T) {
 	t.Run("runc", func(t *testing.T) { suspendRootfsCycles(t, false) })
 	t.Run("gvisor", func(t *testing.T) {
@@ -68,8 +70,8 @@ func suspendRootfsCycles(t *testing.T, gvisor bool) {
 	run := sandboxRunner(t, ctx, c, sb, waitSandboxReady(t, c, sb))
 	run("sh", "-c", rootfsWrites)
 	want := run("sh", "-c", rootfsState)
-	for _, line := range []string{"/tmp/agent-notes regular file 640 1000:1000 5\n", "/opt/venv/bin/agent-tool regular file 755 1000:1000",
-		"/home/user/work/link symbolic link 777 1000:1000 8\n", "/tmp/second absent\n", "kept\ninstalled-tool-ran\n"} {
+	for _, line := range []string{"/var/tmp/agent-notes regular file 640 1000:1000 5\n", "/opt/venv/bin/agent-tool regular file 755 1000:1000",
+		"/home/user/work/link symbolic link 777 1000:1000 8\n", "/var/tmp/second absent\n", "kept\ninstalled-tool-ran\n"} {
 		if !strings.Contains(want, line) {
 			t.Fatalf("the sandbox's state after its writes:\n%s\nlacks %q", want, line)
 		}
@@ -93,15 +95,15 @@ func suspendRootfsCycles(t *testing.T, gvisor bool) {
 		}
 	}
 	// The second cycle layers on the first: a deletion and a new file.
-	run("sh", "-c", "set -e; rm /tmp/agent-notes; printf two > /tmp/second; chmod 0600 /tmp/second")
+	run("sh", "-c", "set -e; rm /var/tmp/agent-notes; printf two > /var/tmp/second; chmod 0600 /var/tmp/second")
 	want = run("sh", "-c", rootfsState)
 	run = suspendAndResume(t, ctx, c, sb, 2, func(s *agentsv1beta1.Sandbox) { s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended })
 	got := run("sh", "-c", rootfsState)
 	if got != want {
 		t.Errorf("after the second suspend and resume (-before +after):\n%s", cmp.Diff(want, got))
 	}
-	if !strings.Contains(got, "/tmp/agent-notes absent\n") || !strings.Contains(got, "/tmp/second regular file 600 1000:1000 3\n") {
-		t.Errorf("after the second cycle:\n%s\nwant /tmp/agent-notes deleted and /tmp/second kept with mode 600", got)
+	if !strings.Contains(got, "/var/tmp/agent-notes absent\n") || !strings.Contains(got, "/var/tmp/second regular file 600 1000:1000 3\n") {
+		t.Errorf("after the second cycle:\n%s\nwant /var/tmp/agent-notes deleted and /var/tmp/second kept with mode 600", got)
 	}
 	// One capture is left: the one the running Pod started from.
 	var snaps snapshotsv1alpha1.SandboxSnapshotList
@@ -167,7 +169,7 @@ func suspendAndResume(t *testing.T, ctx context.Context, c client.Client, sb *ag
 }
 
 // suspendWithoutRootfs: without the annotation, a suspension makes no capture and the resumed
-// Pod starts from the image: the /tmp file is gone.
+// Pod starts from the image: the /var/tmp file is gone.
 func suspendWithoutRootfs(t *testing.T) {
 	ns := namespace(t)
 	ctx := framework.Context(t, 10*time.Minute)
@@ -176,13 +178,13 @@ func suspendWithoutRootfs(t *testing.T) {
 	sb.Spec.PodTemplate.Spec.RuntimeClassName = nil
 	framework.MustCreate(t, ctx, c, sb)
 	run := sandboxRunner(t, ctx, c, sb, waitSandboxReady(t, c, sb))
-	run("sh", "-c", "printf x > /tmp/agent-notes")
+	run("sh", "-c", "printf x > /var/tmp/agent-notes")
 	setSandbox(t, c, sb, func(s *agentsv1beta1.Sandbox) { s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended })
 	framework.EventuallyWithin(t, 3*time.Minute, func(ctx context.Context) error { return podGone(ctx, c, ns, sb.Name) })
 	setSandbox(t, c, sb, func(s *agentsv1beta1.Sandbox) { s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeRunning })
 	run = sandboxRunner(t, ctx, c, sb, waitSandboxReady(t, c, sb))
-	if got := run("sh", "-c", "test -e /tmp/agent-notes && echo present || echo absent"); got != "absent\n" {
-		t.Errorf("/tmp/agent-notes of a Sandbox without %s after resume: %q, want absent", snapshotsv1alpha1.SuspendAnnotation, got)
+	if got := run("sh", "-c", "test -e /var/tmp/agent-notes && echo present || echo absent"); got != "absent\n" {
+		t.Errorf("/var/tmp/agent-notes of a Sandbox without %s after resume: %q, want absent", snapshotsv1alpha1.SuspendAnnotation, got)
 	}
 	var snaps snapshotsv1alpha1.SandboxSnapshotList
 	if err := c.List(ctx, &snaps, client.InNamespace(ns)); err != nil && !apierrors.IsNotFound(err) {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,7 +84,7 @@ func suspendRootfsCycles(t *testing.T, gvisor bool) {
 		metav1.SetMetaDataAnnotation(&s.ObjectMeta, agentsv1beta1.IdleTimeoutAnnotation, "10s")
 	})
 	if got := run("sh", "-c", rootfsState); got != want {
-		t.Errorf("after the first suspend and resume (-before +after):\n%s", cmp.Diff(want, got))
+		t.Errorf("after the first suspend and resume (-before +after):\n%s", gocmp.Diff(want, got))
 	}
 	if !gvisor {
 		// No credential is in the capture: the sandbox and control tokens (the first works: run
@@ -100,7 +101,7 @@ func suspendRootfsCycles(t *testing.T, gvisor bool) {
 	run = suspendAndResume(t, ctx, c, sb, 2, func(s *agentsv1beta1.Sandbox) { s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended })
 	got := run("sh", "-c", rootfsState)
 	if got != want {
-		t.Errorf("after the second suspend and resume (-before +after):\n%s", cmp.Diff(want, got))
+		t.Errorf("after the second suspend and resume (-before +after):\n%s", gocmp.Diff(want, got))
 	}
 	if !strings.Contains(got, "/var/tmp/agent-notes absent\n") || !strings.Contains(got, "/var/tmp/second regular file 600 1000:1000 3\n") {
 		t.Errorf("after the second cycle:\n%s\nwant /var/tmp/agent-notes deleted and /var/tmp/second kept with mode 600", got)
@@ -224,12 +225,16 @@ func testE2BPauseKeepsRootfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sb agentsv1beta1.Sandbox
+	podName := "" // the Pod of the paused sandbox; the pod-name annotation goes with the Pod
 	framework.EventuallyWithin(t, 5*time.Minute, func(ctx context.Context) error {
 		var list agentsv1beta1.SandboxList
 		if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{agentsv1beta1.ClaimUIDLabel: string(claim.UID)}); err != nil || len(list.Items) != 1 {
 			return fmt.Errorf("sandboxes of claim %s: %d (%v)", claim.Name, len(list.Items), err)
 		}
 		sb = list.Items[0]
+		if podName == "" {
+			podName = cmp.Or(sb.Annotations[agentsv1beta1.PodNameAnnotation], sb.Name)
+		}
 		cond := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionRootfsKept)
 		if cond != nil && cond.Reason == agentsv1beta1.SandboxReasonRootfsCaptureFailed {
 			return nil
@@ -237,7 +242,7 @@ func testE2BPauseKeepsRootfs(t *testing.T) {
 		if cond == nil || cond.Reason != agentsv1beta1.SandboxReasonRootfsCaptured {
 			return fmt.Errorf("RootfsKept is %+v", cond)
 		}
-		return podGone(ctx, c, ns, sb.Annotations[agentsv1beta1.PodNameAnnotation])
+		return podGone(ctx, c, ns, podName)
 	})
 	if cond := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionRootfsKept); cond.Reason != agentsv1beta1.SandboxReasonRootfsCaptured {
 		t.Fatalf("the paused sandbox was not captured: %s", cond.Message)

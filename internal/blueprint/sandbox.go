@@ -10,6 +10,7 @@ import (
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
 	"github.com/paddock-dev/paddock/internal/podresize"
 )
 
@@ -64,6 +65,9 @@ func PoolMember(pool *extensionsv1beta1.SandboxWarmPool, tpl *extensionsv1beta1.
 		LockUntilClaimed(&bp.PodTemplate.Spec)
 	}
 	annotations := map[string]string{agentsv1beta1.SandboxTemplateRefAnnotation: tpl.Name}
+	if v := suspendMode(nil, tpl); v != "" {
+		annotations[snapshotsv1alpha1.SuspendAnnotation] = v
+	}
 	if containers := bp.PodTemplate.Spec.Containers; !opts.Idle.IsZero() && len(containers) > 0 {
 		podresize.Apply(&containers[0].Resources, opts.Idle, true)
 		annotations[agentsv1beta1.InPlaceResizeAnnotation] = "true"
@@ -165,7 +169,21 @@ func ColdSandbox(claim *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.S
 	if v := claim.Annotations[agentsv1beta1.TraceContextAnnotation]; v != "" {
 		sb.Annotations[agentsv1beta1.TraceContextAnnotation] = v
 	}
+	if v := suspendMode(claim, tpl); v != "" {
+		sb.Annotations[snapshotsv1alpha1.SuspendAnnotation] = v
+	}
 	return sb, nil
+}
+
+// suspendMode is the snapshots.paddock.dev/suspend value a Sandbox made from tpl for claim
+// (nil: a pool member) carries: the claim's, else the template's; "" when neither sets one.
+func suspendMode(claim *extensionsv1beta1.SandboxClaim, tpl *extensionsv1beta1.SandboxTemplate) string {
+	if claim != nil {
+		if v, ok := claim.Annotations[snapshotsv1alpha1.SuspendAnnotation]; ok {
+			return v
+		}
+	}
+	return tpl.Annotations[snapshotsv1alpha1.SuspendAnnotation]
 }
 
 // Adopt rewrites a warm member, in place, into a Sandbox bound to claim: the claim becomes its
@@ -200,6 +218,10 @@ func Adopt(sb *agentsv1beta1.Sandbox, claim *extensionsv1beta1.SandboxClaim, tpl
 	sb.Annotations = withKey(sb.Annotations, agentsv1beta1.PodNameAnnotation, sb.Name)
 	if v := claim.Annotations[agentsv1beta1.TraceContextAnnotation]; v != "" {
 		sb.Annotations[agentsv1beta1.TraceContextAnnotation] = v
+	}
+	// The member carries the template's choice; the claim's overrides it.
+	if v, ok := claim.Annotations[snapshotsv1alpha1.SuspendAnnotation]; ok {
+		sb.Annotations[snapshotsv1alpha1.SuspendAnnotation] = v
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/paddock-dev/paddock/api/e2b"
 	"github.com/paddock-dev/paddock/api/egress"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
 	"github.com/paddock-dev/paddock/internal/e2baccess"
 )
 
@@ -65,9 +66,14 @@ func CodeInterpreterTemplate(image string, gvisor bool) *extensionsv1beta1.Sandb
 func e2bTemplate(name, image string, gvisor bool) *extensionsv1beta1.SandboxTemplate {
 	t := &extensionsv1beta1.SandboxTemplate{
 		// sandboxd runtime: members start locked and are bound with the claim's settings, so a
-		// create's envVars are served warm.
+		// create's envVars are served warm. Dev up configures snapshots, so pause keeps the
+		// root filesystem as E2B's does, not only the home volume (a cluster without them
+		// suspends as before and says so in the Sandbox's RootfsKept condition).
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e2bNamespace,
-			Annotations: map[string]string{extensionsv1beta1.RuntimeAnnotation: extensionsv1beta1.RuntimeSandboxd}},
+			Annotations: map[string]string{
+				extensionsv1beta1.RuntimeAnnotation: extensionsv1beta1.RuntimeSandboxd,
+				snapshotsv1alpha1.SuspendAnnotation: snapshotsv1alpha1.SuspendRootfs,
+			}},
 		Spec: extensionsv1beta1.SandboxTemplateSpec{
 			EnvVarsInjectionPolicy: extensionsv1beta1.EnvVarsInjectionPolicyOverrides,
 			SandboxBlueprint: agentsv1beta1.SandboxBlueprint{

@@ -8,6 +8,7 @@ import (
 
 	"github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
+	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
 	"github.com/paddock-dev/paddock/internal/autosize"
 )
 
@@ -26,6 +27,9 @@ func checkE2BTemplate(t *testing.T, tpl *extensionsv1beta1.SandboxTemplate, gvis
 	t.Helper()
 	if got := tpl.Annotations[extensionsv1beta1.RuntimeAnnotation]; got != extensionsv1beta1.RuntimeSandboxd {
 		t.Errorf("%s gvisor=%v: annotation %s = %q, want %q", tpl.Name, gvisor, extensionsv1beta1.RuntimeAnnotation, got, extensionsv1beta1.RuntimeSandboxd)
+	}
+	if got := tpl.Annotations[snapshotsv1alpha1.SuspendAnnotation]; got != snapshotsv1alpha1.SuspendRootfs {
+		t.Errorf("%s gvisor=%v: annotation %s = %q, want %q: pause keeps the root filesystem", tpl.Name, gvisor, snapshotsv1alpha1.SuspendAnnotation, got, snapshotsv1alpha1.SuspendRootfs)
 	}
 	declared := false
 	for _, p := range tpl.Spec.PodTemplate.Spec.Containers[0].Ports {

@@ -165,6 +165,11 @@ func sandboxOptions(o *Options) sandbox.Options {
 	}
 	opts.SandboxdImage = o.SandboxdImage
 	opts.ImageConfigs = imageconfig.NewReader(imageconfig.Options{Mirrors: o.ImageConfigMirrors, LastsAfter: o.ImageConfigLastsAfter})
+	// The SandboxSnapshot CRD comes with the extensions.
+	opts.SuspendCaptures = o.Extensions
+	if o.Extensions && (o.SnapshotRepository == "" || o.SnapshotCaptureImage == "") {
+		opts.SuspendCapturesUnavailable = "snapshots are not configured on this cluster (start the controller with --snapshot-repository and --snapshot-capture-image, docs/design/snapshots.md)"
+	}
 	return opts
 }
 

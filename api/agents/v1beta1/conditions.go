@@ -124,3 +124,33 @@ const (
 	// SandboxReasonResizeUnknown: there is no running Pod to resize.
 	SandboxReasonResizeUnknown = "ResizeUnknown"
 )
+
+// SandboxConditionRootfsKept exists on Sandboxes that keep their root filesystem across
+// suspensions (annotation snapshots.paddock.dev/suspend: rootfs): True when the last suspension
+// was captured and the next Pod starts from that image (the message names it), False while a
+// capture runs before the Pod goes or when it failed (the Pod then keeps running: nothing is
+// lost), and when the image to resume from is gone.
+const SandboxConditionRootfsKept = "RootfsKept"
+
+// Reasons of the RootfsKept condition.
+const (
+	// SandboxReasonRootfsRunning: the Sandbox runs its Pod; nothing to keep yet, or the
+	// Pod started from the image the message names.
+	SandboxReasonRootfsRunning = "Running"
+	// SandboxReasonRootfsCapturing: a SandboxSnapshot captures the Pod before it is deleted.
+	SandboxReasonRootfsCapturing = "Capturing"
+	// SandboxReasonRootfsCaptured: the Pod is gone and the next one starts from the captured image.
+	SandboxReasonRootfsCaptured = "Captured"
+	// SandboxReasonRootfsCaptureFailed: the capture failed; the suspension is refused and the
+	// Pod keeps running. Set operatingMode Running and Suspended again to retry.
+	SandboxReasonRootfsCaptureFailed = "CaptureFailed"
+	// SandboxReasonRootfsNotCaptured: the Pod had no running container to capture; the next
+	// Pod starts from the last captured image, if any.
+	SandboxReasonRootfsNotCaptured = "NotCaptured"
+	// SandboxReasonRootfsNotConfigured: the cluster has no snapshot repository or capture image;
+	// the Sandbox suspends as upstream, keeping its volumes only.
+	SandboxReasonRootfsNotConfigured = "NotConfigured"
+	// SandboxReasonRootfsSnapshotMissing: the SandboxSnapshot to resume from is gone or not
+	// Ready; the Pod started from the pod template's image.
+	SandboxReasonRootfsSnapshotMissing = "SnapshotMissing"
+)

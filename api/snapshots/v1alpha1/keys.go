@@ -17,3 +17,23 @@ const (
 
 // Finalizer keeps a snapshot until its capture Pod, which no owner reference collects, is gone.
 const Finalizer = "snapshots.paddock.dev/capture-cleanup"
+
+// Suspend that keeps the root filesystem (docs/design/snapshots.md, "Suspend that keeps the
+// root filesystem").
+const (
+	// SuspendAnnotation set to SuspendRootfs on a Sandbox, a SandboxClaim or a SandboxTemplate
+	// (the most specific one wins; the claim's and the template's are stamped on the Sandbox
+	// they make) has the Sandbox controller capture the first container's root filesystem into
+	// a SandboxSnapshot before it deletes the Pod of a suspended Sandbox, and start the next Pod
+	// from that image. Any other value, or none, suspends as upstream: volumes only.
+	SuspendAnnotation = "snapshots.paddock.dev/suspend"
+	// SuspendRootfs is the value of SuspendAnnotation that keeps the root filesystem.
+	SuspendRootfs = "rootfs"
+	// SuspendPodUIDLabel on a SandboxSnapshot made for a suspension carries the UID of the Pod
+	// it captures: one capture per Pod, and a capture of a Pod that keeps running is stale.
+	SuspendPodUIDLabel = "snapshots.paddock.dev/suspend-pod-uid"
+	// ResumeFromAnnotation on a Sandbox names the SandboxSnapshot, controlled by that Sandbox,
+	// whose image its next Pod runs. The Sandbox controller writes it when it deletes the Pod
+	// of a captured suspension.
+	ResumeFromAnnotation = "snapshots.paddock.dev/resume-from"
+)

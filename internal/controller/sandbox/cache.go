@@ -13,8 +13,8 @@ import (
 
 // CacheOptions returns the cache settings that keep the controller's memory small at scale:
 // managed fields are dropped from every object, and Pods keep only their metadata (without
-// finalizers), spec.nodeName, their containers' names and resources (for in-place resize) and
-// status. The controller patches Pod metadata with a patch computed against the same stripped
+// finalizers), spec.nodeName, their containers' names, images (which capture a Pod runs,
+// rootfs.go) and resources (for in-place resize) and status. The controller patches Pod metadata with a patch computed against the same stripped
 // object, and resources through the resize subresource, so the stripped fields are never sent back.
 // Secrets are cached only when they carry the tracking label (the credentials Secrets). Merge
 // the result into the manager's cache.Options.
@@ -62,7 +62,7 @@ func StripPod(obj any) (any, error) {
 	pod.Finalizers = nil
 	containers := make([]corev1.Container, len(pod.Spec.Containers))
 	for i, c := range pod.Spec.Containers {
-		containers[i] = corev1.Container{Name: c.Name, Resources: c.Resources}
+		containers[i] = corev1.Container{Name: c.Name, Image: c.Image, Resources: c.Resources}
 	}
 	pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName, Containers: containers}
 	return pod, nil

@@ -19,7 +19,7 @@ func TestStripPod(t *testing.T) {
 	}
 	want := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"a": "b"}},
-		Spec: corev1.PodSpec{NodeName: "n", Containers: []corev1.Container{{Name: "c",
+		Spec: corev1.PodSpec{NodeName: "n", Containers: []corev1.Container{{Name: "c", Image: "i",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}}}}},
 		Status: in.Status,
 	}

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
 	"github.com/paddock-dev/paddock/internal/imageconfig"
 	"github.com/paddock-dev/paddock/internal/kube"
 	"github.com/paddock-dev/paddock/internal/tracing"
@@ -87,6 +88,14 @@ type Options struct {
 	// EgressCASecret is the installation's egress CA (paddock-egress's --ca-secret), whose tls.crt
 	// Pods with an egress policy trust (egressca.go); empty gives them nothing.
 	EgressCASecret types.NamespacedName
+	// SuspendCaptures serves snapshots.paddock.dev/suspend: rootfs (rootfs.go): the controller
+	// creates, watches and deletes the SandboxSnapshots of suspensions. It needs the
+	// SandboxSnapshot CRD, which the extensions install; off, the annotation is ignored.
+	SuspendCaptures bool
+	// SuspendCapturesUnavailable, when not empty, says why this cluster cannot capture (no
+	// snapshot repository or capture image): annotated Sandboxes then suspend as upstream and
+	// report it in RootfsKept.
+	SuspendCapturesUnavailable string
 }
 
 // DefaultOptions returns the defaults New gives zero fields.
@@ -274,7 +283,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		_, ok := o.GetLabels()[agentsv1beta1.SandboxNameHashLabel]
 		return ok
 	}))
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.opts.SuspendCaptures {
+		// A capture's phase decides when a suspended Sandbox's Pod may go.
+		b = b.Owns(&snapshotsv1alpha1.SandboxSnapshot{}, tracked)
+	}
+	return b.
 		Named("sandbox").
 		// Only this controller writes the status and it has acted on what it wrote. A finalizer
 		// change starts a pass, as it does the claim controller's: nothing here reads finalizers,
@@ -306,6 +320,8 @@ type observation struct {
 	podPatchWait    time.Duration
 	// resizeRefused says why the API server refused to resize the Pod in place; "" when it did not.
 	resizeRefused string
+	// rootfs is what the pass saw of the root filesystem captures (rootfs.go).
+	rootfs rootfsObservation
 	// credentialsMissing is set when the credentials Secret could not be made sure of.
 	credentialsMissing bool
 	errs               []error

@@ -35,6 +35,10 @@
 //     certificate and a bundle of roots plus it, never the key, and every regular container
 //     mounts it with SSL_CERT_FILE and friends pointing there (egressca.go). No CA yet gives no
 //     trust; a foreign Secret of that name blocks the Pod. Pods without a policy are unchanged.
+//   - With snapshots.paddock.dev/suspend: rootfs (Options.SuspendCaptures, rootfs.go), the Pod of
+//     a suspended Sandbox is deleted only once a SandboxSnapshot the Sandbox controls has
+//     captured its first container; a failed capture keeps the Pod. The next Pod runs the newest
+//     capture's image, older captures are deleted, and RootfsKept says which image and why.
 //
 // Unlike upstream, the Pod's hostname defaults to the Sandbox name, and a Sandbox controlled by a
 // SandboxClaim puts the claim's UID and name on its Pod (see docs/compatibility.md).

@@ -38,11 +38,24 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1beta1.Sandbox
 		obs.addErr(stepPod, err)
 		return
 	}
+	if err := r.observeRootfs(ctx, sb, obs); err != nil {
+		// Without the captures it is unknown whether the Pod may go or which image it runs.
+		obs.podUnknown = true
+		obs.addErr(stepRootfs, err)
+		return
+	}
+	defer func() { obs.addErr(stepRootfs, r.pruneCaptures(ctx, sb, obs.ownedPod(), &obs.rootfs)) }()
 	if suspended(sb) {
+		obs.addErr(stepRootfs, r.holdForCapture(ctx, sb, pod, obs))
+		if obs.rootfs.hold {
+			obs.pod, obs.podOwned = pod, true
+			return
+		}
 		obs.addErr(stepPod, r.suspendPod(ctx, sb, pod, obs))
 		return
 	}
 	obs.addErr(stepPod, r.runPod(ctx, sb, pod, obs))
+	observeRunningRootfs(sb, obs.ownedPod(), &obs.rootfs)
 }
 
 type multiplePodsError struct{ n int }
@@ -122,7 +135,7 @@ func (r *Reconciler) runPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod 
 			// decides whether and when the pass is retried.
 			return reconcile.TerminalError(fmt.Errorf("not creating pod of sandbox %q before its credentials secret %q exists", sb.Name, credentials.SandboxSecretName(sb.Name)))
 		}
-		created, existing, err := r.createPod(ctx, sb)
+		created, existing, err := r.createPod(ctx, sb, &obs.rootfs)
 		switch {
 		case err != nil:
 			setPodNameAnnotation(sb, "") // it must not keep naming a Pod that is gone
@@ -160,7 +173,7 @@ func (r *Reconciler) runPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod 
 // createPod creates the Pod. On AlreadyExists (a Pod of that name that the cache had not shown
 // yet, usually the one this controller created a pass ago) it reads that Pod from the API server,
 // since the cache cannot show it yet either, and returns it as existing.
-func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (created, existing *corev1.Pod, err error) {
+func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox, rootfs *rootfsObservation) (created, existing *corev1.Pod, err error) {
 	owner, err := r.ownerRef(sb)
 	if err != nil {
 		return nil, nil, err
@@ -188,6 +201,7 @@ func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (
 	if trust {
 		withEgressCA(&pod.Spec)
 	}
+	resumeImage(sb, pod, rootfs)
 	err = r.create(ctx, pod, "pod "+pod.Name)
 	if apierrors.IsAlreadyExists(err) {
 		existing = &corev1.Pod{}

@@ -26,6 +26,7 @@ const (
 	msgIdle                = "Pod has been terminated. Sandbox was suspended for being idle"
 	msgPodNotOwned         = "Refused to delete pod because it is not owned by this sandbox"
 	msgPodTerminating      = "Pod is terminating. Sandbox is suspending"
+	msgRootfsHold          = "Pod is kept until its root filesystem is captured (condition RootfsKept). Sandbox is suspending"
 	msgSuspending          = "Sandbox is suspending"
 	msgPodDraining         = "Pod is terminating; a new Pod replaces it once it is gone"
 	msgSuspended           = "Sandbox is suspended"
@@ -45,6 +46,7 @@ func computeStatus(sb *agentsv1beta1.Sandbox, obs *observation, clusterDomain st
 	setFinished(sb, obs)
 	setEgressPolicy(sb, obs)
 	setResized(sb, obs)
+	setRootfsKept(sb, obs)
 	setChildFields(sb, obs, clusterDomain)
 }
 
@@ -90,6 +92,8 @@ func setSuspended(sb *agentsv1beta1.Sandbox, obs *observation) {
 			status, reason, msg = metav1.ConditionTrue, agentsv1beta1.SandboxReasonPodTerminated, msgPodTerminated
 		case !obs.podOwned:
 			reason, msg = agentsv1beta1.SandboxReasonPodNotOwned, msgPodNotOwned
+		case obs.rootfs.hold:
+			reason, msg = agentsv1beta1.SandboxReasonPodTerminating, msgRootfsHold
 		default:
 			reason, msg = agentsv1beta1.SandboxReasonPodTerminating, msgPodTerminating
 		}

@@ -45,7 +45,8 @@ func (r *Reconciler) observeSource(ctx context.Context, snap *snapshotsv1alpha1.
 		return source{}, &problem{snapshotsv1alpha1.ReasonContainerNotFound,
 			fmt.Sprintf("Sandbox %s has no container %q; set spec.containerName to one of its containers", key.Name, container), true}, nil
 	}
-	if !meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
+	suspending := suspendCaptureOf(snap, sb)
+	if !suspending && !meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
 		return source{}, &problem{reason: snapshotsv1alpha1.ReasonSandboxNotReady, message: fmt.Sprintf("Sandbox %s is not Ready", key.Name)}, nil
 	}
 	pod := &corev1.Pod{}
@@ -59,6 +60,10 @@ func (r *Reconciler) observeSource(ctx context.Context, snap *snapshotsv1alpha1.
 	if !metav1.IsControlledBy(pod, sb) {
 		return source{}, &problem{snapshotsv1alpha1.ReasonSandboxNotReady,
 			fmt.Sprintf("Pod %s is not controlled by Sandbox %s", podKey.Name, key.Name), true}, nil
+	}
+	if uid := snap.Labels[snapshotsv1alpha1.SuspendPodUIDLabel]; suspending && string(pod.UID) != uid {
+		return source{}, &problem{snapshotsv1alpha1.ReasonSandboxNotReady,
+			fmt.Sprintf("Pod %s is not the Pod this suspension captures (UID %s); the Sandbox controller makes a new capture", podKey.Name, uid), true}, nil
 	}
 	src := source{nodeName: pod.Spec.NodeName, containerName: container, runtimeClass: ptr.Deref(pod.Spec.RuntimeClassName, "")}
 	status := containerStatus(pod, container)
@@ -126,4 +131,12 @@ func containerStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
 
 func findCaptured(snap *snapshotsv1alpha1.SandboxSnapshot) *metav1.Condition {
 	return meta.FindStatusCondition(snap.Status.Conditions, snapshotsv1alpha1.ConditionCaptured)
+}
+
+// suspendCaptureOf reports whether snap is the capture the Sandbox controller made of sb's Pod
+// before deleting it (snapshots.paddock.dev/suspend: rootfs): such a capture runs while sb is
+// Suspended, and so not Ready, as long as the Pod it names still runs.
+func suspendCaptureOf(snap *snapshotsv1alpha1.SandboxSnapshot, sb *agentsv1beta1.Sandbox) bool {
+	return snap.Labels[snapshotsv1alpha1.SuspendPodUIDLabel] != "" && metav1.IsControlledBy(snap, sb) &&
+		sb.Spec.OperatingMode == agentsv1beta1.SandboxOperatingModeSuspended
 }

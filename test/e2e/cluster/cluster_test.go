@@ -58,6 +58,7 @@ func TestCluster(t *testing.T) {
 	t.Run("egress-bench: the egress path's added latency, throughput and CPU against direct egress, on gVisor and runc (numbers logged)", testEgressBench)
 	t.Run("code-interpreter: the unmodified @e2b/code-interpreter SDK through the front door, under gVisor", testCodeInterpreter)
 	t.Run("snapshots: a SandboxSnapshot of a running sandbox starts clones with its tree, on runc and gVisor; other namespaces cannot use it", testSnapshots)
+	t.Run("suspend-rootfs: a Sandbox with snapshots.paddock.dev/suspend: rootfs keeps what it wrote outside volumes across suspend and resume, on runc and gVisor", testSuspendRootfs)
 	t.Run("attacker: from the host, another namespace and a sandbox, nothing reaches what it was not given", testAttacker)
 
 	t.Run("idle: an idle PVC sandbox is suspended, a routed request wakes it, ten requests share one resume", testIdleWake)

@@ -58,6 +58,11 @@ func playNode(t *testing.T, sb *agentsv1beta1.Sandbox) {
 				return err
 			}
 		}
+		// A Pod started from a capture runs that image, which the node reports as its digest.
+		imageID := baseImageDigest
+		if image := pod.Spec.Containers[0].Image; strings.Contains(image, "@sha256:") {
+			imageID = image
+		}
 		_, err = framework.UpdatePodStatus(ctx, env.Client, key, func(p *corev1.Pod) {
 			p.Status.Phase = corev1.PodRunning
 			framework.SetPodCondition(p, corev1.PodScheduled, corev1.ConditionTrue, "")
@@ -65,7 +70,7 @@ func playNode(t *testing.T, sb *agentsv1beta1.Sandbox) {
 			p.Status.PodIP, p.Status.PodIPs = framework.PodIP, []corev1.PodIP{{IP: framework.PodIP}}
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{
 				Name: "main", Ready: true, ContainerID: "containerd://" + containerID,
-				Image: builder.DefaultImage, ImageID: baseImageDigest,
+				Image: builder.DefaultImage, ImageID: imageID,
 				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
 			}}
 		})

@@ -35,19 +35,18 @@ const (
 	nodeName         = "node-a"
 )
 
+// stopControllers stops the running controllers; restartControllers replaces it.
+var stopControllers func()
+
 func TestMain(m *testing.M) {
 	framework.SetTestLogger()
 	framework.RunMain(m, &env, func(e *framework.Env) (func(), error) {
 		stopRegistry := startRegistry()
-		stop, err := framework.StartControllersWith(e, func(o *manager.Options) {
-			o.SnapshotRepository = testRepository
-			o.SnapshotCaptureImage = testCaptureImage
-		}, noop.NewTracerProvider())
-		if err != nil {
+		if err := startControllers(e); err != nil {
 			stopRegistry()
 			return nil, err
 		}
-		return func() { stop(); stopRegistry() }, nil
+		return func() { stopControllers(); stopRegistry() }, nil
 	})
 }
 
@@ -72,4 +71,42 @@ func startRegistry() func() {
 	}))
 	testRepository = strings.TrimPrefix(srv.URL, "http://") + "/snapshots"
 	return srv.Close
+}
+
+func startControllers(e *framework.Env) error { return startControllersWith(e, nil) }
+
+// startControllersWith starts the controllers configured for this package's snapshots, then
+// changed by mutate (when not nil).
+func startControllersWith(e *framework.Env, mutate func(*manager.Options)) error {
+	stop, err := framework.StartControllersWith(e, func(o *manager.Options) {
+		o.SnapshotRepository = testRepository
+		o.SnapshotCaptureImage = testCaptureImage
+		if mutate != nil {
+			mutate(o)
+		}
+	}, noop.NewTracerProvider())
+	if err != nil {
+		return err
+	}
+	stopControllers = stop
+	return nil
+}
+
+// restartControllers stops the controllers, runs between (the world changing while no
+// controller runs), and starts new ones, with empty caches, as after a crash. Tests of this
+// package run one at a time, so no other test is affected.
+func restartControllers(t *testing.T, between func()) {
+	t.Helper()
+	restartControllersWith(t, between, nil)
+}
+
+// restartControllersWith is restartControllers with the new controllers' options changed by
+// mutate.
+func restartControllersWith(t *testing.T, between func(), mutate func(*manager.Options)) {
+	t.Helper()
+	stopControllers()
+	between()
+	if err := startControllersWith(env, mutate); err != nil {
+		t.Fatalf("restarting the controllers: %v", err)
+	}
 }

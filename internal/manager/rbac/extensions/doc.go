@@ -12,7 +12,7 @@
 // +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxclaims/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=snapshots.paddock.dev,resources=sandboxsnapshots,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=snapshots.paddock.dev,resources=sandboxsnapshots,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=snapshots.paddock.dev,resources=sandboxsnapshots/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=snapshots.paddock.dev,resources=sandboxsnapshots/finalizers,verbs=update
 // +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools,verbs=get;list;watch;delete

@@ -54,6 +54,7 @@ func TestCluster(t *testing.T) {
 	t.Run("env-base: the E2B SDK runs python3, node, git, curl, pip and npm installs in base, on gVisor and runc", testEnvBase)
 	t.Run("network: NetworkPolicy is enforced; sandboxes reach the internet stand-in by name and nothing of the cluster", testNetwork)
 	t.Run("egress: paddock-egress enforces a sandbox's policy on gVisor and runc, injects a credential it cannot read, and takes a policy change live", testEgress)
+	t.Run("egress-rules: the unmodified e2b SDK's network.rules inject a header over HTTPS on base (gVisor) and runc, hidden from the sandbox, replaced live; another sandbox cannot borrow the identity", testEgressRules)
 	t.Run("code-interpreter: the unmodified @e2b/code-interpreter SDK through the front door, under gVisor", testCodeInterpreter)
 	t.Run("snapshots: a SandboxSnapshot of a running sandbox starts clones with its tree, on runc and gVisor; other namespaces cannot use it", testSnapshots)
 	t.Run("attacker: from the host, another namespace and a sandbox, nothing reaches what it was not given", testAttacker)

@@ -105,7 +105,10 @@ func testEgressRules(t *testing.T) {
 
 			// HTTPS with no CA flag: the Pod trusts the egress CA (the template's annotation), and
 			// the stand-in sees the rule's value on the request.
+			// Through the E2B SDK's commands.run, as the README shows, then through sandboxd.
 			nonce := hex.EncodeToString(randomBytes(6))
+			step(t, "curl", "E2B_SANDBOX_ID="+id, "URL_PATH=/e-"+nonce)
+			wantAuthorization(t, ctx, stand, "/e-"+nonce, first)
 			expectOutput(t, "https://api.example.test/ with no --cacert", curl("https://api.example.test/a-"+nonce), "hello from api.example.test")
 			wantAuthorization(t, ctx, stand, "/a-"+nonce, first)
 

@@ -5,6 +5,8 @@
 //   attacker: a sandbox of E2B_TEMPLATE that reaches only example.test, with no rule; prints
 //             "SANDBOX <id>".
 //   update:   updateNetwork of E2B_SANDBOX_ID with RULE_VALUE as the new value.
+//   curl:     sbx.commands.run of curl https://api.example.test<URL_PATH> in E2B_SANDBOX_ID, as
+//             the README shows: no CA flag.
 // After create and update, getInfo shows the rule with its value redacted and never the value.
 // One line per check and "all checks passed" at the end; exits 1 on the first failure.
 const { Sandbox, ALL_TRAFFIC } = await import(process.env.E2B_PKG)
@@ -48,7 +50,19 @@ switch (process.argv[2]) {
     await infoHidesTheValue(id)
     break
   }
+  case 'curl': {
+    const sbx = await Sandbox.connect(process.env.E2B_SANDBOX_ID, opts)
+    let r
+    try {
+      r = await sbx.commands.run(`curl -sS -m 10 https://api.example.test${process.env.URL_PATH}`, { timeoutMs: 60_000 })
+    } catch (e) {
+      r = e // CommandExitError carries exitCode, stdout and stderr
+    }
+    check('curl https://api.example.test with no CA flag', r.exitCode === 0 && r.stdout.includes('hello from api.example.test'),
+      `exit ${r.exitCode}: ${r.stdout} ${r.stderr}`)
+    break
+  }
   default:
-    check(`a known step (create, attacker, update), got ${process.argv[2]}`, false)
+    check(`a known step (create, attacker, update, curl), got ${process.argv[2]}`, false)
 }
 console.log(`all checks passed (${passed()})`)

@@ -21,7 +21,8 @@ import (
 
 // ruleSecretPrefix starts the name of every Secret holding a claim's E2B rules header values.
 // The front door deletes only Secrets so named, and a fresh name per create or network update
-// means it never overwrites one: the router needs create and delete on Secrets, not update.
+// means it never overwrites one: the router needs create, delete and (for forks' shares) patch
+// of owner references on Secrets, not update.
 const ruleSecretPrefix = "e2b-egress-"
 
 // newRuleSecretName is a fresh Secret name for a claim's header values.

@@ -97,7 +97,7 @@ func testEgressRules(t *testing.T) {
 				t.Fatal("egressrules.mjs create printed no sandbox ID")
 			}
 			sb, run := attachE2B(t, ctx, paddock, ns, id)
-			firstSecret := rulesSecret(t, ctx, c, ns, id, first)
+			firstSecret := rulesSecret(t, c, ns, id, first)
 			waitEgressApplied(t, c, ns, sb.SandboxName())
 			curl := func(args string) func(context.Context) (string, error) {
 				return func(ctx context.Context) (string, error) { return run(ctx, "curl -sS -m 10 "+args) }
@@ -136,7 +136,7 @@ func testEgressRules(t *testing.T) {
 
 			// updateNetwork with a new value: the next requests carry it, the first Secret goes.
 			step(t, "update", "E2B_SANDBOX_ID="+id, "RULE_VALUE="+second)
-			rulesSecret(t, ctx, c, ns, id, second)
+			rulesSecret(t, c, ns, id, second)
 			framework.Eventually(t, func(ctx context.Context) error {
 				err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: firstSecret}, &corev1.Secret{})
 				if !apierrors.IsNotFound(err) {
@@ -186,7 +186,7 @@ func attachE2B(t *testing.T, ctx context.Context, paddock *sdk.Client, ns, id st
 
 // rulesSecret waits until claim id names its rules Secret (e2b.paddock.dev/rules-secret) holding
 // value, owned by the claim, and returns the Secret's name.
-func rulesSecret(t *testing.T, ctx context.Context, c client.Client, ns, id, value string) string {
+func rulesSecret(t *testing.T, c client.Client, ns, id, value string) string {
 	t.Helper()
 	var name string
 	framework.Eventually(t, func(ctx context.Context) error {

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -34,12 +35,16 @@ func valueHiddenRows(ctx context.Context, from string, run func(context.Context,
 	look("read it from every process's environ and cmdline", "cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr '\\0' '\\n'")
 	look("see it in the traffic of an injected request (curl -v over HTTPS)", "curl -sv -m 10 https://api.example.test/ 2>&1")
 	look("have the allowed host echo the request's headers", "curl -s -m 10 -D - https://api.example.test/ 2>&1")
-	// Every file but the kernel's views: a match lists the file, which the row then shows.
-	grep := "grep -rsl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev -e " + shellQuote(bracketed(secret)) +
-		" -e " + shellQuote(bracketed(keyFragment)) + " / ; echo searched"
+	// Every file but the kernel's views: a match lists the file, which the row then shows. A
+	// control text written to a file first (base64 on the command line) must be the only match,
+	// so the search is shown to find what is there.
+	control := "control-" + hex.EncodeToString(randomBytes(8))
+	grep := "echo " + base64.StdEncoding.EncodeToString([]byte(control)) + " | base64 -d > /tmp/grep-control && " +
+		"grep -rsl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev -e " + shellQuote(bracketed(secret)) +
+		" -e " + shellQuote(bracketed(keyFragment)) + " -e " + shellQuote(bracketed(control)) + " / ; echo searched"
 	out, err := run(ctx, grep)
-	rows = append(rows, attempt{from: from, what: "grep every file for the value and the egress CA's private key",
-		result: fmt.Sprintf("%s %v", out, err), held: err == nil && strings.TrimSpace(out) == "searched"})
+	rows = append(rows, attempt{from: from, what: "grep every file for the value and the egress CA's private key (the control file is found)",
+		result: fmt.Sprintf("%s %v", out, err), held: err == nil && strings.Join(strings.Fields(out), " ") == "/tmp/grep-control searched"})
 	return rows
 }
 

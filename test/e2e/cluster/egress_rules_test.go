@@ -36,7 +36,7 @@ import (
 // a new value: the next request carries it and the first value's Secret is gone.
 func testEgressRules(t *testing.T) {
 	ns := namespace(t)
-	ctx := framework.Context(t, 18*time.Minute)
+	ctx := framework.Context(t, 12*time.Minute)
 	c := paddockClient(t)
 	stand := standin.NewClient(filepath.Join(cmp.Or(suite.stateDir, *stateDirFlag), "internet"))
 	plan, err := stand.Plan(ctx)

@@ -115,6 +115,9 @@ type createRequest struct {
 	// (network.rules' header values); nil when there are none.
 	ruleSecret string
 	ruleValues map[string][]byte
+	// sharedRuleSecret is a fork's source's rules Secret, which the fork's claim comes to own
+	// too (shareRuleSecret); "" for none.
+	sharedRuleSecret string
 	// resources are the metadata keys paddock.dev/cpu and paddock.dev/memory, which choose the
 	// sandbox's resources within its pool's bounds (docs/design/warm-resources.md).
 	resources map[string]string
@@ -218,8 +221,11 @@ func newClaim(namespace, id, pool string, req createRequest, now time.Time) *ext
 		c.Annotations[e2bapi.MetadataAnnotation] = req.metadata
 	}
 	maps.Copy(c.Annotations, req.network)
-	if req.ruleValues != nil {
+	switch {
+	case req.ruleValues != nil:
 		c.Annotations[e2bapi.RulesSecretAnnotation] = req.ruleSecret
+	case req.sharedRuleSecret != "":
+		c.Annotations[e2bapi.RulesSecretAnnotation] = req.sharedRuleSecret
 	}
 	maps.Copy(c.Annotations, req.resources)
 	return c
@@ -253,8 +259,8 @@ func (f *FrontDoor) createClaim(ctx context.Context, ns, pool string, req create
 		if err != nil {
 			return nil, fmt.Errorf("creating SandboxClaim %s/%s: %w", ns, id, err)
 		}
-		if req.ruleValues != nil {
-			if err := f.createRuleSecret(ctx, claim, req.ruleSecret, req.ruleValues); err != nil {
+		if req.ruleValues != nil || req.sharedRuleSecret != "" {
+			if err := f.claimRuleSecret(ctx, claim, req); err != nil {
 				// Nobody learns the claim's ID: delete it (its Secret, if any, goes with it).
 				if derr := f.client.Delete(ctx, claim); derr != nil && !apierrors.IsNotFound(derr) {
 					err = fmt.Errorf("%w; deleting SandboxClaim %s/%s: %v", err, ns, id, derr)
@@ -264,6 +270,15 @@ func (f *FrontDoor) createClaim(ctx context.Context, ns, pool string, req create
 		}
 		return claim, nil
 	}
+}
+
+// claimRuleSecret gives claim its rules Secret: a new one with req's values, or a share of the
+// fork source's.
+func (f *FrontDoor) claimRuleSecret(ctx context.Context, claim *extensionsv1beta1.SandboxClaim, req createRequest) error {
+	if req.ruleValues != nil {
+		return f.createRuleSecret(ctx, claim, req.ruleSecret, req.ruleValues)
+	}
+	return f.shareRuleSecret(ctx, claim, req.sharedRuleSecret)
 }
 
 // poolFor finds the SandboxWarmPool serving templateID in ns: the pool of that name, else one

@@ -92,13 +92,15 @@ func parseFork(body e2bapi.ForkRequest) (count int, lifetime time.Duration, err 
 }
 
 // forkRequest is what each fork of src is claimed with: src's template ID, metadata, envs,
-// network configuration (its egress policy included: a fork reaches no more than its source)
+// network configuration (its egress policy included: a fork reaches no more than its source,
+// and its claim shares src's rules Secret, so the fork keeps its rules when src goes)
 // and resources, expiring after lifetime (a fork's timeout kills it, as on E2B).
 func forkRequest(src *extensionsv1beta1.SandboxClaim, lifetime time.Duration) createRequest {
 	req := createRequest{templateID: templateOf(src), lifetime: lifetime, metadata: src.Annotations[e2bapi.MetadataAnnotation],
-		env:       append([]extensionsv1beta1.EnvVar(nil), src.Spec.Env...),
-		network:   pick(src.Annotations, egress.PolicyAnnotation, e2bapi.NetworkAnnotation, e2bapi.AllowInternetAccessAnnotation),
-		resources: pick(src.Annotations, extensionsv1beta1.CPUAnnotation, extensionsv1beta1.MemoryAnnotation)}
+		env:              append([]extensionsv1beta1.EnvVar(nil), src.Spec.Env...),
+		network:          pick(src.Annotations, egress.PolicyAnnotation, e2bapi.NetworkAnnotation, e2bapi.AllowInternetAccessAnnotation),
+		resources:        pick(src.Annotations, extensionsv1beta1.CPUAnnotation, extensionsv1beta1.MemoryAnnotation),
+		sharedRuleSecret: src.Annotations[e2bapi.RulesSecretAnnotation]}
 	return req
 }
 

@@ -282,8 +282,8 @@ func (f *FrontDoor) updateNetwork(w http.ResponseWriter, r *http.Request, ns str
 				return
 			}
 		}
-		// Only the Secret this claim's own create or update wrote: a fork's policy names its
-		// source's, which stays.
+		// The claim's share of its previous Secret: other claims sharing it (a fork and its
+		// source) keep it.
 		replaced := c.Annotations[e2bapi.RulesSecretAnnotation]
 		if err := f.client.Patch(r.Context(), c, client.RawPatch("application/merge-patch+json", patch)); err != nil {
 			if values != nil {
@@ -292,7 +292,7 @@ func (f *FrontDoor) updateNetwork(w http.ResponseWriter, r *http.Request, ns str
 			f.internal(w, err)
 			return
 		}
-		if err := f.deleteRuleSecret(r.Context(), c.Namespace, replaced); err != nil {
+		if err := f.releaseRuleSecret(r.Context(), c, replaced); err != nil {
 			f.internal(w, err)
 			return
 		}

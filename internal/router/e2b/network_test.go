@@ -129,13 +129,16 @@ func TestCreateCarriesTheNetworkToTheClaimAndGetInfo(t *testing.T) {
 	if c.Annotations[e2bapi.RulesSecretAnnotation] != req.ruleSecret {
 		t.Errorf("claim annotations %v do not name the rules Secret %s as the claim's own", c.Annotations, req.ruleSecret)
 	}
-	// A fork reads its source's Secret but does not own it: its network update never deletes it.
-	fork := newClaim("ns", "fork", "base", forkRequest(c, time.Hour), time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	// A fork shares its source's Secret (its claim becomes one more owner, createClaim) and
+	// names it, so that its network update gives up that share.
+	forkReq := forkRequest(c, time.Hour)
+	fork := newClaim("ns", "fork", "base", forkReq, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	if fork.Annotations[egress.PolicyAnnotation] != c.Annotations[egress.PolicyAnnotation] {
 		t.Errorf("fork policy %s, want its source's %s", fork.Annotations[egress.PolicyAnnotation], c.Annotations[egress.PolicyAnnotation])
 	}
-	if v, ok := fork.Annotations[e2bapi.RulesSecretAnnotation]; ok {
-		t.Errorf("the fork claims its source's rules Secret %q as its own", v)
+	if forkReq.ruleValues != nil || forkReq.sharedRuleSecret != req.ruleSecret || fork.Annotations[e2bapi.RulesSecretAnnotation] != req.ruleSecret {
+		t.Errorf("fork request values %v, shared Secret %q, claim annotations %v; want no values of its own and the source's Secret %s shared",
+			forkReq.ruleValues, forkReq.sharedRuleSecret, fork.Annotations, req.ruleSecret)
 	}
 }
 

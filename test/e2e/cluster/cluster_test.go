@@ -56,6 +56,7 @@ func TestCluster(t *testing.T) {
 	t.Run("egress: paddock-egress enforces a sandbox's policy on gVisor and runc, injects a credential it cannot read, and takes a policy change live", testEgress)
 	t.Run("egress-fail: paddock-egress killed mid-download cuts the transfer, lets nothing out while down, and serves again on restart, on gVisor and runc", testEgressFailsClosed)
 	t.Run("egress-bench: the egress path's added latency, throughput and CPU against direct egress, on gVisor and runc (numbers logged)", testEgressBench)
+	t.Run("egress-rules: the unmodified e2b SDK's network.rules inject a header over HTTPS on base (gVisor) and runc, hidden from the sandbox, replaced live; another sandbox cannot borrow the identity", testEgressRules)
 	t.Run("code-interpreter: the unmodified @e2b/code-interpreter SDK through the front door, under gVisor", testCodeInterpreter)
 	t.Run("snapshots: a SandboxSnapshot of a running sandbox starts clones with its tree, on runc and gVisor; other namespaces cannot use it", testSnapshots)
 	t.Run("suspend-rootfs: a Sandbox with snapshots.paddock.dev/suspend: rootfs keeps what it wrote outside volumes across suspend and resume, on runc and gVisor", testSuspendRootfs)

@@ -205,10 +205,10 @@ func e2bClientDir(t *testing.T) string {
 	return framework.NodePackage(t, filepath.Join(framework.RepoRoot(), "test", "integration", "e2bfrontdoor", "client"))
 }
 
-// node runs a script of the client and logs its output line by line.
-func node(t *testing.T, ctx context.Context, dir string, env []string, script string) (string, error) {
+// node runs a script of the client with args and logs its output line by line.
+func node(t *testing.T, ctx context.Context, dir string, env []string, script string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, "node", script)
+	cmd := exec.CommandContext(ctx, "node", append([]string{script}, args...)...)
 	cmd.Dir, cmd.Env = dir, env
 	out, err := cmd.CombinedOutput()
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -82,9 +83,10 @@ func routerObjects(t testing.TB, file string) []*unstructured.Unstructured {
 	return objs
 }
 
-// A leaked router token (the install's RBAC and admission policy) can create and delete Secrets
-// only as the E2B front door does: e2b-egress-* names, owned by a SandboxClaim, Opaque. It cannot
-// create any other Secret (a service-account token Secret, say) nor delete a user's.
+// A leaked router token (the install's RBAC and admission policy) can create, patch and delete
+// Secrets only as the E2B front door does: e2b-egress-* names, owned by a SandboxClaim, Opaque,
+// and patches that change only the SandboxClaim owners. It cannot create any other Secret (a
+// service-account token Secret, say), nor rewrite or delete a user's.
 func TestRouterSecretWritesAreNarrowed(t *testing.T) {
 	h := &harness{ns: env.Namespace(t), keysNS: env.Namespace(t)}
 	ctx := framework.Context(t, framework.DefaultTimeout)
@@ -122,6 +124,33 @@ func TestRouterSecretWritesAreNarrowed(t *testing.T) {
 	ok := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "e2b-egress-ok", Namespace: h.ns, OwnerReferences: owner}, Data: map[string][]byte{"header-0": []byte("v")}}
 	if err := router.Create(ctx, ok); err != nil {
 		t.Errorf("creating the front door's kind of Secret as the router: %v", err)
+	}
+	// Patches: a fork's claim joining the owners, and giving its share up, pass; anything else
+	// (the values, a label, the last owner, a non-claim owner, a user's Secret) is refused.
+	fork := `{"apiVersion":"extensions.agents.x-k8s.io/v1beta1","kind":"SandboxClaim","name":"fork","uid":"0d3c1a7e-0000-4000-8000-000000000002"}`
+	smp := func(s *corev1.Secret, patch string) error {
+		return router.Patch(ctx, s.DeepCopy(), client.RawPatch(types.StrategicMergePatchType, []byte(patch)))
+	}
+	if err := smp(ok, `{"metadata":{"ownerReferences":[`+fork+`]}}`); err != nil {
+		t.Errorf("adding a fork's claim to the owners of the front door's Secret as the router: %v", err)
+	}
+	if err := smp(ok, `{"metadata":{"ownerReferences":[{"$patch":"delete","uid":"0d3c1a7e-0000-4000-8000-000000000002"}]}}`); err != nil {
+		t.Errorf("removing one of two owners of the front door's Secret as the router: %v", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		s     *corev1.Secret
+		patch string
+	}{
+		{"rewrite the values", ok, `{"data":{"header-0":"c3RvbGVu"}}`},
+		{"add a label", ok, `{"metadata":{"labels":{"x":"y"}}}`},
+		{"remove the last owner", ok, `{"metadata":{"ownerReferences":[{"$patch":"delete","uid":"0d3c1a7e-0000-4000-8000-000000000001"}]}}`},
+		{"add an owner that is no claim", ok, `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"x","uid":"0d3c1a7e-0000-4000-8000-000000000003"}]}}`},
+		{"patch a user's Secret (its answer would show the values)", users, `{"metadata":{"ownerReferences":[` + fork + `]}}`},
+	} {
+		if err := smp(tc.s, tc.patch); !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+			t.Errorf("%s as the router: %v, want refused", tc.name, err)
+		}
 	}
 	if err := router.Delete(ctx, ok); err != nil {
 		t.Errorf("deleting the front door's kind of Secret as the router: %v", err)

@@ -10,16 +10,22 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -215,5 +221,81 @@ func wantNamespaceCA(t *testing.T, ctx context.Context, ns string, ca *egresspro
 		if bytes.Contains(v, []byte("PRIVATE KEY")) || bytes.Contains(v, bytes.TrimSpace(ca.KeyPEM())) {
 			t.Errorf("secret %s/%s key %s holds a private key", ns, s.Name, k)
 		}
+	}
+}
+
+// TestTrustAnnotationGivesOnlyTheCertificate plays a user of another namespace (a namespace
+// admin: every verb on Sandboxes, Pods and Secrets there, nothing elsewhere) who sets the trust
+// annotation on a Sandbox of their own, and code in that sandbox with the Pod's ServiceAccount
+// token. They get the CA's public certificate and the bundle, and neither reaches the CA's key:
+// the namespace's copy holds no key, and the installation's Secret is not theirs to read.
+func TestTrustAnnotationGivesOnlyTheCertificate(t *testing.T) {
+	ctx := framework.Context(t, 2*time.Minute)
+	ca := writeCA(t, ctx)
+	ns := env.Namespace(t)
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "admin", Namespace: ns}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{agentsv1beta1.GroupVersion.Group}, Resources: []string{"sandboxes"}, Verbs: []string{"*"}},
+		{APIGroups: []string{""}, Resources: []string{"pods", "secrets"}, Verbs: []string{"*"}}}}
+	framework.MustCreate(t, ctx, env.Client, role)
+	framework.MustCreate(t, ctx, env.Client, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "admin", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "admin"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "user", Namespace: ns}}})
+	as := func(token string) client.Client {
+		cfg := rest.AnonymousClientConfig(env.Config)
+		cfg.BearerToken = token
+		c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	user := as(framework.ServiceAccountToken(t, env.Config, ns, "user"))
+
+	sb := builder.MakeSandbox("asks", ns).PodAnnotation(egress.TrustCAAnnotation, "true").Obj()
+	if err := user.Create(ctx, sb); err != nil {
+		t.Fatalf("the namespace's user creating a Sandbox that asks for the trust: %v", err)
+	}
+	pod := &corev1.Pod{}
+	framework.Eventually(t, func(ctx context.Context) error { return user.Get(ctx, client.ObjectKeyFromObject(sb), pod) })
+	wantTrust(t, pod)
+	copyOf := &corev1.Secret{}
+	if err := user.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.EgressCAName}, copyOf); err != nil {
+		t.Fatalf("the user reading the namespace's copy: %v", err)
+	}
+	keys := slices.Sorted(maps.Keys(copyOf.Data))
+	if !slices.Equal(keys, []string{sandbox.EgressCABundleKey, sandbox.EgressCAKey}) || !bytes.Equal(copyOf.Data[sandbox.EgressCAKey], ca.CertPEM()) {
+		t.Errorf("the namespace's copy has keys %v; want only %s (the CA's certificate) and %s", keys, sandbox.EgressCAKey, sandbox.EgressCABundleKey)
+	}
+	for k, v := range copyOf.Data {
+		if bytes.Contains(v, []byte("PRIVATE KEY")) || bytes.Contains(v, bytes.TrimSpace(ca.KeyPEM())) {
+			t.Errorf("the namespace's copy, key %s, holds a private key", k)
+		}
+	}
+
+	// Neither the user nor the sandbox's own ServiceAccount reads the installation's Secret.
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	// envtest runs no controller that makes a namespace's default ServiceAccount.
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	podToken, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for who, c := range map[string]client.Client{"the namespace's user": user, "the sandbox's ServiceAccount " + sa: as(podToken.Status.Token)} {
+		if err := c.Get(ctx, caKey, &corev1.Secret{}); !apierrors.IsForbidden(err) {
+			t.Errorf("%s reading Secret %s: %v; want forbidden", who, caKey, err)
+		}
+		if err := c.List(ctx, &corev1.SecretList{}, client.InNamespace(caKey.Namespace)); !apierrors.IsForbidden(err) {
+			t.Errorf("%s listing the Secrets of %s: %v; want forbidden", who, caKey.Namespace, err)
+		}
+	}
+	if err := as(podToken.Status.Token).Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.EgressCAName}, &corev1.Secret{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the sandbox's ServiceAccount reading the namespace's copy: %v; want forbidden", err)
 	}
 }

@@ -22,7 +22,9 @@ const namespaceNameLabel = "kubernetes.io/metadata.name"
 func PolicyName(templateName string) string { return templateName + "-network-policy" }
 
 // PolicedPolicyName is the name of the NetworkPolicy of a template's policed Pods.
-func PolicedPolicyName(templateName string) string { return templateName + "-egress-policed-network-policy" }
+func PolicedPolicyName(templateName string) string {
+	return templateName + "-egress-policed-network-policy"
+}
 
 // constructPolicy is the NetworkPolicy a Managed template wants. The default ingress admits the
 // router (the way in for clients) and the controller (claim settings and idle activity, which it

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -11,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -81,7 +77,7 @@ func snapshotE2B(t *testing.T, gvisor bool) {
 		t.Errorf("%d images deleted in %s (%v); want 4", len(images), ns, images)
 	}
 	for _, image := range images {
-		if got := registryStatus(t, image); got != http.StatusNotFound {
+		if got := framework.ManifestStatus(t, image); got != http.StatusNotFound {
 			t.Errorf("the registry answers %d for %s of a deleted snapshot; want 404", got, image)
 		}
 	}
@@ -107,24 +103,4 @@ func deletedImages(t *testing.T, ctx context.Context, c client.Client, ns string
 		}
 	}
 	return images
-}
-
-// registryStatus is the dev registry's answer to a GET of image's manifest: 200 or the error's
-// HTTP status.
-func registryStatus(t *testing.T, image string) int {
-	t.Helper()
-	ref, err := name.ParseReference(image)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = remote.Get(ref)
-	var terr *transport.Error
-	switch {
-	case err == nil:
-		return http.StatusOK
-	case errors.As(err, &terr):
-		return terr.StatusCode
-	}
-	t.Fatalf("reading %s from the registry: %v", image, err)
-	return 0
 }

@@ -155,7 +155,7 @@ func snapshotRoundTrip(t *testing.T, gvisor bool) {
 
 	// Deleting the snapshot keeps its image while the clone runs it (its Pod may have to pull it
 	// again), then deletes it from the registry once the clone and its pool are gone.
-	if got := registryStatus(t, snap.Status.Image); got != http.StatusOK {
+	if got := framework.ManifestStatus(t, snap.Status.Image); got != http.StatusOK {
 		t.Fatalf("the registry answers %d for the Ready snapshot's image %s", got, snap.Status.Image)
 	}
 	if err := c.Delete(ctx, snap); err != nil {
@@ -168,7 +168,7 @@ func snapshotRoundTrip(t *testing.T, gvisor bool) {
 		}
 		return builder.HasCondition(got.Status.Conditions, snapshotsv1alpha1.ConditionImageDeleted, metav1.ConditionFalse, snapshotsv1alpha1.ReasonImageInUse)
 	})
-	if got := registryStatus(t, snap.Status.Image); got != http.StatusOK {
+	if got := framework.ManifestStatus(t, snap.Status.Image); got != http.StatusOK {
 		t.Fatalf("the registry answers %d for %s while the clone runs it; want it kept", got, snap.Status.Image)
 	}
 	if got := sandboxRunner(t, ctx, c, clone, cloneIP)("cat", "/home/user/snap/dir/file"); got != "hello" {
@@ -185,7 +185,7 @@ func snapshotRoundTrip(t *testing.T, gvisor bool) {
 		}
 		return nil
 	})
-	if got := registryStatus(t, snap.Status.Image); got != http.StatusNotFound {
+	if got := framework.ManifestStatus(t, snap.Status.Image); got != http.StatusNotFound {
 		t.Errorf("the registry answers %d for %s after its snapshot and users are gone; want 404", got, snap.Status.Image)
 	}
 }

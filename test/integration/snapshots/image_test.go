@@ -2,7 +2,6 @@ package snapshots
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,25 +52,6 @@ func readySnapshotInRegistry(t *testing.T, ns string) *snapshotsv1alpha1.Sandbox
 	return waitSnapshot(t, ns, "snap", snapshotsv1alpha1.SnapshotPhaseReady, snapshotsv1alpha1.ConditionReady, metav1.ConditionTrue, snapshotsv1alpha1.ReasonReady)
 }
 
-// manifestStatus is the registry's answer to a GET of image's manifest: 200 or the error's code.
-func manifestStatus(t *testing.T, image string) int {
-	t.Helper()
-	ref, err := name.ParseReference(image)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = remote.Get(ref)
-	var terr *transport.Error
-	switch {
-	case err == nil:
-		return http.StatusOK
-	case errors.As(err, &terr):
-		return terr.StatusCode
-	}
-	t.Fatalf("reading %s: %v", image, err)
-	return 0
-}
-
 // TestDeletedSnapshotKeepsItsImageWhileInUse: deleting a snapshot deletes its published template
 // and the warm pool it controls at once, keeps the image in the registry while a Sandbox of the
 // namespace runs it (the condition names it), and deletes the manifest (by digest, and its tag)
@@ -81,7 +60,7 @@ func TestDeletedSnapshotKeepsItsImageWhileInUse(t *testing.T) {
 	ns := env.Namespace(t)
 	snap := readySnapshotInRegistry(t, ns)
 	tagRef := strings.SplitN(snap.Status.Image, "@", 2)[0] + ":" + string(snap.UID)
-	if got := manifestStatus(t, snap.Status.Image); got != http.StatusOK {
+	if got := framework.ManifestStatus(t, snap.Status.Image); got != http.StatusOK {
 		t.Fatalf("the snapshot's image answers %d before the deletion", got)
 	}
 	pool := builder.MakeWarmPool("front-door", ns, snap.Status.TemplateName).Replicas(0).Obj()
@@ -107,7 +86,7 @@ func TestDeletedSnapshotKeepsItsImageWhileInUse(t *testing.T) {
 		}
 		return nil
 	})
-	if got := manifestStatus(t, snap.Status.Image); got != http.StatusOK {
+	if got := framework.ManifestStatus(t, snap.Status.Image); got != http.StatusOK {
 		t.Fatalf("the image answers %d while a Sandbox runs it; want it kept", got)
 	}
 
@@ -122,7 +101,7 @@ func TestDeletedSnapshotKeepsItsImageWhileInUse(t *testing.T) {
 		return nil
 	})
 	for _, ref := range []string{snap.Status.Image, tagRef} {
-		if got := manifestStatus(t, ref); got != http.StatusNotFound {
+		if got := framework.ManifestStatus(t, ref); got != http.StatusNotFound {
 			t.Errorf("%s answers %d after the snapshot was deleted; want 404", ref, got)
 		}
 	}
@@ -146,7 +125,7 @@ func TestRegistryRefusingDeleteDoesNotHoldTheSnapshot(t *testing.T) {
 		}
 		return nil
 	})
-	if got := manifestStatus(t, snap.Status.Image); got != http.StatusOK {
+	if got := framework.ManifestStatus(t, snap.Status.Image); got != http.StatusOK {
 		t.Errorf("the refusing registry's image answers %d; want it still there", got)
 	}
 	waitEvent(t, ns, snapshotsv1alpha1.ReasonImageNotDeleted, "refused to delete "+snap.Status.Image)

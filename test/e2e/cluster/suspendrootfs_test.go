@@ -106,18 +106,22 @@ func suspendRootfsCycles(t *testing.T, gvisor bool) {
 	if !strings.Contains(got, "/var/tmp/agent-notes absent\n") || !strings.Contains(got, "/var/tmp/second regular file 600 1000:1000 3\n") {
 		t.Errorf("after the second cycle:\n%s\nwant /var/tmp/agent-notes deleted and /var/tmp/second kept with mode 600", got)
 	}
-	// One capture is left: the one the running Pod started from.
-	var snaps snapshotsv1alpha1.SandboxSnapshotList
-	if err := c.List(ctx, &snaps, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	if len(snaps.Items) != 1 {
+	// One capture is left: the one the running Pod started from. The superseded one is deleted
+	// once the newer one is Ready, and its deletion waits for its registry image to go: wait.
+	framework.EventuallyWithin(t, 3*time.Minute, func(ctx context.Context) error {
+		var snaps snapshotsv1alpha1.SandboxSnapshotList
+		if err := c.List(ctx, &snaps, client.InNamespace(ns)); err != nil {
+			return err
+		}
 		var names []string
 		for _, s := range snaps.Items {
 			names = append(names, s.Name+"("+string(s.Status.Phase)+")")
 		}
-		t.Errorf("captures left after two cycles: %v; want the last one only", names)
-	}
+		if len(snaps.Items) != 1 || snaps.Items[0].Status.Phase != snapshotsv1alpha1.SnapshotPhaseReady {
+			return fmt.Errorf("captures left after two cycles: %v; want the last one only, Ready", names)
+		}
+		return nil
+	})
 }
 
 // suspendAndResume suspends sb with suspend (an operatingMode, or an idle timeout for the idle

@@ -172,6 +172,9 @@ bench-compare: ## Benchmark two controller revisions in turn on one fresh cluste
 $(TOOLBIN)/%: tools/go.mod tools/go.sum
 	$(GO) -C tools build -o $(TOOLBIN)/ $(shell $(GO) -C tools list -f '{{.ImportPath}}' tool | grep -E '/$*(/v[0-9]+)?$$')
 
+.PHONY: tools
+tools: $(CONTROLLER_GEN) $(GOLANGCI_LINT) $(HELM) $(KUSTOMIZE) ## Build the pinned tool binaries (controller-gen, golangci-lint, helm, kustomize) into bin/tools/.
+
 .PHONY: build
 build: ## Build every binary into bin/.
 	$(GO) build -o bin/ ./cmd/...

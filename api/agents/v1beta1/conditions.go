@@ -150,6 +150,9 @@ const (
 	// SandboxReasonRootfsNotConfigured: the cluster has no snapshot repository or capture image;
 	// the Sandbox suspends as upstream, keeping its volumes only.
 	SandboxReasonRootfsNotConfigured = "NotConfigured"
+	// SandboxReasonRootfsInvalidAnnotation: the suspend annotation has a value the controller does
+	// not know; the Sandbox suspends as without it, and the message names the value to set.
+	SandboxReasonRootfsInvalidAnnotation = "InvalidAnnotation"
 	// SandboxReasonRootfsSnapshotMissing: the SandboxSnapshot to resume from is gone or not
 	// Ready; the Pod started from the pod template's image.
 	SandboxReasonRootfsSnapshotMissing = "SnapshotMissing"

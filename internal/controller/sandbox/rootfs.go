@@ -64,10 +64,19 @@ func rootfsContainer(sb *agentsv1beta1.Sandbox) string {
 
 // observeRootfs lists the suspend captures sb controls, when it keeps its root filesystem.
 func (r *Reconciler) observeRootfs(ctx context.Context, sb *agentsv1beta1.Sandbox, obs *observation) error {
-	if !r.opts.SuspendCaptures || !keepsRootfs(sb) {
+	value, asked := sb.Annotations[snapshotsv1alpha1.SuspendAnnotation]
+	if !r.opts.SuspendCaptures || !asked {
 		return nil
 	}
 	obs.rootfs.on = true
+	if !keepsRootfs(sb) {
+		// A typo must not pass for the opt-in: suspend as without it, and say what to set.
+		obs.rootfs.unavailable = true
+		obs.rootfs.set(metav1.ConditionFalse, agentsv1beta1.SandboxReasonRootfsInvalidAnnotation,
+			"the root filesystem is not kept: annotation %s is %q; set it to %q, or remove it",
+			snapshotsv1alpha1.SuspendAnnotation, value, snapshotsv1alpha1.SuspendRootfs)
+		return nil
+	}
 	if r.opts.SuspendCapturesUnavailable != "" {
 		// Refusing every suspension would keep the Pod forever: suspend as upstream, and say so.
 		obs.rootfs.unavailable = true

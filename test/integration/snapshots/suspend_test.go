@@ -276,6 +276,20 @@ func TestSuspendWithoutOptIn(t *testing.T) {
 	}
 }
 
+// TestSuspendWithAnUnknownValue: an annotation value other than "rootfs" is not taken for the
+// opt-in: the Sandbox suspends as without it, and RootfsKept names the value and the fix.
+func TestSuspendWithAnUnknownValue(t *testing.T) {
+	ns := env.Namespace(t)
+	runSandbox(t, builder.MakeSandbox("sb", ns).Annotation(snapshotsv1alpha1.SuspendAnnotation, "disk").Obj())
+	waitRootfsKept(t, ns, metav1.ConditionFalse, agentsv1beta1.SandboxReasonRootfsInvalidAnnotation, `is "disk"; set it to "rootfs"`)
+	setMode(t, ns, agentsv1beta1.SandboxOperatingModeSuspended)
+	framework.Eventually(t, func(ctx context.Context) error { return goneOrTerminating(ctx, ns, "sb") })
+	var snaps snapshotsv1alpha1.SandboxSnapshotList
+	if err := env.Client.List(framework.Context(t, framework.DefaultTimeout), &snaps, client.InNamespace(ns)); err != nil || len(snaps.Items) != 0 {
+		t.Errorf("snapshots %v (list error %v); want none for an unknown value", snaps.Items, err)
+	}
+}
+
 // TestSuspendWithoutSnapshotsConfigured: on a cluster without a snapshot repository the
 // annotation cannot be honoured; refusing every suspension would keep the Pod forever, so the
 // Sandbox suspends as upstream and RootfsKept says the root filesystem is not kept and why.

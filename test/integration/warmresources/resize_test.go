@@ -267,10 +267,12 @@ func TestInfeasibleResizeIsServedCold(t *testing.T) {
 		}
 		return nil
 	})
-	// The record of the fallback stays on the claim once it is served cold.
-	if _, err := runContainers(ctx, types.NamespacedName{Namespace: ns, Name: "big"}); err != nil {
-		t.Fatal(err)
-	}
+	// The record of the fallback stays on the claim once it is served cold. The cold Sandbox's Pod
+	// comes from the Sandbox's own reconcile, after the Sandbox exists: wait for it.
+	framework.Eventually(t, func(ctx context.Context) error {
+		_, err := runContainers(ctx, types.NamespacedName{Namespace: ns, Name: "big"})
+		return err
+	})
 	c = waitClaim(t, ns, "big", extensionsv1beta1.ClaimConditionReady, metav1.ConditionTrue, agentsv1beta1.SandboxReasonDependenciesReady)
 	if err := builder.HasCondition(c.Status.Conditions, extensionsv1beta1.ClaimConditionResized, metav1.ConditionFalse, extensionsv1beta1.ClaimReasonResizeFellBack); err != nil {
 		t.Error(err)

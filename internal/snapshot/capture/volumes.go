@@ -1,0 +1,142 @@
+package capture
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/paddock-dev/paddock/internal/snapshot/layer"
+)
+
+// Volume is one volume to capture: its name in the Pod (the Sandbox's volumeClaimTemplate) and
+// where the captured container mounts it.
+type Volume struct {
+	Name      string
+	MountPath string
+}
+
+// ParseVolume reads NAME=MOUNTPATH (the --volume flag).
+func ParseVolume(s string) (Volume, error) {
+	name, p, ok := strings.Cut(s, "=")
+	if !ok || name == "" || !path.IsAbs(p) {
+		return Volume{}, fmt.Errorf("--volume %q: want NAME=/mount/path (the volume's name and where the container mounts it)", s)
+	}
+	return Volume{Name: name, MountPath: path.Clean(p)}, nil
+}
+
+// SpecMount is one mount of a container's OCI runtime spec: Source is the host path the
+// kubelet prepared (a bind mount, under runc and gVisor alike).
+type SpecMount struct {
+	Destination string   `json:"destination"`
+	Type        string   `json:"type,omitempty"`
+	Source      string   `json:"source,omitempty"`
+	Options     []string `json:"options,omitempty"`
+}
+
+// specMounts reads the mounts of an OCI runtime spec (JSON).
+func specMounts(spec []byte) ([]SpecMount, error) {
+	var s struct {
+		Mounts []SpecMount `json:"mounts"`
+	}
+	if err := json.Unmarshal(spec, &s); err != nil {
+		return nil, fmt.Errorf("reading the container's OCI spec: %w", err)
+	}
+	return s.Mounts, nil
+}
+
+// volumeSource finds the host directory of the bind mount at v.MountPath.
+func volumeSource(mounts []SpecMount, v Volume) (string, error) {
+	for _, m := range mounts {
+		if path.Clean(m.Destination) != v.MountPath {
+			continue
+		}
+		if !isBind(m) || !path.IsAbs(m.Source) {
+			return "", fmt.Errorf("volume %s: the mount at %s is not a bind mount of a host directory (type %q)", v.Name, v.MountPath, m.Type)
+		}
+		return m.Source, nil
+	}
+	return "", fmt.Errorf("volume %s: the container has no mount at %s", v.Name, v.MountPath)
+}
+
+func isBind(m SpecMount) bool {
+	if m.Type == "bind" {
+		return true
+	}
+	for _, o := range m.Options {
+		if o == "bind" || o == "rbind" {
+			return true
+		}
+	}
+	return false
+}
+
+// openVolumes opens the host directory of each volume under hostRoot (the node's root as the
+// capture sees it, /proc/1/root with the node's PID namespace), resolving the path inside that
+// root and following no link at its end: the descriptors are what the capture reads while the
+// container is paused.
+func openVolumes(hostRoot string, mounts []SpecMount, vols []Volume) ([]int, error) {
+	root, err := unix.Open(hostRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening the node's root %s: %w", hostRoot, err)
+	}
+	defer unix.Close(root)
+	var fds []int
+	for _, v := range vols {
+		src, err := volumeSource(mounts, v)
+		if err == nil {
+			var fd int
+			fd, err = unix.Openat2(root, strings.TrimPrefix(src, "/"), &unix.OpenHow{
+				Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+				Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+			})
+			if err != nil {
+				err = fmt.Errorf("volume %s: opening %s on the node: %w", v.Name, src, err)
+			} else {
+				fds = append(fds, fd)
+				continue
+			}
+		}
+		closeAll(fds)
+		return nil, err
+	}
+	return fds, nil
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		_ = unix.Close(fd)
+	}
+}
+
+// RestoreBinaryName is the restore binary's path in a snapshot image, under layer.ReservedDir.
+const RestoreBinaryName = "paddock-snapshot"
+
+// RestoreBinaryPath is where the restore init container finds the binary in the image.
+const RestoreBinaryPath = "/" + layer.ReservedDir + "/" + RestoreBinaryName
+
+// startVolumeLayer creates the volume layer in f: the reserved directory and the restore binary
+// (a copy of bin), written before the pause.
+func startVolumeLayer(f *os.File, bin string, o layer.Options) (*layer.Volumes, error) {
+	v, err := layer.NewVolumes(f, o)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.Open(bin)
+	if err != nil {
+		return nil, fmt.Errorf("opening the restore binary %s: %w", bin, err)
+	}
+	defer b.Close()
+	st, err := b.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, errors.New("the restore binary " + bin + " is not a regular file")
+	}
+	return v, v.File(RestoreBinaryName, b, st.Size(), 0o755)
+}

@@ -110,9 +110,9 @@ func resume(args []string) error {
 // (restore.Volume: only an empty volume is filled).
 func restoreVolumes(args []string) error {
 	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
-	var vols []capture.Volume
+	var vols []snapshot.Volume
 	fs.Func("volume", "NAME=DIR: restore the captured volume NAME into the volume mounted at DIR (repeatable).", func(s string) error {
-		v, err := capture.ParseVolume(s)
+		v, err := snapshot.ParseVolume(s)
 		vols = append(vols, v)
 		return err
 	})
@@ -173,7 +173,7 @@ func parse(args []string) (capture.Options, string, string, error) {
 	fs.StringVar(&o.RunscRoot, "runsc-root", capture.DefaultRunscRoot, "runsc's state directory for containerd's CRI namespace.")
 	fs.StringVar(&o.WorkDir, "work-dir", os.TempDir(), "Where the layer is kept while it is pushed.")
 	fs.Func("volume", "NAME=MOUNTPATH: also capture the volume the container mounts at MOUNTPATH, as NAME (repeatable).", func(s string) error {
-		v, err := capture.ParseVolume(s)
+		v, err := snapshot.ParseVolume(s)
 		o.Volumes = append(o.Volumes, v)
 		return err
 	})

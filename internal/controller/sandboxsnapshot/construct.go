@@ -12,6 +12,7 @@ import (
 
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
+	"github.com/paddock-dev/paddock/internal/snapshot"
 )
 
 // sourceSpecAnnotation on a capture Pod carries the JSON of the template spec to publish.
@@ -37,6 +38,8 @@ type source struct {
 	// templateAnnotations are the source template's annotations (none for a Sandbox made
 	// without a template), minus what only describes that object.
 	templateAnnotations map[string]string
+	// volumes are captured with the root filesystem (volumesToCapture).
+	volumes []snapshot.Volume
 }
 
 // capturePodName is the capture Pod of snap in the controller's namespace.
@@ -88,6 +91,9 @@ func constructCapturePod(snap *snapshotsv1alpha1.SandboxSnapshot, src source, o 
 	}
 	if o.Runsc != "" {
 		args = append(args, "--runsc="+o.Runsc)
+	}
+	for _, v := range src.volumes {
+		args = append(args, "--volume="+v.Name+"="+v.MountPath)
 	}
 	pod := nodePod(capturePodName(snap), "paddock-snapshot-capture", snap, src.nodeName, o, args)
 	pod.Annotations = map[string]string{
@@ -243,6 +249,7 @@ func constructTemplate(snap *snapshotsv1alpha1.SandboxSnapshot, spec extensionsv
 	if !found {
 		return nil, fmt.Errorf("the source spec has no container %q", container)
 	}
+	withRestore(&spec.PodTemplate.Spec, image, snap.Status.Volumes)
 	kept := carriedAnnotations(annotations)
 	kept[snapshotsv1alpha1.SnapshotAnnotation] = snap.Name
 	return &extensionsv1beta1.SandboxTemplate{

@@ -39,7 +39,7 @@ type Options struct {
 	// RunscRoot is runsc's state directory for containerd's CRI namespace.
 	RunscRoot string
 	// Volumes are captured in the same pause as the root filesystem, into a second layer.
-	Volumes []Volume
+	Volumes []snapshot.Volume
 	// HostRoot is the node's root directory, where the volumes' host paths are resolved;
 	// DefaultHostRoot when empty.
 	HostRoot string

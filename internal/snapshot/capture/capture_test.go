@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/paddock-dev/paddock/internal/snapshot"
 	"github.com/paddock-dev/paddock/internal/snapshot/layer"
 )
 
@@ -311,13 +312,16 @@ func TestRunCapturesVolumes(t *testing.T) {
 	rt := &fakeRuntime{runtime: "io.containerd.runc.v2", upper: upper,
 		spec: `{"mounts":[{"destination":"/proc","type":"proc","source":"proc"},{"destination":"/home/user/data","type":"bind","source":"` + vol + `","options":["rbind","rw"]}]}`}
 	o := options(t, host, base)
-	o.Volumes, o.HostRoot, o.RestoreBinary = []Volume{{Name: "data", MountPath: "/home/user/data"}}, "/", bin
+	o.Volumes, o.HostRoot, o.RestoreBinary = []snapshot.Volume{{Name: "data", MountPath: "/home/user/data"}}, "/", bin
 	res := Run(context.Background(), rt, o)
 	if res.Error != "" {
 		t.Fatalf("Run: %s", res.Error)
 	}
 	if d := cmp.Diff([]string{"pause c1", "resume c1"}, rt.calls); d != "" {
 		t.Errorf("runtime calls (-want +got):\n%s", d)
+	}
+	if snapshot.RestoreBinaryPath != "/"+layer.ReservedDir+"/"+snapshot.RestoreBinaryName {
+		t.Errorf("the restore init container runs %s, the layer holds /%s/%s", snapshot.RestoreBinaryPath, layer.ReservedDir, snapshot.RestoreBinaryName)
 	}
 	if got := layerEntries(t, res.Image, 1); got["rootfs-file"] != "r" || len(got) != 1 {
 		t.Errorf("root filesystem layer %v, want rootfs-file only", got)
@@ -346,7 +350,7 @@ func TestRunRefusesVolumes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rt := &fakeRuntime{runtime: "io.containerd.runc.v2", upper: t.TempDir(), spec: tc.spec}
 			o := options(t, host, base)
-			o.Volumes, o.HostRoot = []Volume{{Name: "data", MountPath: "/data"}}, "/"
+			o.Volumes, o.HostRoot = []snapshot.Volume{{Name: "data", MountPath: "/data"}}, "/"
 			res := Run(context.Background(), rt, o)
 			if !strings.Contains(res.Error, tc.want) || len(rt.calls) != 0 {
 				t.Errorf("result %+v calls %v, want %q before any pause", res, rt.calls, tc.want)

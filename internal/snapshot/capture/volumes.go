@@ -10,24 +10,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paddock-dev/paddock/internal/snapshot"
 	"github.com/paddock-dev/paddock/internal/snapshot/layer"
 )
-
-// Volume is one volume to capture: its name in the Pod (the Sandbox's volumeClaimTemplate) and
-// where the captured container mounts it.
-type Volume struct {
-	Name      string
-	MountPath string
-}
-
-// ParseVolume reads NAME=MOUNTPATH (the --volume flag).
-func ParseVolume(s string) (Volume, error) {
-	name, p, ok := strings.Cut(s, "=")
-	if !ok || name == "" || !path.IsAbs(p) {
-		return Volume{}, fmt.Errorf("--volume %q: want NAME=/mount/path (the volume's name and where the container mounts it)", s)
-	}
-	return Volume{Name: name, MountPath: path.Clean(p)}, nil
-}
 
 // SpecMount is one mount of a container's OCI runtime spec: Source is the host path the
 // kubelet prepared (a bind mount, under runc and gVisor alike).
@@ -50,7 +35,7 @@ func specMounts(spec []byte) ([]SpecMount, error) {
 }
 
 // volumeSource finds the host directory of the bind mount at v.MountPath.
-func volumeSource(mounts []SpecMount, v Volume) (string, error) {
+func volumeSource(mounts []SpecMount, v snapshot.Volume) (string, error) {
 	for _, m := range mounts {
 		if path.Clean(m.Destination) != v.MountPath {
 			continue
@@ -79,7 +64,7 @@ func isBind(m SpecMount) bool {
 // capture sees it, /proc/1/root with the node's PID namespace), resolving the path inside that
 // root and following no link at its end: the descriptors are what the capture reads while the
 // container is paused.
-func openVolumes(hostRoot string, mounts []SpecMount, vols []Volume) ([]int, error) {
+func openVolumes(hostRoot string, mounts []SpecMount, vols []snapshot.Volume) ([]int, error) {
 	root, err := unix.Open(hostRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("opening the node's root %s: %w", hostRoot, err)
@@ -113,12 +98,6 @@ func closeAll(fds []int) {
 	}
 }
 
-// RestoreBinaryName is the restore binary's path in a snapshot image, under layer.ReservedDir.
-const RestoreBinaryName = "paddock-snapshot"
-
-// RestoreBinaryPath is where the restore init container finds the binary in the image.
-const RestoreBinaryPath = "/" + layer.ReservedDir + "/" + RestoreBinaryName
-
 // startVolumeLayer creates the volume layer in f: the reserved directory and the restore binary
 // (a copy of bin), written before the pause.
 func startVolumeLayer(f *os.File, bin string, o layer.Options) (*layer.Volumes, error) {
@@ -138,5 +117,5 @@ func startVolumeLayer(f *os.File, bin string, o layer.Options) (*layer.Volumes, 
 	if !st.Mode().IsRegular() {
 		return nil, errors.New("the restore binary " + bin + " is not a regular file")
 	}
-	return v, v.File(RestoreBinaryName, b, st.Size(), 0o755)
+	return v, v.File(snapshot.RestoreBinaryName, b, st.Size(), 0o755)
 }

@@ -125,7 +125,7 @@ func moveIntoPlace(dfd int) error {
 		return err
 	}
 	for _, n := range names {
-		err := unix.Renameat2(ffd, n, dfd, n, unix.RENAME_NOREPLACE)
+		err := renameNoReplace(ffd, n, dfd)
 		if errors.Is(err, unix.EEXIST) && n == lostFound {
 			// The new file system has its own; the captured one held what fsck found there.
 			err = os.RemoveAll("/proc/self/fd/" + strconv.Itoa(ffd) + "/" + n)
@@ -284,4 +284,22 @@ func readlinkat(dirfd int, name string) (string, error) {
 		return "", errors.New("link target too long")
 	}
 	return string(buf[:n]), nil
+}
+
+// renameNoReplace moves name from one directory to another unless the target exists. Kernels
+// and gVisor versions without RENAME_NOREPLACE get a check, then a rename: nothing else runs
+// in the Pod while its init containers do.
+func renameNoReplace(from int, name string, to int) error {
+	err := unix.Renameat2(from, name, to, name, unix.RENAME_NOREPLACE)
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
+		return err
+	}
+	var st unix.Stat_t
+	switch err := unix.Fstatat(to, name, &st, unix.AT_SYMLINK_NOFOLLOW); {
+	case err == nil:
+		return unix.EEXIST
+	case !errors.Is(err, unix.ENOENT):
+		return err
+	}
+	return unix.Renameat(from, name, to, name)
 }

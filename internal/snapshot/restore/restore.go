@@ -37,9 +37,9 @@ const lostFound = "lost+found"
 type Outcome string
 
 const (
-	// Restored: the volume was empty and now holds the captured tree.
+	// Restored means the volume was empty and now holds the captured tree.
 	Restored Outcome = "restored"
-	// Kept: the volume held data, which is kept as it is.
+	// Kept means the volume held data, which is kept as it is.
 	Kept Outcome = "kept"
 )
 

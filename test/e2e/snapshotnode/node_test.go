@@ -329,31 +329,11 @@ done`
 // exactly the source's volume; a second restore into the now non-empty volume keeps it.
 func TestCaptureRestoresVolume(t *testing.T) {
 	n := startNode(t)
-	bin := filepath.Join(t.TempDir(), "paddock-snapshot")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/paddock-dev/paddock/cmd/paddock-snapshot")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building paddock-snapshot: %v\n%s", err, out)
-	}
+	bin := buildRestoreBinary(t)
 	srcVol, forkVol := t.TempDir(), t.TempDir()
-	n.ctr("run", "-d", "--snapshotter", "overlayfs", "--mount", "type=bind,src="+srcVol+",dst=/vol,options=rbind:rw", n.base, "src",
-		"sh", "-c", volumeWrites+" && touch /ready && exec sleep 100000")
-	framework.EventuallyWithin(t, 30*time.Second, func(context.Context) error {
-		_, err := n.ctrOutput("task", "exec", "--exec-id", "ready", "src", "test", "-e", "/ready")
-		return err
-	})
+	n.runWithVolume("src", n.base, srcVol, volumeWrites)
 	want := n.ctr("task", "exec", "--exec-id", "list", "src", "sh", "-c", volumeTreeScript)
-
-	rt, err := capture.DialContainerd(n.socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	res := capture.Run(framework.Context(t, 2*time.Minute), rt, capture.Options{
-		ContainerID: "src", BaseImage: n.base, Target: n.registry + "/ns/snap:vol", Insecure: true,
-		WorkDir: t.TempDir(), Layer: layer.Options{Limits: layer.DefaultLimits()},
-		Volumes: []snapshot.Volume{{Name: "data", MountPath: "/vol"}}, HostRoot: "/", RestoreBinary: bin,
-	})
+	res := n.captureVolume("src", "vol", bin)
 	if res.Error != "" {
 		t.Fatalf("capture: %s", res.Error)
 	}
@@ -363,12 +343,7 @@ func TestCaptureRestoresVolume(t *testing.T) {
 	}
 	n.ctr("image", "pull", "--plain-http", res.Image)
 	restore := snapshot.RestoreBinaryPath + " restore --volume=data=/vol"
-	n.ctr("run", "-d", "--snapshotter", "overlayfs", "--mount", "type=bind,src="+forkVol+",dst=/vol,options=rbind:rw", res.Image, "fork",
-		"sh", "-c", restore+" > /restored && touch /ready && exec sleep 100000")
-	framework.EventuallyWithin(t, 30*time.Second, func(context.Context) error {
-		_, err := n.ctrOutput("task", "exec", "--exec-id", "ready", "fork", "test", "-e", "/ready")
-		return err
-	})
+	n.runWithVolume("fork", res.Image, forkVol, restore+" > /restored")
 	got := n.ctr("task", "exec", "--exec-id", "list", "fork", "sh", "-c", volumeTreeScript)
 	if got != want {
 		t.Errorf("the restored volume differs from the source's:\n%s", lineDiff(want, got))
@@ -390,4 +365,44 @@ func TestCaptureRestoresVolume(t *testing.T) {
 	if after := n.ctr("task", "exec", "--exec-id", "list3", "fork", "sh", "-c", volumeTreeScript); after != changed {
 		t.Errorf("a second restore changed the volume:\n%s", lineDiff(changed, after))
 	}
+}
+
+// buildRestoreBinary builds paddock-snapshot statically, as the capture image holds it.
+func buildRestoreBinary(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "paddock-snapshot")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "github.com/paddock-dev/paddock/cmd/paddock-snapshot")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building paddock-snapshot: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runWithVolume is run with the host directory vol bind-mounted at /vol, as the kubelet mounts a
+// PVC.
+func (n *node) runWithVolume(id, img, vol, script string) {
+	n.t.Helper()
+	n.ctr("run", "-d", "--snapshotter", "overlayfs", "--mount", "type=bind,src="+vol+",dst=/vol,options=rbind:rw", img, id,
+		"sh", "-c", script+" && touch /ready && exec sleep 100000")
+	framework.EventuallyWithin(n.t, 30*time.Second, func(context.Context) error {
+		_, err := n.ctrOutput("task", "exec", "--exec-id", "ready", id, "test", "-e", "/ready")
+		return err
+	})
+}
+
+// captureVolume captures id with its volume at /vol as "data", resolving the volume's host path
+// from the node's root ("/": the test runs on the node).
+func (n *node) captureVolume(id, tag, bin string) snapshot.Result {
+	n.t.Helper()
+	rt, err := capture.DialContainerd(n.socket)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer rt.Close()
+	return capture.Run(framework.Context(n.t, 2*time.Minute), rt, capture.Options{
+		ContainerID: id, BaseImage: n.base, Target: n.registry + "/ns/snap:" + tag, Insecure: true,
+		WorkDir: n.t.TempDir(), Layer: layer.Options{Limits: layer.DefaultLimits()},
+		Volumes: []snapshot.Volume{{Name: "data", MountPath: "/vol"}}, HostRoot: "/", RestoreBinary: bin,
+	})
 }

@@ -48,8 +48,9 @@ type Options struct {
 	RestoreBinary string
 }
 
-// DefaultHostRoot is the node's root as a capture Pod in the node's PID namespace sees it.
-const DefaultHostRoot = "/proc/1/root"
+// DefaultHostRoot is where the capture Pod mounts the node's root (read-only) when it reads
+// volumes.
+const DefaultHostRoot = "/host"
 
 // DefaultRunscRoot is where gVisor's containerd shim keeps runsc's state for the CRI's
 // containers: its default root plus the containerd namespace.

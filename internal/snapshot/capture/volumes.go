@@ -61,7 +61,7 @@ func isBind(m SpecMount) bool {
 }
 
 // openVolumes opens the host directory of each volume under hostRoot (the node's root as the
-// capture sees it, /proc/1/root with the node's PID namespace), resolving the path inside that
+// capture Pod mounts it), resolving the path inside that
 // root and following no link at its end: the descriptors are what the capture reads while the
 // container is paused.
 func openVolumes(hostRoot string, mounts []SpecMount, vols []snapshot.Volume) ([]int, error) {

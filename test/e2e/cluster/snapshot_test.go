@@ -136,7 +136,7 @@ func snapshotRoundTrip(t *testing.T, gvisor bool) {
 		return builder.HasCondition(snap.Status.Conditions, snapshotsv1alpha1.ConditionReady, metav1.ConditionTrue, "")
 	})
 	if snap.Status.Phase != snapshotsv1alpha1.SnapshotPhaseReady {
-		t.Fatalf("snapshot %s is %s: %s", snap.Name, snap.Status.Phase, builder.FormatConditions(snap.Status.Conditions))
+		t.Fatalf("snapshot %s is %s: %s (%s)", snap.Name, snap.Status.Phase, builder.FormatConditions(snap.Status.Conditions), findSnapCondition(snap, snapshotsv1alpha1.ConditionCaptured).Message)
 	}
 	t.Logf("snapshot %s (10 MiB in its volume): image %s, layers %v bytes, source paused %v ms, created to Ready %v", snap.Name, snap.Status.Image,
 		deref(snap.Status.SizeBytes), deref(snap.Status.PausedMilliseconds), snap.Status.CompletionTime.Sub(snap.CreationTimestamp.Time))
@@ -277,4 +277,13 @@ func deref(p *int64) any {
 		return "(unset)"
 	}
 	return *p
+}
+
+func findSnapCondition(snap *snapshotsv1alpha1.SandboxSnapshot, typ string) metav1.Condition {
+	for _, c := range snap.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
 }

@@ -51,6 +51,11 @@ func TestCaptureVolumes(t *testing.T) {
 	if d := cmp.Diff([]string{"--volume=data=/home/user/data"}, volumeArgs); d != "" {
 		t.Errorf("capture Pod's volume arguments (-want +got):\n%s", d)
 	}
+	// The node's root is mounted read-only, where the capture resolves the volume's host path.
+	if !slices.Contains(pod.Spec.Containers[0].Args, "--host-root=/host") ||
+		!slices.ContainsFunc(pod.Spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/host" && m.ReadOnly }) {
+		t.Errorf("capture Pod args %v mounts %v: want the node's root read-only at /host", pod.Spec.Containers[0].Args, pod.Spec.Containers[0].VolumeMounts)
+	}
 	finishCapture(t, pod, corev1.PodSucceeded, snapshot.Result{Image: snapImage, SizeBytes: 4096, PausedMilliseconds: 12})
 	snap = waitSnapshot(t, ns, "snap", snapshotsv1alpha1.SnapshotPhaseReady, snapshotsv1alpha1.ConditionReady, metav1.ConditionTrue, snapshotsv1alpha1.ReasonReady)
 	if d := cmp.Diff([]snapshotsv1alpha1.SnapshotContent{snapshotsv1alpha1.SnapshotContentFilesystem, snapshotsv1alpha1.SnapshotContentVolumes}, snap.Status.Contents); d != "" {

@@ -62,9 +62,9 @@ func Volume(src, dst string) (Outcome, error) {
 	}
 	names = slices.DeleteFunc(names, func(n string) bool { return n == lostFound })
 	switch {
-	case slices.Contains(names, done):
+	case slices.Contains(names, done) && isDir(dfd, done):
 		// A complete copy was being moved into place: finish the move.
-	case len(names) == 1 && names[0] == staging:
+	case len(names) == 1 && names[0] == staging && isDir(dfd, staging):
 		// A copy was cut short: start over.
 		if err := os.RemoveAll(path.Join(dst, staging)); err != nil {
 			return "", fmt.Errorf("removing the unfinished restore %s: %w", path.Join(dst, staging), err)
@@ -126,15 +126,16 @@ func moveIntoPlace(dfd int) error {
 	}
 	for _, n := range names {
 		err := renameNoReplace(ffd, n, dfd)
-		if errors.Is(err, unix.EEXIST) && n == lostFound {
-			// The new file system has its own; the captured one held what fsck found there.
-			err = os.RemoveAll("/proc/self/fd/" + strconv.Itoa(ffd) + "/" + n)
+		if errors.Is(err, unix.EEXIST) {
+			// Only the new file system's own lost+found, or a volume whose code made a
+			// directory of this reserved name: what is in the root wins.
+			continue
 		}
 		if err != nil {
 			return fmt.Errorf("moving %s into the volume: %w", n, err)
 		}
 	}
-	return unix.Unlinkat(dfd, done, unix.AT_REMOVEDIR)
+	return os.RemoveAll("/proc/self/fd/" + strconv.Itoa(dfd) + "/" + done)
 }
 
 // copier copies a tree; links maps a source inode to the first path (relative to root) it was
@@ -302,4 +303,10 @@ func renameNoReplace(from int, name string, to int) error {
 		return err
 	}
 	return unix.Renameat(from, name, to, name)
+}
+
+// isDir reports whether name under dirfd is a directory itself, not a link to one.
+func isDir(dirfd int, name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
 }

@@ -302,3 +302,46 @@ func TestVolumeRootIsLink(t *testing.T) {
 		t.Error("followed a symlink as the volume")
 	}
 }
+
+// TestReservedNamesFromTheSandbox: code in a sandbox may itself create the restore's reserved
+// names in its volume before it is suspended. A link named like them is its own data (the
+// volume is kept, nothing followed); a directory named like the finished copy is moved into the
+// root without overwriting anything there; neither makes the restore fail, which would keep the
+// Sandbox from starting.
+func TestReservedNamesFromTheSandbox(t *testing.T) {
+	src := t.TempDir()
+	volumeTree(t, src)
+	from := filepath.Join(captureVolume(t, src), layer.VolumesDir, "data")
+	for _, name := range []string{staging, done} {
+		t.Run(name+" link", func(t *testing.T) {
+			dst, outside := t.TempDir(), t.TempDir()
+			write(t, filepath.Join(outside, "x"), "outside", 0o600)
+			must(t, os.Symlink(outside, filepath.Join(dst, name)))
+			before, beforeOutside := treeOf(t, dst), treeOf(t, outside)
+			if got, err := Volume(from, dst); err != nil || got != Kept {
+				t.Fatalf("restore: %q, %v; want %q", got, err, Kept)
+			}
+			if d := cmp.Diff(before, treeOf(t, dst)); d != "" {
+				t.Errorf("volume changed:\n%s", d)
+			}
+			if d := cmp.Diff(beforeOutside, treeOf(t, outside)); d != "" {
+				t.Errorf("the link's target changed:\n%s", d)
+			}
+		})
+	}
+	t.Run(done+" directory", func(t *testing.T) {
+		dst := t.TempDir()
+		write(t, filepath.Join(dst, "notes.txt"), "mine", 0o600)
+		write(t, filepath.Join(dst, done, "notes.txt"), "theirs", 0o600)
+		write(t, filepath.Join(dst, done, "extra"), "e", 0o600)
+		if _, err := Volume(from, dst); err != nil {
+			t.Fatalf("restore: %v", err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dst, "notes.txt")); string(b) != "mine" {
+			t.Errorf("notes.txt is %q, want the volume's own", b)
+		}
+		if _, err := os.Lstat(filepath.Join(dst, done)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s left: %v", done, err)
+		}
+	})
+}

@@ -180,6 +180,19 @@ func snapshotRoundTrip(t *testing.T, gvisor bool) {
 	if pvc := (&corev1.PersistentVolumeClaim{}); c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data-" + clone.Name}, pvc) != nil {
 		t.Errorf("the clone %s has no PVC data-%s of its own", clone.Name, clone.Name)
 	}
+	// The clone changes its volume, then suspends keeping its root filesystem (before the
+	// snapshot's deletion, which takes the clone's source template with it): the resumed Pod
+	// runs the restore init container again, which must keep the volume as the clone left it
+	// (it is not empty), not put the snapshot's contents back.
+	cloneRun("sh", "-c", "cd /home/user/data && rm big && printf newer > tree/file")
+	wantResumed := cloneRun("sh", "-c", snapshotVolumeTree)
+	cloneRun = suspendAndResume(t, ctx, c, clone, 1, func(s *agentsv1beta1.Sandbox) {
+		metav1.SetMetaDataAnnotation(&s.ObjectMeta, snapshotsv1alpha1.SuspendAnnotation, snapshotsv1alpha1.SuspendRootfs)
+		s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended
+	})
+	if got := cloneRun("sh", "-c", snapshotVolumeTree); got != wantResumed {
+		t.Errorf("the clone's volume after suspend and resume (-before +after):\n%s", cmp.Diff(wantResumed, got))
+	}
 
 	// Another namespace: the template is not there, and a Pod naming the image is refused.
 	framework.MustCreate(t, ctx, c, builder.MakeWarmPool("thief", other, snap.Status.TemplateName).Replicas(1).Obj())
@@ -225,18 +238,6 @@ func snapshotRoundTrip(t *testing.T, gvisor bool) {
 	}
 	if got := sandboxRunner(t, ctx, c, clone, cloneIP)("cat", "/home/user/snap/dir/file"); got != "hello" {
 		t.Errorf("the clone after its snapshot's deletion reads %q", got)
-	}
-	// The clone changes its volume, then suspends keeping its root filesystem: the resumed Pod
-	// runs the restore init container again, which must keep the volume as the clone left it
-	// (it is not empty), not put the snapshot's contents back.
-	cloneRun("sh", "-c", "cd /home/user/data && rm big && printf newer > tree/file")
-	wantResumed := cloneRun("sh", "-c", snapshotVolumeTree)
-	cloneRun = suspendAndResume(t, ctx, c, clone, 1, func(s *agentsv1beta1.Sandbox) {
-		metav1.SetMetaDataAnnotation(&s.ObjectMeta, snapshotsv1alpha1.SuspendAnnotation, snapshotsv1alpha1.SuspendRootfs)
-		s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended
-	})
-	if got := cloneRun("sh", "-c", snapshotVolumeTree); got != wantResumed {
-		t.Errorf("the clone's volume after suspend and resume (-before +after):\n%s", cmp.Diff(wantResumed, got))
 	}
 	for _, obj := range []client.Object{claim, &extensionsv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fork"}}} {
 		if err := c.Delete(ctx, obj); err != nil {

@@ -236,7 +236,7 @@ func snapshotRoundTrip(t *testing.T, gvisor bool) {
 	if got := framework.ManifestStatus(t, snap.Status.Image); got != http.StatusOK {
 		t.Fatalf("the registry answers %d for %s while the clone runs it; want it kept", got, snap.Status.Image)
 	}
-	if got := sandboxRunner(t, ctx, c, clone, cloneIP)("cat", "/home/user/snap/dir/file"); got != "hello" {
+	if got := cloneRun("cat", "/home/user/snap/dir/file"); got != "hello" {
 		t.Errorf("the clone after its snapshot's deletion reads %q", got)
 	}
 	for _, obj := range []client.Object{claim, &extensionsv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fork"}}} {

@@ -4,8 +4,10 @@
 // and writes the result (snapshot.Result) to the termination message. `paddock-snapshot resume
 // --container-id=...` resumes a container a killed capture left paused (the resume Pod).
 // `paddock-snapshot delete --image=...` deletes a deleted snapshot's image from the registry,
-// from the node's network where the capture pushed it (the image delete Pod). It listens on
-// nothing.
+// from the node's network where the capture pushed it (the image delete Pod).
+// `paddock-snapshot restore --volume=NAME=DIR` runs from a snapshot image (its copy under
+// /.paddock) in the restore init container and fills each fresh volume from the image. It
+// listens on nothing.
 package main
 
 import (
@@ -15,12 +17,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/paddock-dev/paddock/internal/snapshot"
 	"github.com/paddock-dev/paddock/internal/snapshot/capture"
 	"github.com/paddock-dev/paddock/internal/snapshot/layer"
+	"github.com/paddock-dev/paddock/internal/snapshot/restore"
 )
 
 func main() {
@@ -28,6 +32,13 @@ func main() {
 		res := deleteImage(os.Args[2:])
 		fmt.Println(string(res.Encode()))
 		if res.Error != "" {
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) >= 2 && os.Args[1] == "restore" {
+		if err := restoreVolumes(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "paddock-snapshot restore:", err)
 			os.Exit(1)
 		}
 		return
@@ -40,7 +51,7 @@ func main() {
 		return
 	}
 	if len(os.Args) < 2 || os.Args[1] != "capture" {
-		fmt.Fprintln(os.Stderr, "usage: paddock-snapshot capture --container-id=ID --base-image=REF --target=REPO:TAG [flags]\n       paddock-snapshot resume --container-id=ID [--containerd-socket=PATH]\n       paddock-snapshot delete --image=REPO@DIGEST [--tag=TAG] [--insecure-registry] [--timeout=DURATION]")
+		fmt.Fprintln(os.Stderr, "usage: paddock-snapshot capture --container-id=ID --base-image=REF --target=REPO:TAG [flags]\n       paddock-snapshot resume --container-id=ID [--containerd-socket=PATH]\n       paddock-snapshot restore --volume=NAME=DIR [--volume=...]\n       paddock-snapshot delete --image=REPO@DIGEST [--tag=TAG] [--insecure-registry] [--timeout=DURATION]")
 		os.Exit(2)
 	}
 	o, resultFile, socket, err := parse(os.Args[2:])
@@ -95,6 +106,33 @@ func resume(args []string) error {
 	return nil
 }
 
+// restoreVolumes fills each named volume, mounted at DIR, from the image's copy of it
+// (restore.Volume: only an empty volume is filled).
+func restoreVolumes(args []string) error {
+	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
+	var vols []snapshot.Volume
+	fs.Func("volume", "NAME=DIR: restore the captured volume NAME into the volume mounted at DIR (repeatable).", func(s string) error {
+		v, err := snapshot.ParseVolume(s)
+		vols = append(vols, v)
+		return err
+	})
+	from := fs.String("from", "/"+layer.VolumesDir, "Where the image holds the captured volumes.")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if len(vols) == 0 {
+		return errors.New("--volume is required")
+	}
+	for _, v := range vols {
+		out, err := restore.Volume(filepath.Join(*from, filepath.Base(v.Name)), v.MountPath)
+		if err != nil {
+			return fmt.Errorf("volume %s: %w", v.Name, err)
+		}
+		fmt.Printf("volume %s at %s: %s\n", v.Name, v.MountPath, out)
+	}
+	return nil
+}
+
 // deleteImage deletes one image from its registry and writes the result to the termination
 // message.
 func deleteImage(args []string) snapshot.Result {
@@ -134,6 +172,12 @@ func parse(args []string) (capture.Options, string, string, error) {
 	fs.StringVar(&o.Runsc, "runsc", "", "The node's runsc binary, for gVisor containers (runsc tar rootfs-upper); empty refuses them.")
 	fs.StringVar(&o.RunscRoot, "runsc-root", capture.DefaultRunscRoot, "runsc's state directory for containerd's CRI namespace.")
 	fs.StringVar(&o.WorkDir, "work-dir", os.TempDir(), "Where the layer is kept while it is pushed.")
+	fs.Func("volume", "NAME=MOUNTPATH: also capture the volume the container mounts at MOUNTPATH, as NAME (repeatable).", func(s string) error {
+		v, err := snapshot.ParseVolume(s)
+		o.Volumes = append(o.Volumes, v)
+		return err
+	})
+	fs.StringVar(&o.HostRoot, "host-root", capture.DefaultHostRoot, "The node's root directory, where volumes' host paths are resolved.")
 	fs.Int64Var(&o.Layer.MaxBytes, "max-bytes", o.Layer.MaxBytes, "Most bytes of file content a snapshot may hold.")
 	fs.StringVar(&resultFile, "result-file", "/dev/termination-log", "Where the result is written (the Pod's termination message).")
 	if err := fs.Parse(args); err != nil {

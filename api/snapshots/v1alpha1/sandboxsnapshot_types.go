@@ -71,6 +71,15 @@ type SandboxSnapshotStatus struct {
 	// +optional
 	Contents []SnapshotContent `json:"contents,omitempty"`
 
+	// volumes names the Sandbox's volumes (its volumeClaimTemplates mounted by the captured
+	// container) whose contents the image holds; a Sandbox started from the snapshot gets them in
+	// its new, empty volumes before its containers start. Set with contents Volumes.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
+	// +optional
+	Volumes []string `json:"volumes,omitempty"`
+
 	// image is the captured image as a digest reference (repository@sha256:...).
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional

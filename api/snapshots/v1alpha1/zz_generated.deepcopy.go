@@ -107,6 +107,11 @@ func (in *SandboxSnapshotStatus) DeepCopyInto(out *SandboxSnapshotStatus) {
 		*out = make([]SnapshotContent, len(*in))
 		copy(*out, *in)
 	}
+	if in.Volumes != nil {
+		in, out := &in.Volumes, &out.Volumes
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.SizeBytes != nil {
 		in, out := &in.SizeBytes, &out.SizeBytes
 		*out = new(int64)

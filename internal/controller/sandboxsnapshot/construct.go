@@ -12,6 +12,7 @@ import (
 
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
+	"github.com/paddock-dev/paddock/internal/snapshot"
 )
 
 // sourceSpecAnnotation on a capture Pod carries the JSON of the template spec to publish.
@@ -37,6 +38,8 @@ type source struct {
 	// templateAnnotations are the source template's annotations (none for a Sandbox made
 	// without a template), minus what only describes that object.
 	templateAnnotations map[string]string
+	// volumes are captured with the root filesystem (volumesToCapture).
+	volumes []snapshot.Volume
 }
 
 // capturePodName is the capture Pod of snap in the controller's namespace.
@@ -89,6 +92,12 @@ func constructCapturePod(snap *snapshotsv1alpha1.SandboxSnapshot, src source, o 
 	if o.Runsc != "" {
 		args = append(args, "--runsc="+o.Runsc)
 	}
+	for _, v := range src.volumes {
+		args = append(args, "--volume="+v.Name+"="+v.MountPath)
+	}
+	if len(src.volumes) > 0 {
+		args = append(args, "--host-root="+hostRootDir)
+	}
 	pod := nodePod(capturePodName(snap), "paddock-snapshot-capture", snap, src.nodeName, o, args)
 	pod.Annotations = map[string]string{
 		snapshotsv1alpha1.SnapshotNamespaceAnnotation: snap.Namespace,
@@ -109,6 +118,15 @@ func constructCapturePod(snap *snapshotsv1alpha1.SandboxSnapshot, src source, o 
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	c := &pod.Spec.Containers[0]
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "work", MountPath: workDir})
+	if len(src.volumes) > 0 {
+		// The volumes' host directories are under the node's root, read-only; the capture
+		// resolves each inside it. /proc/1/root would need ptrace access to the node's init,
+		// which some nodes (a VM whose init is not dumpable) refuse.
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "host-root", VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: "/", Type: ptr.To(corev1.HostPathDirectory)},
+		}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "host-root", MountPath: hostRootDir, ReadOnly: true})
+	}
 	if o.Runsc != "" {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "runsc", VolumeSource: corev1.VolumeSource{
 			HostPath: &corev1.HostPathVolumeSource{Path: o.Runsc, Type: ptr.To(corev1.HostPathFile)},
@@ -117,6 +135,9 @@ func constructCapturePod(snap *snapshotsv1alpha1.SandboxSnapshot, src source, o 
 	}
 	return pod, nil
 }
+
+// hostRootDir is where a capture Pod that reads volumes mounts the node's root.
+const hostRootDir = "/host"
 
 // workDir is the capture Pod's scratch directory (an emptyDir).
 const workDir = "/work"
@@ -243,6 +264,7 @@ func constructTemplate(snap *snapshotsv1alpha1.SandboxSnapshot, spec extensionsv
 	if !found {
 		return nil, fmt.Errorf("the source spec has no container %q", container)
 	}
+	withRestore(&spec.PodTemplate.Spec, image, snap.Status.Volumes)
 	kept := carriedAnnotations(annotations)
 	kept[snapshotsv1alpha1.SnapshotAnnotation] = snap.Name
 	return &extensionsv1beta1.SandboxTemplate{

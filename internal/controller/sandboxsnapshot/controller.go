@@ -139,6 +139,13 @@ func (r *Reconciler) startCapture(ctx context.Context, snap *snapshotsv1alpha1.S
 	snap.Status.BaseImage = src.baseImage
 	snap.Status.TemplateName = templateName(snap)
 	snap.Status.Contents = []snapshotsv1alpha1.SnapshotContent{snapshotsv1alpha1.SnapshotContentFilesystem}
+	snap.Status.Volumes = nil
+	for _, v := range src.volumes {
+		snap.Status.Volumes = append(snap.Status.Volumes, v.Name)
+	}
+	if len(snap.Status.Volumes) > 0 {
+		snap.Status.Contents = append(snap.Status.Contents, snapshotsv1alpha1.SnapshotContentVolumes)
+	}
 	setCapturing(snap, fmt.Sprintf("capture Pod %s/%s runs on node %s", pod.Namespace, pod.Name, src.nodeName))
 	return ctrl.Result{RequeueAfter: r.opts.PollInterval}, nil
 }

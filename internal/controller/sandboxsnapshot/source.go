@@ -71,6 +71,10 @@ func (r *Reconciler) observeSource(ctx context.Context, snap *snapshotsv1alpha1.
 		return source{}, &problem{reason: snapshotsv1alpha1.ReasonSandboxNotReady,
 			message: fmt.Sprintf("container %q of Pod %s is not running under containerd", container, podKey.Name)}, nil
 	}
+	if !suspending {
+		// A suspension keeps the Sandbox's volumes: only the root filesystem is captured.
+		src.volumes = volumesToCapture(sb, container)
+	}
 	src.containerID = strings.TrimPrefix(status.ContainerID, containerdScheme)
 	src.baseImage = status.ImageID
 	if !strings.Contains(src.baseImage, "@sha256:") {

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -36,7 +38,19 @@ type Options struct {
 	Runsc string
 	// RunscRoot is runsc's state directory for containerd's CRI namespace.
 	RunscRoot string
+	// Volumes are captured in the same pause as the root filesystem, into a second layer.
+	Volumes []snapshot.Volume
+	// HostRoot is the node's root directory, where the volumes' host paths are resolved;
+	// DefaultHostRoot when empty.
+	HostRoot string
+	// RestoreBinary is copied into the volume layer for the restore init container; this
+	// binary (/proc/self/exe) when empty.
+	RestoreBinary string
 }
+
+// DefaultHostRoot is where the capture Pod mounts the node's root (read-only) when it reads
+// volumes.
+const DefaultHostRoot = "/host"
 
 // DefaultRunscRoot is where gVisor's containerd shim keeps runsc's state for the CRI's
 // containers: its default root plus the containerd namespace.
@@ -92,6 +106,23 @@ func run(ctx context.Context, rt Runtime, o Options) (snapshot.Result, error) {
 			return err
 		}
 	}
+	layers := []string{f.Name()}
+	if len(o.Volumes) > 0 {
+		vf, copyVolumes, err := prepareVolumes(ctx, rt, o)
+		if err != nil {
+			return res, err
+		}
+		defer os.Remove(vf.Name())
+		defer vf.Close()
+		layers = append(layers, vf.Name())
+		copyRootfs := copyLayer
+		copyLayer = func() error {
+			if err := copyRootfs(); err != nil {
+				return err
+			}
+			return copyVolumes()
+		}
+	}
 	paused, err := whilePaused(ctx, rt, o.ContainerID, copyLayer)
 	res.PausedMilliseconds = paused.Milliseconds()
 	if err != nil {
@@ -100,7 +131,7 @@ func run(ctx context.Context, rt Runtime, o Options) (snapshot.Result, error) {
 	if err := f.Close(); err != nil {
 		return res, err
 	}
-	ref, size, err := push(ctx, o, f.Name(), target)
+	ref, size, err := push(ctx, o, layers, target)
 	res.Image, res.SizeBytes = ref, size
 	return res, err
 }
@@ -155,9 +186,53 @@ func UpperDir(mounts []Mount) (string, error) {
 	return "", errors.New("the overlay mount has no upperdir option (a read-only root filesystem has nothing to capture)")
 }
 
-// push appends the layer at path to the base image and pushes it to target; it returns the
-// image by digest and the layer's stored (compressed) size.
-func push(ctx context.Context, o Options, path string, target name.Tag) (string, int64, error) {
+// prepareVolumes opens the volumes' host directories and starts their layer (the restore
+// binary) before the pause; copyVolumes, run while paused, adds every volume and ends the layer.
+func prepareVolumes(ctx context.Context, rt Runtime, o Options) (*os.File, func() error, error) {
+	spec, err := rt.Spec(ctx, o.ContainerID)
+	if err != nil {
+		return nil, nil, err
+	}
+	mounts, err := specMounts(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	fds, err := openVolumes(cmp.Or(o.HostRoot, DefaultHostRoot), mounts, o.Volumes)
+	if err != nil {
+		return nil, nil, err
+	}
+	vf, err := os.CreateTemp(o.WorkDir, "volumes-*.tar")
+	if err != nil {
+		closeAll(fds)
+		return nil, nil, err
+	}
+	lo := o.Layer
+	lo.Exclude = nil
+	v, err := startVolumeLayer(vf, cmp.Or(o.RestoreBinary, "/proc/self/exe"), lo)
+	if err != nil {
+		closeAll(fds)
+		vf.Close()
+		os.Remove(vf.Name())
+		return nil, nil, err
+	}
+	copyVolumes := func() error {
+		defer closeAll(fds)
+		for i, vol := range o.Volumes {
+			if err := v.AddFD(vol.Name, fds[i]); err != nil {
+				return fmt.Errorf("volume %s: %w", vol.Name, err)
+			}
+		}
+		if err := v.Close(); err != nil {
+			return err
+		}
+		return vf.Close()
+	}
+	return vf, copyVolumes, nil
+}
+
+// push appends the layers at paths to the base image and pushes it to target; it returns the
+// image by digest and the added layers' stored (compressed) size.
+func push(ctx context.Context, o Options, paths []string, target name.Tag) (string, int64, error) {
 	baseRef, err := name.ParseReference(o.BaseImage, nameOpts(o)...)
 	if err != nil {
 		return "", 0, fmt.Errorf("--base-image %q: %w", o.BaseImage, err)
@@ -166,11 +241,15 @@ func push(ctx context.Context, o Options, path string, target name.Tag) (string,
 	if err != nil {
 		return "", 0, fmt.Errorf("reading base image %s: %w", baseRef, err)
 	}
-	l, err := tarball.LayerFromFile(path)
-	if err != nil {
-		return "", 0, err
+	var added []v1.Layer
+	for _, p := range paths {
+		l, err := tarball.LayerFromFile(p)
+		if err != nil {
+			return "", 0, err
+		}
+		added = append(added, l)
 	}
-	img, err := mutate.AppendLayers(base, l)
+	img, err := mutate.AppendLayers(base, added...)
 	if err != nil {
 		return "", 0, err
 	}
@@ -181,9 +260,13 @@ func push(ctx context.Context, o Options, path string, target name.Tag) (string,
 	if err != nil {
 		return "", 0, err
 	}
-	size, err := l.Size()
-	if err != nil {
-		return "", 0, err
+	var size int64
+	for _, l := range added {
+		n, err := l.Size()
+		if err != nil {
+			return "", 0, err
+		}
+		size += n
 	}
 	return target.Context().Digest(digest.String()).String(), size, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/paddock-dev/paddock/internal/snapshot"
 	"github.com/paddock-dev/paddock/internal/snapshot/layer"
 )
 
@@ -38,6 +39,11 @@ type fakeRuntime struct {
 	stateErr  error
 	calls     []string
 	paused    bool
+	spec      string
+}
+
+func (f *fakeRuntime) Spec(context.Context, string) ([]byte, error) {
+	return []byte(f.spec), nil
 }
 
 func (f *fakeRuntime) Paused(context.Context, string) (bool, error) {
@@ -251,5 +257,104 @@ func TestRunRefuses(t *testing.T) {
 		if dir, err := UpperDir(mounts); err == nil {
 			t.Errorf("UpperDir(%+v) = %q, want an error", mounts, dir)
 		}
+	}
+}
+
+// layerEntries lists the names (and contents of regular files) of one layer of an image.
+func layerEntries(t *testing.T, ref string, i int) map[string]string {
+	t.Helper()
+	d, err := name.NewDigest(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) <= i {
+		t.Fatalf("image has %d layers (error %v), want more than %d", len(layers), err, i)
+	}
+	rc, err := layers[i].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	out := map[string]string{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		out[h.Name] = string(b)
+	}
+}
+
+// TestRunCapturesVolumes: the volumes named by mount path are found in the container's OCI spec,
+// read from the node's root in the same pause as the root filesystem, and pushed as a third
+// layer holding the restore binary and each volume under .paddock/volumes/<name>/.
+func TestRunCapturesVolumes(t *testing.T) {
+	host, base := registryHost(t)
+	upper, vol, bin := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "restore")
+	for p, content := range map[string]string{filepath.Join(upper, "rootfs-file"): "r", filepath.Join(vol, "dir/volume-file"): "v", bin: "binary"} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := &fakeRuntime{runtime: "io.containerd.runc.v2", upper: upper,
+		spec: `{"mounts":[{"destination":"/proc","type":"proc","source":"proc"},{"destination":"/home/user/data","type":"bind","source":"` + vol + `","options":["rbind","rw"]}]}`}
+	o := options(t, host, base)
+	o.Volumes, o.HostRoot, o.RestoreBinary = []snapshot.Volume{{Name: "data", MountPath: "/home/user/data"}}, "/", bin
+	res := Run(context.Background(), rt, o)
+	if res.Error != "" {
+		t.Fatalf("Run: %s", res.Error)
+	}
+	if d := cmp.Diff([]string{"pause c1", "resume c1"}, rt.calls); d != "" {
+		t.Errorf("runtime calls (-want +got):\n%s", d)
+	}
+	if snapshot.RestoreBinaryPath != "/"+layer.ReservedDir+"/"+snapshot.RestoreBinaryName {
+		t.Errorf("the restore init container runs %s, the layer holds /%s/%s", snapshot.RestoreBinaryPath, layer.ReservedDir, snapshot.RestoreBinaryName)
+	}
+	if got := layerEntries(t, res.Image, 1); got["rootfs-file"] != "r" || len(got) != 1 {
+		t.Errorf("root filesystem layer %v, want rootfs-file only", got)
+	}
+	want := map[string]string{".paddock/": "", ".paddock/.wh..wh..opq": "", ".paddock/volumes/": "", ".paddock/paddock-snapshot": "binary",
+		".paddock/volumes/data/": "", ".paddock/volumes/data/dir/": "", ".paddock/volumes/data/dir/volume-file": "v"}
+	if d := cmp.Diff(want, layerEntries(t, res.Image, 2)); d != "" {
+		t.Errorf("volume layer (-want +got):\n%s", d)
+	}
+}
+
+// TestRunRefusesVolumes: a volume the container does not mount, one that is not a bind mount,
+// or whose host path ends in a symlink fails the capture before any pause.
+func TestRunRefusesVolumes(t *testing.T) {
+	host, base := registryHost(t)
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct{ spec, want string }{
+		"not mounted":  {spec: `{"mounts":[]}`, want: "volume data: the container has no mount at /data"},
+		"not a bind":   {spec: `{"mounts":[{"destination":"/data","type":"tmpfs","source":"tmpfs"}]}`, want: "is not a bind mount"},
+		"symlink":      {spec: `{"mounts":[{"destination":"/data","type":"bind","source":"` + link + `"}]}`, want: "volume data: opening " + link},
+		"spec garbage": {spec: `{`, want: "reading the container's OCI spec"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rt := &fakeRuntime{runtime: "io.containerd.runc.v2", upper: t.TempDir(), spec: tc.spec}
+			o := options(t, host, base)
+			o.Volumes, o.HostRoot = []snapshot.Volume{{Name: "data", MountPath: "/data"}}, "/"
+			res := Run(context.Background(), rt, o)
+			if !strings.Contains(res.Error, tc.want) || len(rt.calls) != 0 {
+				t.Errorf("result %+v calls %v, want %q before any pause", res, rt.calls, tc.want)
+			}
+		})
 	}
 }

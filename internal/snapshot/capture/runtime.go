@@ -28,6 +28,8 @@ type Runtime interface {
 	Mounts(ctx context.Context, snapshotter, key string) ([]Mount, error)
 	Pause(ctx context.Context, id string) error
 	Resume(ctx context.Context, id string) error
+	// Spec returns id's OCI runtime spec (JSON), whose mounts name the volumes' host paths.
+	Spec(ctx context.Context, id string) ([]byte, error)
 	// Paused reports whether id's task is paused or pausing.
 	Paused(ctx context.Context, id string) (bool, error)
 }
@@ -63,6 +65,15 @@ func (c *Containerd) Container(ctx context.Context, id string) (string, string, 
 		return "", "", fmt.Errorf("containerd container %s: %w", id, err)
 	}
 	return resp.GetContainer().GetRuntime().GetName(), resp.GetContainer().GetSnapshotter(), nil
+}
+
+// Spec implements Runtime.
+func (c *Containerd) Spec(ctx context.Context, id string) ([]byte, error) {
+	resp, err := containersv1.NewContainersClient(c.conn).Get(withNamespace(ctx), &containersv1.GetContainerRequest{ID: id})
+	if err != nil {
+		return nil, fmt.Errorf("containerd container %s: %w", id, err)
+	}
+	return resp.GetContainer().GetSpec().GetValue(), nil
 }
 
 // Mounts implements Runtime.

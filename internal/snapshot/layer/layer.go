@@ -54,6 +54,9 @@ type writer struct {
 	tw    *tar.Writer
 	opts  Options
 	stats Stats
+	// prefix is prepended to every entry's name and hard link target (a volume's reserved
+	// path); empty for a root filesystem layer.
+	prefix string
 	// files maps a source's identity of a regular file to the layer path it was written at.
 	files map[any]string
 }
@@ -71,6 +74,16 @@ func (w *writer) header(h *tar.Header) error {
 		return fmt.Errorf("more than %d entries; the layer limit is reached", w.opts.MaxEntries)
 	}
 	h.Format = tar.FormatPAX
+	if w.prefix != "" {
+		dir := strings.HasSuffix(h.Name, "/")
+		h.Name = path.Join(w.prefix, h.Name)
+		if dir {
+			h.Name += "/"
+		}
+		if h.Typeflag == tar.TypeLink {
+			h.Linkname = path.Join(w.prefix, h.Linkname)
+		}
+	}
 	return w.tw.WriteHeader(h)
 }
 

@@ -288,3 +288,96 @@ func (g *growingWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+func captureVolumes(t *testing.T, dir string) ([]byte, error) {
+	t.Helper()
+	var buf bytes.Buffer
+	v, err := NewVolumes(&buf, opts())
+	must(t, err)
+	if err := v.Add("data", dir); err != nil {
+		return buf.Bytes(), err
+	}
+	must(t, v.Close())
+	return buf.Bytes(), nil
+}
+
+// TestVolumesLayer: a volume is written under .paddock/volumes/<name>/, after an opaque
+// .paddock (so nothing the sandbox put at that path in its root filesystem survives), with its
+// root's mode; hard links point inside the prefix, symlinks are kept as written.
+func TestVolumesLayer(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "a/file"), "x", 0o640)
+	must(t, os.Link(filepath.Join(root, "a/file"), filepath.Join(root, "hard")))
+	must(t, os.Symlink("/etc/shadow", filepath.Join(root, "out")))
+	must(t, os.Chmod(root, 0o751))
+	b, err := captureVolumes(t, root)
+	must(t, err)
+	got := readLayer(t, b)
+	for i := range got {
+		got[i].UID, got[i].GID = 0, 0
+	}
+	want := []entry{
+		{Name: ".paddock/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: ".paddock/.wh..wh..opq", Type: tar.TypeReg, Mode: 0o600},
+		{Name: ".paddock/volumes/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: ".paddock/volumes/data/", Type: tar.TypeDir, Mode: 0o751},
+		{Name: ".paddock/volumes/data/a/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: ".paddock/volumes/data/a/file", Type: tar.TypeReg, Mode: 0o640, Content: "x"},
+		{Name: ".paddock/volumes/data/hard", Type: tar.TypeLink, Mode: 0o640, Link: ".paddock/volumes/data/a/file"},
+		{Name: ".paddock/volumes/data/out", Type: tar.TypeSymlink, Mode: 0o777, Link: "/etc/shadow"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("layer (-want +got):\n%s", diff)
+	}
+}
+
+// TestVolumesRefuse: in a volume a character device 0:0 is a device like any other (no
+// deletion can be smuggled in), and the upper directory's rules hold (names, budget, devices).
+func TestVolumesRefuse(t *testing.T) {
+	for name, tc := range map[string]struct {
+		root bool
+		make func(t *testing.T, root string)
+		want string
+	}{
+		"whiteout device": {root: true, make: func(t *testing.T, root string) {
+			must(t, unix.Mknod(filepath.Join(root, "passwd"), unix.S_IFCHR|0o600, 0))
+		}, want: "/passwd: a device node (0:0)"},
+		"block device": {root: true, make: func(t *testing.T, root string) {
+			must(t, unix.Mknod(filepath.Join(root, "sda"), unix.S_IFBLK|0o600, int(unix.Mkdev(8, 0))))
+		}, want: "/sda: a block device"},
+		"whiteout-looking name": {make: func(t *testing.T, root string) {
+			write(t, filepath.Join(root, ".wh..wh..opq"), "x", 0o644)
+		}, want: `names starting with ".wh."`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if tc.root {
+				needRoot(t)
+			}
+			root := t.TempDir()
+			tc.make(t, root)
+			if _, err := captureVolumes(t, root); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	if err := (&Volumes{w: newWriter(io.Discard, opts())}).Add("..", t.TempDir()); err == nil {
+		t.Error("a volume named .. was accepted")
+	}
+}
+
+// TestVolumesIgnoreOverlayAttributes: overlay attributes the sandbox sets on its own files in a
+// volume mean nothing there (user.overlay.opaque would otherwise hide the layers below).
+func TestVolumesIgnoreOverlayAttributes(t *testing.T) {
+	root := t.TempDir()
+	must(t, os.Mkdir(filepath.Join(root, "d"), 0o755))
+	if err := unix.Setxattr(filepath.Join(root, "d"), "user.overlay.opaque", []byte("y"), 0); err != nil {
+		t.Skipf("no user xattrs here: %v", err)
+	}
+	b, err := captureVolumes(t, root)
+	must(t, err)
+	for _, e := range readLayer(t, b) {
+		if strings.HasPrefix(e.Name, ".paddock/volumes/") && strings.Contains(e.Name, ".wh.") {
+			t.Errorf("volume layer holds whiteout %s", e.Name)
+		}
+	}
+}

@@ -45,6 +45,10 @@ func FromUpperDir(dir string, out io.Writer, o Options) (Stats, error) {
 // upper walks an upper directory through descriptors only.
 type upper struct {
 	*writer
+	// plain reads an ordinary directory (a volume), not an overlay upper directory: no entry
+	// means a deletion, so a character device 0:0 is refused like any device and overlay
+	// attributes, which the sandbox's code may set on its own files, mean nothing.
+	plain bool
 	// beforeOpen, when set, runs between listing an entry and opening it (tests race it).
 	beforeOpen func(rel string)
 }
@@ -96,7 +100,7 @@ func (u *upper) entry(dirfd int, rel, name string, depth int) error {
 		h.Typeflag, h.Linkname = tar.TypeSymlink, target
 		return u.header(h)
 	case unix.S_IFCHR:
-		if st.Rdev == 0 {
+		if st.Rdev == 0 && !u.plain {
 			return u.whiteout(rel, name, h)
 		}
 		return fmt.Errorf("/%s: a device node (%d:%d) cannot be stored in a snapshot; remove it", p, unix.Major(st.Rdev), unix.Minor(st.Rdev))
@@ -119,7 +123,7 @@ func (u *upper) dir(dirfd int, name, p string, st *unix.Stat_t, h *tar.Header, d
 	}
 	defer unix.Close(fd)
 	for _, x := range unsupportedXattr {
-		if _, ok := xattr(fd, x); ok {
+		if _, ok := xattr(fd, x); ok && !u.plain {
 			return fmt.Errorf("/%s: has overlay attribute %s (redirect_dir or metacopy), which one layer cannot express; mount the snapshotter without them", p, x)
 		}
 	}
@@ -128,6 +132,9 @@ func (u *upper) dir(dirfd int, name, p string, st *unix.Stat_t, h *tar.Header, d
 		return err
 	}
 	for _, x := range opaqueXattrs {
+		if u.plain {
+			break
+		}
 		if v, ok := xattr(fd, x); ok && v == "y" {
 			if err := u.opaque(p, h); err != nil {
 				return err
@@ -154,7 +161,7 @@ func (u *upper) file(dirfd int, name, p string, st *unix.Stat_t, h *tar.Header) 
 	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
 	for _, x := range unsupportedXattr {
-		if _, ok := xattr(fd, x); ok {
+		if _, ok := xattr(fd, x); ok && !u.plain {
 			return fmt.Errorf("/%s: has overlay attribute %s (metacopy), whose data is in a lower layer; mount the snapshotter without metacopy", p, x)
 		}
 	}

@@ -28,9 +28,9 @@ const e2bForkCount = 10
 // createSnapshot unnamed and named, listSnapshots of the sandbox, by name and paged,
 // Sandbox.create(snapshotId) with the source's file, a fork of 10 where every fork has the
 // source's files and its own writes, another namespace's key refused everywhere, deleteSnapshot.
-// The source runs make dev's base template without its volume (a snapshot holds the root
-// filesystem; base keeps /home/user on a volume). Once the script killed its sandboxes, every
-// snapshot goes and the registry no longer serves its image.
+// The source runs make dev's base template without its volume (written before snapshots held
+// volumes; running it with base's volume is not done yet). Once the script killed its
+// sandboxes, every snapshot goes and the registry no longer serves its image.
 func snapshotE2B(t *testing.T, gvisor bool) {
 	ns, otherNS := namespace(t), namespace(t)
 	ctx := framework.Context(t, 30*time.Minute)

@@ -44,6 +44,30 @@ readlink snap/link
 cat snap/dir/file; echo
 test -e /opt/venv/bin/activate.csh && echo activate.csh present || echo activate.csh deleted`
 
+// snapshotVolumeWrites is what the source sandbox writes to its volume (a volumeClaimTemplate
+// mounted at /home/user/data, empty at start): a tree, modes, a symlink, a file created and
+// deleted again, and 10 MiB of random data (the capture's benchmark figure).
+const snapshotVolumeWrites = `set -e
+cd /home/user/data
+mkdir -p tree/sub tree/private
+printf volume > tree/file
+ln -s tree/file link
+ln -s ../../../../etc/shadow tree/out
+printf m > mode
+chmod 0640 mode
+chmod 0700 tree/private
+printf gone > gone
+rm gone
+head -c 10485760 /dev/urandom > big`
+
+// snapshotVolumeTree lists the volume: every entry's type, mode and owner (the root's
+// included), sizes of files and links, link targets, a content and the big file's digest.
+const snapshotVolumeTree = `cd /home/user/data && { find . -type d -exec stat -c '%n %F %a %u:%g' {} +; find . ! -type d -exec stat -c '%n %F %a %u:%g %s' {} +; } | sort
+readlink link tree/out
+cat tree/file; echo
+md5sum big
+test -e gone && echo gone present || echo gone deleted`
+
 // testSnapshots: a SandboxSnapshot of a running sandbox becomes Ready on the real node, the
 // source keeps running, and a claim of the template it publishes runs exactly the tree the
 // source wrote, deletion included; another namespace can neither use the template nor run the
@@ -72,7 +96,9 @@ func snapshotRoundTrip(t *testing.T, gvisor bool) {
 	ns, other := namespace(t), namespace(t)
 	ctx := framework.Context(t, 10*time.Minute)
 	c := paddockClient(t)
-	src := sandboxdSandbox(t, "source", ns).Obj()
+	src := sandboxdSandbox(t, "source", ns).VolumeClaim("data", "64Mi").Obj()
+	src.Spec.PodTemplate.Spec.Containers[0].VolumeMounts = append(src.Spec.PodTemplate.Spec.Containers[0].VolumeMounts,
+		corev1.VolumeMount{Name: "data", MountPath: "/home/user/data"})
 	if !gvisor {
 		src.Spec.PodTemplate.Spec.RuntimeClassName = nil
 	} else if rc := src.Spec.PodTemplate.Spec.RuntimeClassName; rc == nil || *rc != devcluster.GVisorRuntimeClass {
@@ -89,6 +115,14 @@ func snapshotRoundTrip(t *testing.T, gvisor bool) {
 			t.Fatalf("the source's tree after its writes:\n%s\nlacks %q", want, line)
 		}
 	}
+	srcRun("sh", "-c", snapshotVolumeWrites)
+	wantVolume := srcRun("sh", "-c", snapshotVolumeTree)
+	for _, line := range []string{". directory 777 0:0\n", "./tree/private directory 700 1000:1000\n", "./mode regular file 640 1000:1000 1\n",
+		"./link symbolic link 777 1000:1000 9\n", "./big regular file 644 1000:1000 10485760\n", "\ntree/file\n../../../../etc/shadow\nvolume\n", "gone deleted"} {
+		if !strings.Contains(wantVolume, line) {
+			t.Fatalf("the source's volume after its writes:\n%s\nlacks %q", wantVolume, line)
+		}
+	}
 
 	framework.MustCreate(t, ctx, c, builder.MakeSnapshot("snap", ns, src.Name).Obj())
 	snap := &snapshotsv1alpha1.SandboxSnapshot{}
@@ -102,15 +136,25 @@ func snapshotRoundTrip(t *testing.T, gvisor bool) {
 		return builder.HasCondition(snap.Status.Conditions, snapshotsv1alpha1.ConditionReady, metav1.ConditionTrue, "")
 	})
 	if snap.Status.Phase != snapshotsv1alpha1.SnapshotPhaseReady {
-		t.Fatalf("snapshot %s is %s: %s", snap.Name, snap.Status.Phase, builder.FormatConditions(snap.Status.Conditions))
+		t.Fatalf("snapshot %s is %s: %s (%s)", snap.Name, snap.Status.Phase, builder.FormatConditions(snap.Status.Conditions), findSnapCondition(snap, snapshotsv1alpha1.ConditionCaptured).Message)
 	}
-	t.Logf("snapshot %s: image %s, layer %v bytes, source paused %v ms", snap.Name, snap.Status.Image, deref(snap.Status.SizeBytes), deref(snap.Status.PausedMilliseconds))
+	t.Logf("snapshot %s (10 MiB in its volume): image %s, layers %v bytes, source paused %v ms, created to Ready %v", snap.Name, snap.Status.Image,
+		deref(snap.Status.SizeBytes), deref(snap.Status.PausedMilliseconds), snap.Status.CompletionTime.Sub(snap.CreationTimestamp.Time))
 	if snap.Status.PausedMilliseconds == nil || !strings.Contains(snap.Status.Image, "/snapshots/"+ns+"/snap@sha256:") {
 		t.Errorf("status %+v: want the image in the dev registry under the namespace, and the pause reported", snap.Status)
 	}
-	// The source was resumed: it answers, with its tree unchanged.
+	if d := cmp.Diff([]snapshotsv1alpha1.SnapshotContent{snapshotsv1alpha1.SnapshotContentFilesystem, snapshotsv1alpha1.SnapshotContentVolumes}, snap.Status.Contents); d != "" {
+		t.Errorf("status.contents (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"data"}, snap.Status.Volumes); d != "" {
+		t.Errorf("status.volumes (-want +got):\n%s", d)
+	}
+	// The source was resumed: it answers, with its tree and volume unchanged.
 	if got := srcRun("sh", "-c", snapshotTree); got != want {
 		t.Errorf("the source's tree after the snapshot (-before +after):\n%s", cmp.Diff(want, got))
+	}
+	if got := srcRun("sh", "-c", snapshotVolumeTree); got != wantVolume {
+		t.Errorf("the source's volume after the snapshot (-before +after):\n%s", cmp.Diff(wantVolume, got))
 	}
 
 	// A claim of the published template, through a warm pool of it (fork), sees the same tree.
@@ -125,8 +169,29 @@ func snapshotRoundTrip(t *testing.T, gvisor bool) {
 	})
 	clone := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claim.Status.Sandbox.Name}}
 	cloneIP := waitSandboxReady(t, c, clone)
-	if got := sandboxRunner(t, ctx, c, clone, cloneIP)("sh", "-c", snapshotTree); got != want {
+	cloneRun := sandboxRunner(t, ctx, c, clone, cloneIP)
+	if got := cloneRun("sh", "-c", snapshotTree); got != want {
 		t.Errorf("the clone's tree (-source +clone):\n%s", cmp.Diff(want, got))
+	}
+	// Its own new volume holds exactly the source's volume tree.
+	if got := cloneRun("sh", "-c", snapshotVolumeTree); got != wantVolume {
+		t.Errorf("the clone's volume (-source +clone):\n%s", cmp.Diff(wantVolume, got))
+	}
+	if pvc := (&corev1.PersistentVolumeClaim{}); c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data-" + clone.Name}, pvc) != nil {
+		t.Errorf("the clone %s has no PVC data-%s of its own", clone.Name, clone.Name)
+	}
+	// The clone changes its volume, then suspends keeping its root filesystem (before the
+	// snapshot's deletion, which takes the clone's source template with it): the resumed Pod
+	// runs the restore init container again, which must keep the volume as the clone left it
+	// (it is not empty), not put the snapshot's contents back.
+	cloneRun("sh", "-c", "cd /home/user/data && rm big && printf newer > tree/file")
+	wantResumed := cloneRun("sh", "-c", snapshotVolumeTree)
+	cloneRun = suspendAndResume(t, ctx, c, clone, 1, func(s *agentsv1beta1.Sandbox) {
+		metav1.SetMetaDataAnnotation(&s.ObjectMeta, snapshotsv1alpha1.SuspendAnnotation, snapshotsv1alpha1.SuspendRootfs)
+		s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended
+	})
+	if got := cloneRun("sh", "-c", snapshotVolumeTree); got != wantResumed {
+		t.Errorf("the clone's volume after suspend and resume (-before +after):\n%s", cmp.Diff(wantResumed, got))
 	}
 
 	// Another namespace: the template is not there, and a Pod naming the image is refused.
@@ -171,7 +236,7 @@ func snapshotRoundTrip(t *testing.T, gvisor bool) {
 	if got := framework.ManifestStatus(t, snap.Status.Image); got != http.StatusOK {
 		t.Fatalf("the registry answers %d for %s while the clone runs it; want it kept", got, snap.Status.Image)
 	}
-	if got := sandboxRunner(t, ctx, c, clone, cloneIP)("cat", "/home/user/snap/dir/file"); got != "hello" {
+	if got := cloneRun("cat", "/home/user/snap/dir/file"); got != "hello" {
 		t.Errorf("the clone after its snapshot's deletion reads %q", got)
 	}
 	for _, obj := range []client.Object{claim, &extensionsv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fork"}}} {
@@ -213,4 +278,13 @@ func deref(p *int64) any {
 		return "(unset)"
 	}
 	return *p
+}
+
+func findSnapCondition(snap *snapshotsv1alpha1.SandboxSnapshot, typ string) metav1.Condition {
+	for _, c := range snap.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/paddock-dev/paddock/internal/image"
+	"github.com/paddock-dev/paddock/internal/snapshot"
 	"github.com/paddock-dev/paddock/internal/snapshot/capture"
 	"github.com/paddock-dev/paddock/internal/snapshot/layer"
 	"github.com/paddock-dev/paddock/test/framework"
@@ -296,4 +297,112 @@ func TestResumeAfterKilledCapture(t *testing.T) {
 	}
 	resume("src")
 	resume("no-such-container")
+}
+
+// volumeWrites is what the source writes to its volume (a bind mount of a host directory, as
+// the kubelet gives a PVC): files with owners and modes (set-user-ID), a hard link, symlinks out
+// of the volume, a FIFO, a deleted file and a root with its own mode.
+const volumeWrites = `mkdir -p /vol/sub /vol/private &&
+echo data > /vol/a && chmod 640 /vol/a && chown 1000:1000 /vol/a &&
+echo owned > /vol/sub/b && chown 1000:2000 /vol/sub/b && chmod 4750 /vol/sub/b &&
+dd if=/dev/urandom of=/vol/random bs=1k count=300 2>/dev/null &&
+ln /vol/a /vol/a-hard &&
+ln -s ../../../../etc/shadow /vol/escape &&
+mkfifo /vol/fifo &&
+echo gone > /vol/gone && rm /vol/gone &&
+chmod 700 /vol/private && chmod 751 /vol`
+
+// volumeTreeScript lists /vol as treeScript lists the root filesystem, with hard-link counts.
+const volumeTreeScript = `find /vol | sort | while read -r f; do
+  s=$(stat -c '%F %u:%g %a %h' "$f")
+  case "$s" in
+    "symbolic link"*) echo "$f $s -> $(readlink "$f")" ;;
+    "regular"*) echo "$f $s $(md5sum < "$f")" ;;
+    "directory"*) echo "$f $s" ;;
+    *) echo "$f $s" ;;
+  esac
+done`
+
+// TestCaptureRestoresVolume: a container's volume is captured in the same pause as its root
+// filesystem, into the snapshot image with the restore binary; a container from that image
+// whose fresh volume is filled by the restore (as the restore init container does) lists
+// exactly the source's volume; a second restore into the now non-empty volume keeps it.
+func TestCaptureRestoresVolume(t *testing.T) {
+	n := startNode(t)
+	bin := buildRestoreBinary(t)
+	srcVol, forkVol := t.TempDir(), t.TempDir()
+	n.runWithVolume("src", n.base, srcVol, volumeWrites)
+	want := n.ctr("task", "exec", "--exec-id", "list", "src", "sh", "-c", volumeTreeScript)
+	res := n.captureVolume("src", "vol", bin)
+	if res.Error != "" {
+		t.Fatalf("capture: %s", res.Error)
+	}
+	t.Logf("captured %s: layers %d bytes, source paused %d ms", res.Image, res.SizeBytes, res.PausedMilliseconds)
+	if s := n.status("src"); s != "RUNNING" {
+		t.Fatalf("source is %s after the capture, want RUNNING", s)
+	}
+	n.ctr("image", "pull", "--plain-http", res.Image)
+	restore := snapshot.RestoreBinaryPath + " restore --volume=data=/vol"
+	n.runWithVolume("fork", res.Image, forkVol, restore+" > /restored")
+	got := n.ctr("task", "exec", "--exec-id", "list", "fork", "sh", "-c", volumeTreeScript)
+	if got != want {
+		t.Errorf("the restored volume differs from the source's:\n%s", lineDiff(want, got))
+	}
+	for _, must := range []string{"/vol directory 0:0 751", "/vol/sub/b regular file 1000:2000 4750 1", "/vol/a regular file 1000:1000 640 2", "/vol/escape symbolic link 0:0 777 1 -> ../../../../etc/shadow", "/vol/fifo fifo"} {
+		if !strings.Contains(got, must) {
+			t.Errorf("the restored volume lacks %q:\n%s", must, got)
+		}
+	}
+	if out := n.ctr("task", "exec", "--exec-id", "out", "fork", "cat", "/restored"); !strings.Contains(out, "volume data at /vol: restored") {
+		t.Errorf("restore said %q", out)
+	}
+	// The container changes its volume; a restore run again (a resumed Pod) keeps it.
+	n.ctr("task", "exec", "--exec-id", "change", "fork", "sh", "-c", "rm /vol/random && echo newer > /vol/a")
+	changed := n.ctr("task", "exec", "--exec-id", "list2", "fork", "sh", "-c", volumeTreeScript)
+	if out := n.ctr("task", "exec", "--exec-id", "again", "fork", "sh", "-c", restore); !strings.Contains(out, "volume data at /vol: kept") {
+		t.Errorf("second restore said %q, want kept", out)
+	}
+	if after := n.ctr("task", "exec", "--exec-id", "list3", "fork", "sh", "-c", volumeTreeScript); after != changed {
+		t.Errorf("a second restore changed the volume:\n%s", lineDiff(changed, after))
+	}
+}
+
+// buildRestoreBinary builds paddock-snapshot statically, as the capture image holds it.
+func buildRestoreBinary(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "paddock-snapshot")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "github.com/paddock-dev/paddock/cmd/paddock-snapshot")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building paddock-snapshot: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runWithVolume is run with the host directory vol bind-mounted at /vol, as the kubelet mounts a
+// PVC.
+func (n *node) runWithVolume(id, img, vol, script string) {
+	n.t.Helper()
+	n.ctr("run", "-d", "--snapshotter", "overlayfs", "--mount", "type=bind,src="+vol+",dst=/vol,options=rbind:rw", img, id,
+		"sh", "-c", script+" && touch /ready && exec sleep 100000")
+	framework.EventuallyWithin(n.t, 30*time.Second, func(context.Context) error {
+		_, err := n.ctrOutput("task", "exec", "--exec-id", "ready", id, "test", "-e", "/ready")
+		return err
+	})
+}
+
+// captureVolume captures id with its volume at /vol as "data", resolving the volume's host path
+// from the node's root ("/": the test runs on the node).
+func (n *node) captureVolume(id, tag, bin string) snapshot.Result {
+	n.t.Helper()
+	rt, err := capture.DialContainerd(n.socket)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer rt.Close()
+	return capture.Run(framework.Context(n.t, 2*time.Minute), rt, capture.Options{
+		ContainerID: id, BaseImage: n.base, Target: n.registry + "/ns/snap:" + tag, Insecure: true,
+		WorkDir: n.t.TempDir(), Layer: layer.Options{Limits: layer.DefaultLimits()},
+		Volumes: []snapshot.Volume{{Name: "data", MountPath: "/vol"}}, HostRoot: "/", RestoreBinary: bin,
+	})
 }

@@ -78,8 +78,8 @@ printf 'loop=%s\n' "$(cat h/loop)"`
 // SIGKILL while the source is paused: the source is resumed and the snapshot says it failed.
 // Under runc and gVisor.
 func testSnapshotHostile(t *testing.T) {
-	t.Run("runc", func(t *testing.T) { snapshotHostile(t, false) })
-	t.Run("gvisor", func(t *testing.T) {
+	t.Run("hostile-runc", func(t *testing.T) { snapshotHostile(t, false) })
+	t.Run("hostile-gvisor", func(t *testing.T) {
 		requireGVisor(t)
 		snapshotHostile(t, true)
 	})

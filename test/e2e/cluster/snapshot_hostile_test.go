@@ -88,6 +88,7 @@ func testSnapshotHostile(t *testing.T) {
 		requireGVisor(t)
 		snapshotKilled(t, true)
 	})
+	t.Run("attacker-runc", snapshotAttackerRows)
 }
 
 // hostileSource starts the sandboxd example Sandbox under runc or gVisor and returns it with a
@@ -543,4 +544,111 @@ func captureProcess(id string) (int, error) {
 		}
 	}
 	return 0, nil
+}
+
+// snapshotAttackerRows tries what issue 28 lists against a namespace's snapshot, from another
+// namespace and after its deletion (runc): a Sandbox there forging the reference to it
+// (snapshots.paddock.dev/resume-from naming it, with the rootfs opt-in) starts from its own
+// image; once the snapshot is deleted its image is gone from the registry, a Pod of its own
+// namespace (which the admission policy admits) cannot pull it, and code in a sandbox gets no
+// manifest from the registry's node address. The warm pool and Pod of another namespace naming
+// the template or the image are TestCluster/snapshots' rows; E2B IDs from another key are the
+// e2b SDK's (client/snapshot.mjs) and TestSnapshotAttacker's.
+func snapshotAttackerRows(t *testing.T) {
+	ns, other := namespace(t), namespace(t)
+	ctx := framework.Context(t, 15*time.Minute)
+	c := paddockClient(t)
+	src, run := hostileSource(t, ctx, c, ns, false)
+	run("sh", "-c", "printf secret > /home/user/victim")
+	framework.MustCreate(t, ctx, c, builder.MakeSnapshot("snap", ns, src.Name).Obj())
+	snap := waitSnapshotDone(t, c, ns, "snap")
+	if snap.Status.Phase != snapshotsv1alpha1.SnapshotPhaseReady {
+		t.Fatalf("snapshot is %s: %s", snap.Status.Phase, builder.FormatConditions(snap.Status.Conditions))
+	}
+
+	// A forged reference from another namespace: the Sandbox names the victim's snapshot as the
+	// capture to resume from. Only captures the Sandbox controls count: it starts from its image.
+	forger := sandboxdSandbox(t, "source", other).
+		Annotation(snapshotsv1alpha1.SuspendAnnotation, snapshotsv1alpha1.SuspendRootfs).
+		Annotation(snapshotsv1alpha1.ResumeFromAnnotation, "snap").Obj()
+	forger.Spec.PodTemplate.Spec.RuntimeClassName = nil
+	framework.MustCreate(t, ctx, c, forger)
+	forgerRun := sandboxRunner(t, ctx, c, forger, waitSandboxReady(t, c, forger))
+	framework.Eventually(t, func(ctx context.Context) error {
+		sb := &agentsv1beta1.Sandbox{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(forger), sb); err != nil {
+			return err
+		}
+		return builder.HasCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionRootfsKept, metav1.ConditionFalse, agentsv1beta1.SandboxReasonRootfsSnapshotMissing)
+	})
+	if out := forgerRun("sh", "-c", "cat /home/user/victim 2>&1 || echo absent"); strings.Contains(out, "secret") {
+		t.Errorf("a Sandbox in %s forging resume-from: snap reads the victim's file: %q", other, out)
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(other)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		for _, ctr := range p.Spec.Containers {
+			if strings.Contains(ctr.Image, "/snapshots/") {
+				t.Errorf("Pod %s/%s of the forger runs %s", other, p.Name, ctr.Image)
+			}
+		}
+	}
+	t.Logf("forged resume-from in %s: RootfsKept=False SnapshotMissing, the Pod runs the template's image", other)
+
+	// The snapshot deleted (nothing runs its image): its image goes from the registry.
+	if err := c.Delete(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	framework.EventuallyWithin(t, 5*time.Minute, func(ctx context.Context) error {
+		err := c.Get(ctx, client.ObjectKeyFromObject(snap), &snapshotsv1alpha1.SandboxSnapshot{})
+		if err == nil {
+			return fmt.Errorf("snapshot %s still exists", snap.Name)
+		}
+		return client.IgnoreNotFound(err)
+	})
+	if got := framework.ManifestStatus(t, snap.Status.Image); got != 404 {
+		t.Errorf("the registry answers %d for the deleted snapshot's image %s; want 404", got, snap.Status.Image)
+	}
+	// A Pod of the snapshot's own namespace (admitted by the policy) cannot pull it any more.
+	puller := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "puller"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: snap.Status.Image, ImagePullPolicy: corev1.PullAlways,
+			Command: []string{"cat", "/home/user/victim"}}}},
+	}
+	framework.MustCreate(t, ctx, c, puller)
+	framework.EventuallyWithin(t, 3*time.Minute, func(ctx context.Context) error {
+		p := &corev1.Pod{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(puller), p); err != nil {
+			return err
+		}
+		for _, s := range p.Status.ContainerStatuses {
+			if s.State.Running != nil || s.State.Terminated != nil {
+				t.Fatalf("the deleted snapshot's image %s ran in Pod %s/%s: %+v", snap.Status.Image, ns, puller.Name, s.State)
+			}
+			if w := s.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") {
+				t.Logf("a Pod of %s pulling the deleted snapshot's image: %s: %s", ns, w.Reason, w.Message)
+				return nil
+			}
+		}
+		return fmt.Errorf("Pod %s/%s: %+v", ns, puller.Name, p.Status.ContainerStatuses)
+	})
+	// Code in a sandbox asks the registry on the node's address for the manifest directly.
+	ref, err := name.ParseReference(snap.Status.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("http://%s:%s/v2/%s/manifests/%s", nodeInternalIP(t, ctx), registryPort, ref.Context().RepositoryStr(), ref.Identifier())
+	out := strings.TrimSpace(run("python3", "-c", `import sys, urllib.request, urllib.error
+try:
+    print(urllib.request.urlopen(sys.argv[1], timeout=10).status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+except Exception as e:
+    print("unreachable", type(e).__name__)`, url))
+	t.Logf("GET %s from a sandbox: %s", url, out)
+	if out == "200" {
+		t.Errorf("code in a sandbox read the deleted snapshot's manifest from %s", url)
+	}
 }

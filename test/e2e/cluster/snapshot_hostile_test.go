@@ -188,7 +188,7 @@ func snapshotHostile(t *testing.T, gvisor bool) {
 	if err := syscall.Statfs(cfg.StateDir, &disk); err != nil {
 		t.Fatal(err)
 	}
-	freeBefore := int64(disk.Bavail) * disk.Bsize //nolint:unconvert // types differ between architectures
+	freeBefore := int64(disk.Bavail) * disk.Bsize
 
 	src, run := hostileSource(t, ctx, c, ns, gvisor)
 	planted := run("sh", "-c", fmt.Sprintf(hostilePlant, canary))
@@ -266,7 +266,7 @@ func snapshotHostile(t *testing.T, gvisor bool) {
 	if err := syscall.Statfs(cfg.StateDir, &disk); err != nil {
 		t.Fatal(err)
 	}
-	freeAfter := int64(disk.Bavail) * disk.Bsize //nolint:unconvert // types differ between architectures
+	freeAfter := int64(disk.Bavail) * disk.Bsize
 	t.Logf("node disk free under %s: %d MiB before, %d MiB after", cfg.StateDir, freeBefore>>20, freeAfter>>20)
 	if freeBefore-freeAfter > 100*(1<<30)/2 {
 		t.Errorf("the node's disk lost %d MiB during the captures: the sparse file was expanded", (freeBefore-freeAfter)>>20)

@@ -67,7 +67,7 @@ echo planted`
 // hostileTree lists the planted tree as a clone must have it: every entry's path, type, mode and
 // owner, link count, size and link target (sizes of directories left out: they are the
 // filesystem's), and the loop file's content on its own line.
-const hostileTree = `cd /home/user && find h ! -path h/loop \( -type d -printf '%p %y %m %U:%G\n' \) -o \( ! -type d -printf '%p %y %m %U:%G %n %s %l\n' \) | LC_ALL=C sort
+const hostileTree = `cd /home/user && find h ! -path h/loop \( \( -type d -printf '%p %y %m %U:%G\n' \) -o \( ! -type d -printf '%p %y %m %U:%G %n %s %l\n' \) \) | LC_ALL=C sort
 printf 'loop=%s\n' "$(cat h/loop)"`
 
 // testSnapshotHostile: hostile code in a sandbox plants links, a FIFO, a socket, odd names, deep

@@ -184,6 +184,13 @@ func snapshotHostile(t *testing.T, gvisor bool) {
 		t.Fatal(err)
 	}
 	before := []nodeFile{hashNodeFile(t, canary), hashNodeFile(t, "/etc/shadow")}
+	defer func() { // nothing on the node changed
+		for _, f := range before {
+			if now := hashNodeFile(t, f.path); now.sum != f.sum {
+				t.Errorf("the node's %s changed during the captures", f.path)
+			}
+		}
+	}()
 	var disk syscall.Statfs_t
 	if err := syscall.Statfs(cfg.StateDir, &disk); err != nil {
 		t.Fatal(err)
@@ -284,12 +291,6 @@ func snapshotHostile(t *testing.T, gvisor bool) {
 		t.Errorf("the node's disk lost %d MiB during the captures: the sparse file was expanded", (freeBefore-freeAfter)>>20)
 	}
 
-	// Nothing on the node changed.
-	for _, f := range before {
-		if now := hashNodeFile(t, f.path); now.sum != f.sum {
-			t.Errorf("the node's %s changed during the captures", f.path)
-		}
-	}
 }
 
 // expectCaptureFailed snapshots src as name and wants it Failed with a Captured condition whose

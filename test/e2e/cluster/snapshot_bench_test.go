@@ -30,8 +30,9 @@ const snapshotBenchSamples = 3
 
 // snapshotBench measures on the real node what issue 28 asks (docs/performance/results.md): a
 // snapshot of a sandbox that wrote 10 MB, then one of 500 MB (create to Ready, pause, layer
-// bytes in the registry), sandboxes started from it one at a time cold (a pool without members) and from its warm pool,
-// and a fork of PADDOCK_BENCH_FORKS (default 10) claims at once of a pool without members. The
+// bytes in the registry), sandboxes started from the first one at a time cold (a pool without
+// members) and from its warm pool, and a fork of PADDOCK_BENCH_FORKS (default 10) claims at
+// once of a pool without members. The
 // figures are logged; nothing is asserted on speed. It runs only with PADDOCK_BENCH_SNAPSHOTS=1:
 // it is a benchmark, and starts some twenty sandboxes per runtime.
 func snapshotBench(t *testing.T, gvisor bool) {

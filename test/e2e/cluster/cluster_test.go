@@ -58,6 +58,7 @@ func TestCluster(t *testing.T) {
 	t.Run("egress-bench: the egress path's added latency, throughput and CPU against direct egress, on gVisor and runc (numbers logged)", testEgressBench)
 	t.Run("egress-rules: the unmodified e2b SDK's network.rules inject a header over HTTPS on base (gVisor) and runc, hidden from the sandbox, replaced live; another sandbox cannot borrow the identity", testEgressRules)
 	t.Run("code-interpreter: the unmodified @e2b/code-interpreter SDK through the front door, under gVisor", testCodeInterpreter)
+	t.Run("snapshots-hostile: hostile trees planted in a sandbox are captured without reaching the node, failures are named, a capture killed mid-pause leaves the source resumed, on runc and gVisor", testSnapshotHostile)
 	t.Run("snapshots: a SandboxSnapshot of a running sandbox starts clones with its tree, on runc and gVisor; other namespaces cannot use it", testSnapshots)
 	t.Run("suspend-rootfs: a Sandbox with snapshots.paddock.dev/suspend: rootfs keeps what it wrote outside volumes across suspend and resume, on runc and gVisor", testSuspendRootfs)
 	t.Run("attacker: from the host, another namespace and a sandbox, nothing reaches what it was not given", testAttacker)

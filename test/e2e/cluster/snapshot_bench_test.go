@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,9 +29,10 @@ import (
 const snapshotBenchSamples = 3
 
 // snapshotBench measures on the real node what issue 28 asks (docs/performance/results.md): a
-// snapshot of a sandbox that wrote 10 MB (create to Ready, pause, layer bytes in the registry),
-// sandboxes started from it one at a time cold (a pool without members) and from its warm pool,
-// and a fork of PADDOCK_BENCH_FORKS (default 10) claims at once of a pool without members. The
+// snapshot of a sandbox that wrote 10 MB, then one of 500 MB (create to Ready, pause, layer
+// bytes in the registry), sandboxes started from the first one at a time cold (a pool without
+// members) and from its warm pool, and a fork of PADDOCK_BENCH_FORKS (default 10) claims at
+// once of a pool without members. The
 // figures are logged; nothing is asserted on speed. It runs only with PADDOCK_BENCH_SNAPSHOTS=1:
 // it is a benchmark, and starts some twenty sandboxes per runtime.
 func snapshotBench(t *testing.T, gvisor bool) {
@@ -54,26 +56,27 @@ func snapshotBench(t *testing.T, gvisor bool) {
 	} else if rc := src.Spec.PodTemplate.Spec.RuntimeClassName; rc == nil || *rc != devcluster.GVisorRuntimeClass {
 		t.Fatalf("the example template runs under %v, want %s", rc, devcluster.GVisorRuntimeClass)
 	}
+	// Every sandbox started from the snapshot copies the source's requests: 10m CPU each lets the
+	// fork of 50 fit the 2-CPU node (the example template's 100m would hold about fifteen).
+	src.Spec.PodTemplate.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("10m")
 	framework.MustCreate(t, ctx, c, src)
-	sandboxRunner(t, ctx, c, src, waitSandboxReady(t, c, src))("sh", "-c", "head -c 10485760 /dev/urandom > /home/user/ten-mb")
-
-	start := time.Now()
-	framework.MustCreate(t, ctx, c, builder.MakeSnapshot("snap", ns, src.Name).Obj())
-	snap := &snapshotsv1alpha1.SandboxSnapshot{}
-	framework.EventuallyWithin(t, 10*time.Minute, func(ctx context.Context) error {
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "snap"}, snap); err != nil {
-			return err
-		}
-		if snap.Status.Phase == snapshotsv1alpha1.SnapshotPhaseFailed {
-			return nil
-		}
-		return builder.HasCondition(snap.Status.Conditions, snapshotsv1alpha1.ConditionReady, metav1.ConditionTrue, "")
-	})
-	snapshotTime := time.Since(start)
-	if snap.Status.Phase != snapshotsv1alpha1.SnapshotPhaseReady {
-		t.Fatalf("snapshot is %s: %s", snap.Status.Phase, builder.FormatConditions(snap.Status.Conditions))
-	}
+	run := sandboxRunner(t, ctx, c, src, waitSandboxReady(t, c, src))
+	run("sh", "-c", "head -c 10485760 /dev/urandom > /home/user/ten-mb")
+	snap, snapshotTime := benchSnapshot(t, ctx, c, ns, "snap", src.Name)
 	added, total := registryLayerBytes(t, snap.Status.Image)
+	runtime := map[bool]string{true: "gVisor", false: "runc"}[gvisor]
+	t.Logf("snapshot bench (%s): snapshot of 10 MB written %s (source paused %v ms, layer %v bytes; in the registry: added layer %d bytes, image %d bytes)",
+		runtime, snapshotTime.Round(time.Millisecond), deref(snap.Status.PausedMilliseconds), deref(snap.Status.SizeBytes), added, total)
+
+	// 500 MB of changes: 490 MB more on top of the 10 MB (random, so the layer does not compress).
+	run("sh", "-c", "head -c 513802240 /dev/urandom > /home/user/big")
+	big, bigTime := benchSnapshot(t, ctx, c, ns, "snap-500", src.Name)
+	bigAdded, bigTotal := registryLayerBytes(t, big.Status.Image)
+	t.Logf("snapshot bench (%s): snapshot of 500 MB written %s (source paused %v ms, layer %v bytes; in the registry: added layer %d bytes, image %d bytes)",
+		runtime, bigTime.Round(time.Millisecond), deref(big.Status.PausedMilliseconds), deref(big.Status.SizeBytes), bigAdded, bigTotal)
+	if err := c.Delete(ctx, big); err != nil {
+		t.Fatal(err)
+	}
 
 	tpl := snap.Status.TemplateName
 	framework.MustCreate(t, ctx, c, builder.MakeWarmPool("cold", ns, tpl).Replicas(0).Obj())
@@ -87,8 +90,8 @@ func snapshotBench(t *testing.T, gvisor bool) {
 	for i := range snapshotBenchSamples {
 		warm = append(warm, claimReadyTimes(t, ctx, c, ns, "warm", fmt.Sprintf("warm-%d", i), 1)[0])
 	}
-	// The node's CPU requests hold some fifteen sandboxes: free it for the fork (the warm pool
-	// would refill alongside it too), and wait until only the source's Pod is left.
+	// Free the node for the fork (the warm pool would refill alongside it too), and wait until
+	// only the source's Pod is left.
 	if err := c.Delete(ctx, &extensionsv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "warm"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -108,13 +111,33 @@ func snapshotBench(t *testing.T, gvisor bool) {
 	framework.MustCreate(t, ctx, c, builder.MakeWarmPool("fork", ns, tpl).Replicas(0).Obj())
 	forked := claimReadyTimes(t, ctx, c, ns, "fork", "fork", forks)
 
-	runtime := map[bool]string{true: "gVisor", false: "runc"}[gvisor]
-	t.Logf("snapshot bench (%s): snapshot of 10 MB written %s (source paused %v ms, layer %v bytes; in the registry: added layer %d bytes, image %d bytes)",
-		runtime, snapshotTime.Round(time.Millisecond), deref(snap.Status.PausedMilliseconds), deref(snap.Status.SizeBytes), added, total)
 	t.Logf("snapshot bench (%s): create from the snapshot one at a time, cold: %s", runtime, durations(cold))
 	t.Logf("snapshot bench (%s): create from the snapshot's warm pool one at a time: %s", runtime, durations(warm))
 	t.Logf("snapshot bench (%s): fork of %d (claims at once, pool without members): all Ready after %s; each: %s",
 		runtime, forks, slices.Max(forked).Round(time.Millisecond), durations(forked))
+}
+
+// benchSnapshot snapshots the Sandbox src as name and returns it Ready, with the time from its
+// create call to its Ready condition.
+func benchSnapshot(t *testing.T, ctx context.Context, c client.Client, ns, name, src string) (*snapshotsv1alpha1.SandboxSnapshot, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	framework.MustCreate(t, ctx, c, builder.MakeSnapshot(name, ns, src).Obj())
+	snap := &snapshotsv1alpha1.SandboxSnapshot{}
+	framework.EventuallyWithin(t, 10*time.Minute, func(ctx context.Context) error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, snap); err != nil {
+			return err
+		}
+		if snap.Status.Phase == snapshotsv1alpha1.SnapshotPhaseFailed {
+			return nil
+		}
+		return builder.HasCondition(snap.Status.Conditions, snapshotsv1alpha1.ConditionReady, metav1.ConditionTrue, "")
+	})
+	took := time.Since(start)
+	if snap.Status.Phase != snapshotsv1alpha1.SnapshotPhaseReady {
+		t.Fatalf("snapshot %s is %s: %s", name, snap.Status.Phase, builder.FormatConditions(snap.Status.Conditions))
+	}
+	return snap, took
 }
 
 // claimReadyTimes creates n claims of pool at once (named prefix or prefix-i) and returns, for

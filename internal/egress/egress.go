@@ -110,3 +110,24 @@ func minimal(ps []netip.Prefix) []netip.Prefix {
 	}
 	return out
 }
+
+// RedirectAddresses are the node addresses a policed Pod's redirected traffic arrives at, as
+// /32 CIDRs, sorted: iptables REDIRECT rewrites the destination to the primary address of the
+// interface the packet came in on, which on the bridge CNIs paddock-egress works with (the CNI
+// bridge plugin, flannel's cni0, kube-router's kube-bridge) is the node's pod gateway, the first
+// host address of its IPv4 pod range. IPv6 ranges give none (nothing is redirected over IPv6),
+// nor do unparsable ones or ranges too small for a gateway.
+func RedirectAddresses(podCIDRs []string) []string {
+	var out []string
+	for _, s := range podCIDRs {
+		p, err := netip.ParsePrefix(s)
+		if err != nil || !p.Addr().Is4() || p.Bits() > 30 {
+			continue
+		}
+		out = append(out, netip.PrefixFrom(p.Masked().Addr().Next(), 32).String())
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		return netip.MustParsePrefix(a).Addr().Compare(netip.MustParsePrefix(b).Addr())
+	})
+	return slices.Compact(out)
+}

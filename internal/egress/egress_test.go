@@ -71,3 +71,23 @@ func TestDenyRejectsBadExplicitEntries(t *testing.T) {
 		t.Errorf("Validate: %v", err)
 	}
 }
+
+func TestRedirectAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		podCIDRs []string
+		want     []string
+	}{
+		{"none", nil, nil},
+		{"one node", []string{"198.18.0.0/24"}, []string{"198.18.0.1/32"}},
+		{"unmasked, sorted, deduplicated", []string{"198.18.1.0/24", "198.18.0.7/24", "198.18.0.0/24"}, []string{"198.18.0.1/32", "198.18.1.1/32"}},
+		{"IPv6, too small and unparsable give none", []string{"fd00:1::/64", "198.18.2.4/31", "198.18.2.8/32", "pods"}, nil},
+		{"dual stack keeps the IPv4 gateway", []string{"198.19.0.0/25", "fd00:2::/64"}, []string{"198.19.0.1/32"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, RedirectAddresses(tc.podCIDRs)); diff != "" {
+				t.Errorf("RedirectAddresses(%v) (-want +got):\n%s", tc.podCIDRs, diff)
+			}
+		})
+	}
+}

@@ -25,7 +25,9 @@ const (
 	// (the most specific one wins; the claim's and the template's are stamped on the Sandbox
 	// they make) has the Sandbox controller capture the first container's root filesystem into
 	// a SandboxSnapshot before it deletes the Pod of a suspended Sandbox, and start the next Pod
-	// from that image. Any other value, or none, suspends as upstream: volumes only.
+	// from that image. Any other value, or none, suspends as upstream: volumes only. Setting it
+	// to SuspendRootfs needs create on sandboxsnapshots in the namespace (admission policy
+	// paddock-suspend-rootfs, config/admission): a new value that captures must be added there.
 	SuspendAnnotation = "snapshots.paddock.dev/suspend"
 	// SuspendRootfs is the value of SuspendAnnotation that keeps the root filesystem.
 	SuspendRootfs = "rootfs"

@@ -64,6 +64,17 @@ null or empty is left out, so the controller's own default applies.
 {{- if .Values.claimObservabilityAnnotations }}
 - --claim-observability-annotations
 {{- end }}
+{{- with .Values.imageConfig }}
+{{- with .registryMirrors }}
+- --image-config-registry-mirror={{ range $i, $m := . }}{{ if $i }},{{ end }}{{ $m.registry }}={{ $m.url }}{{ end }}
+{{- end }}
+{{- if .mirrorCredentialsSecret }}
+{{- if not .registryMirrors }}
+{{- fail "imageConfig.mirrorCredentialsSecret needs imageConfig.registryMirrors: the credentials go only to a mirror; set registryMirrors or leave the Secret out" }}
+{{- end }}
+- --image-config-registry-mirror-credentials={{ include "paddock.imageConfigMirrorDir" $ }}/.dockerconfigjson
+{{- end }}
+{{- end }}
 {{- if .Values.egress.enabled }}
 - --sandbox-egress-proxy-ports={{ .Values.egress.proxyPort }},{{ .Values.egress.dnsPort }}
 {{- end }}
@@ -93,4 +104,9 @@ null or empty is left out, so the controller's own default applies.
 {{- range .Values.extraArgs }}
 - {{ . | quote }}
 {{- end }}
+{{- end }}
+
+{{/* Where the controller finds imageConfig.mirrorCredentialsSecret. */}}
+{{- define "paddock.imageConfigMirrorDir" -}}
+/etc/paddock/image-config-mirror
 {{- end }}

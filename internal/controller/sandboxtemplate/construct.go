@@ -2,6 +2,7 @@ package sandboxtemplate
 
 import (
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -35,8 +36,11 @@ func PolicedPolicyName(templateName string) string {
 // policed Pods (egress.PolicedLabel), which the first leaves out: the same ingress, and egress to
 // the proxy ports only. A policed Pod's allowed traffic reaches those ports after the node's
 // redirect; one the node does not redirect yet (paddock-egress down or behind) reaches nothing.
+// The egress ports are admitted at proxyAt (the nodes' addresses where the redirect lands,
+// egress.RedirectAddresses) only, so an unredirected Pod reaches no other host on them; nil
+// proxyAt, when the controller cannot know those addresses, admits them at any address.
 // policed is nil otherwise, and for a custom spec.networkPolicy, which applies as written.
-func constructPolicy(tpl *extensionsv1beta1.SandboxTemplate, opts Options, deny4, deny6 []string) (def, policed *networkingv1.NetworkPolicy) {
+func constructPolicy(tpl *extensionsv1beta1.SandboxTemplate, opts Options, deny4, deny6, proxyAt []string) (def, policed *networkingv1.NetworkPolicy) {
 	spec := networkingv1.NetworkPolicySpec{
 		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{
 			agentsv1beta1.SandboxTemplateRefHashLabel: blueprint.TemplateRefHash(tpl.Name),
@@ -66,9 +70,13 @@ func constructPolicy(tpl *extensionsv1beta1.SandboxTemplate, opts Options, deny4
 	}
 	// A Pod that becomes policed at claim time may be redirected before it is relabelled: the
 	// default policy admits the egress ports too.
-	spec.Egress = append(spec.Egress, networkingv1.NetworkPolicyEgressRule{Ports: ports})
+	var to []networkingv1.NetworkPolicyPeer
+	for _, cidr := range proxyAt {
+		to = append(to, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr}})
+	}
+	spec.Egress = append(spec.Egress, networkingv1.NetworkPolicyEgressRule{Ports: ports, To: to})
 	policedSpec := *spec.DeepCopy()
-	policedSpec.Egress = []networkingv1.NetworkPolicyEgressRule{{Ports: ports}}
+	policedSpec.Egress = []networkingv1.NetworkPolicyEgressRule{{Ports: ports, To: slices.Clone(to)}}
 	policedSpec.PodSelector.MatchLabels[egress.PolicedLabel] = "true"
 	spec.PodSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: egress.PolicedLabel, Operator: metav1.LabelSelectorOpDoesNotExist}}
 	return newPolicy(tpl, PolicyName(tpl.Name), spec), newPolicy(tpl, PolicedPolicyName(tpl.Name), policedSpec)

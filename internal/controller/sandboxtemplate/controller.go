@@ -147,7 +147,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	def, policed := constructPolicy(tpl, r.opts, deny4, deny6)
+	proxyAt, err := r.egressProxyAddresses(ctx, tpl)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	def, policed := constructPolicy(tpl, r.opts, deny4, deny6, proxyAt)
 	// The policed Pods' policy comes first and goes last: they are never left with neither.
 	if policed != nil {
 		if err := r.applyPolicy(ctx, tpl, policed); err != nil {

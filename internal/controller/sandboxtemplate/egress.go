@@ -39,6 +39,28 @@ func (r *Reconciler) egressDeny(ctx context.Context, tpl *extensionsv1beta1.Sand
 	return egress.Deny(nil, d)
 }
 
+// egressProxyAddresses are the node addresses a policed Pod's redirected traffic reaches, where
+// the default policies admit the egress ports (nil: no egress ports, a custom policy, or no Node
+// with an IPv4 pod range, where the controller cannot know them and admits any address).
+func (r *Reconciler) egressProxyAddresses(ctx context.Context, tpl *extensionsv1beta1.SandboxTemplate) ([]string, error) {
+	if len(r.opts.EgressProxyPorts) == 0 || tpl.Spec.NetworkPolicy != nil {
+		return nil, nil
+	}
+	var nodes corev1.NodeList
+	if err := r.client.List(ctx, &nodes); err != nil {
+		return nil, fmt.Errorf("listing Nodes for the addresses of the egress ports (--sandbox-egress-proxy-ports): %w", err)
+	}
+	var podCIDRs []string
+	for _, n := range nodes.Items {
+		podCIDRs = append(podCIDRs, n.Spec.PodCIDRs...)
+	}
+	at := egress.RedirectAddresses(podCIDRs)
+	if len(at) == 0 {
+		ctrl.LoggerFrom(ctx).V(2).Info("No Node has an IPv4 pod range: the egress ports are admitted at any address")
+	}
+	return at, nil
+}
+
 // discover reads the cluster's own address ranges. ServiceCIDR objects are optional: clusters
 // that do not serve networking.k8s.io/v1 ServiceCIDRs are covered by the other sources.
 func (r *Reconciler) discover(ctx context.Context) (egress.Discovered, error) {
@@ -80,9 +102,10 @@ func (r *Reconciler) discover(ctx context.Context) (egress.Discovered, error) {
 	return d, nil
 }
 
-// allTemplates maps a Node event to every template: the deny ranges are cluster-wide.
+// allTemplates maps a Node event to every template: the deny ranges and the egress ports'
+// addresses are cluster-wide.
 func (r *Reconciler) allTemplates(ctx context.Context, _ client.Object) []reconcile.Request {
-	if r.opts.EgressDenyCIDRs != nil || !r.opts.EgressDiscovery {
+	if (r.opts.EgressDenyCIDRs != nil || !r.opts.EgressDiscovery) && len(r.opts.EgressProxyPorts) == 0 {
 		return nil
 	}
 	var list extensionsv1beta1.SandboxTemplateList
@@ -97,8 +120,9 @@ func (r *Reconciler) allTemplates(ctx context.Context, _ client.Object) []reconc
 	return out
 }
 
-// nodeAddressesChanged passes Node events that can move the deny ranges: a Node added or
-// removed, or its podCIDRs or InternalIPs changed. Status heartbeats do not pass.
+// nodeAddressesChanged passes Node events that can move the deny ranges or the egress ports'
+// addresses: a Node added or removed, or its podCIDRs or InternalIPs changed. Status heartbeats
+// do not pass.
 func nodeAddressesChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {

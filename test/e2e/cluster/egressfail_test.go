@@ -34,7 +34,8 @@ const (
 // one on runc download from the stand-in through it, and proves from the stand-in's own request
 // log that the component's death opens nothing: the download ends short; requests made while it
 // is down, to the allowed host and to a denied one, by name and by address, never reach the
-// stand-in, nor do those of a policed sandbox that started while it was down; once it is
+// stand-in, nor do those of a policed sandbox that started while it was down (nor does such a
+// sandbox reach a pod listening on the egress proxy's port); once it is
 // started again the allowed host answers and the denied one is still refused. Every step waits
 // on state (bytes on disk, the process gone, the port closed), never on time.
 func testEgressFailsClosed(t *testing.T) {
@@ -69,6 +70,18 @@ func testEgressFailsClosed(t *testing.T) {
 	}
 	exampleIP, otherIP := addr("example.test"), addr("other.test")
 	node := nodeInternalIP(t, ctx)
+
+	// A host listening on the egress proxy's port at another address: a pod of this test, which
+	// the host reaches. A policed sandbox with no redirect must not (its policy admits that port
+	// only at the node's pod gateway, where the redirect lands).
+	create(t, ctx, busyboxPod("port-15001", ns, `mkdir -p /www && echo listener-15001 > /www/index.html && httpd -f -p 15001 -h /www`))
+	listener := net.JoinHostPort(waitReady(t, ns, "port-15001"), "15001")
+	framework.Eventually(t, func(ctx context.Context) error {
+		if body, err := httpGet(ctx, "http://"+listener+"/index.html"); err != nil || body != "listener-15001\n" {
+			return fmt.Errorf("the host's GET of the port-15001 listener: %q, %v", body, err)
+		}
+		return nil
+	})
 
 	gvisor, runc := policedTemplate(t, ctx, c, ns, egress.Policy{Allow: []string{"example.test"}, Deny: []string{egress.AllTraffic}})
 	for _, name := range []string{gvisor, runc} {
@@ -186,6 +199,7 @@ func testEgressFailsClosed(t *testing.T) {
 				{"the allowed host by address", "curl -sS -m 10 -H 'Host: example.test' http://" + exampleIP + "/?late=" + lateMark},
 				{"a denied host by address", "curl -sS -m 10 -H 'Host: other.test' http://" + otherIP + "/?late=" + lateMark},
 				{"DNS to the stand-in's resolver", "python3 -c " + shellQuote(dnsScript("udp", plan.Resolver.String(), "example.test"))},
+				{"a listener on the egress proxy's port at a pod's address", "curl -sS -m 10 http://" + listener + "/index.html"},
 			} {
 				if out, err := lateRun(ctx, "sh -c "+shellQuote(try.cmd)); err == nil {
 					t.Errorf("a policed sandbox started while paddock-egress is down reached %s: %q", try.what, out)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	e2bapi "github.com/paddock-dev/paddock/api/e2b"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
@@ -85,8 +86,11 @@ func routerObjects(t testing.TB, file string) []*unstructured.Unstructured {
 
 // A leaked router token (the install's RBAC and admission policy) can create, patch and delete
 // Secrets only as the E2B front door does: e2b-egress-* names, owned by a SandboxClaim, Opaque,
-// and patches that change only the SandboxClaim owners. It cannot create any other Secret (a
-// service-account token Secret, say), nor rewrite or delete a user's.
+// with the front door's label and no finalizer, and patches that change only the SandboxClaim
+// owners. It cannot create any other Secret (a service-account token Secret, say), nor rewrite,
+// hold (a finalizer) or delete a user's, nor reach a user's Secret that happens to be named
+// e2b-egress-* (an owner added would have the garbage collector delete it with that claim, and
+// the patch answer would show its values).
 func TestRouterSecretWritesAreNarrowed(t *testing.T) {
 	h := &harness{ns: env.Namespace(t), keysNS: env.Namespace(t)}
 	ctx := framework.Context(t, framework.DefaultTimeout)
@@ -97,6 +101,11 @@ func TestRouterSecretWritesAreNarrowed(t *testing.T) {
 	owner := []metav1.OwnerReference{{APIVersion: "extensions.agents.x-k8s.io/v1beta1", Kind: "SandboxClaim", Name: "c", UID: "0d3c1a7e-0000-4000-8000-000000000001"}}
 	users := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "users", Namespace: h.ns}, Data: map[string][]byte{"k": []byte("v")}}
 	framework.MustCreate(t, ctx, env.Client, users)
+	// A user's Secret with the front door's kind of name and a claim owner, but not its label.
+	lookalike := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "e2b-egress-users", Namespace: h.ns, OwnerReferences: owner},
+		Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"k": []byte("v")}}
+	framework.MustCreate(t, ctx, env.Client, lookalike)
+	marked := map[string]string{e2bapi.SandboxLabel: "true"}
 	// Wait until the policy is in force: the API server loads it asynchronously.
 	framework.Eventually(t, func(context.Context) error {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: h.ns}}
@@ -110,18 +119,25 @@ func TestRouterSecretWritesAreNarrowed(t *testing.T) {
 		name string
 		s    *corev1.Secret
 	}{
-		{"no owner", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "e2b-egress-noowner", Namespace: h.ns}}},
-		{"service-account token", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "e2b-egress-sa", Namespace: h.ns, OwnerReferences: owner,
+		{"no owner", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "e2b-egress-noowner", Namespace: h.ns, Labels: marked}}},
+		{"service-account token", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "e2b-egress-sa", Namespace: h.ns, OwnerReferences: owner, Labels: marked,
 			Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}}, Type: corev1.SecretTypeServiceAccountToken}},
+		{"no front-door label", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "e2b-egress-unmarked", Namespace: h.ns, OwnerReferences: owner},
+			Type: corev1.SecretTypeOpaque}},
+		{"a finalizer", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "e2b-egress-held", Namespace: h.ns, OwnerReferences: owner, Labels: marked,
+			Finalizers: []string{"example.test/hold"}}, Type: corev1.SecretTypeOpaque}},
 	} {
 		if err := router.Create(ctx, tc.s); !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
 			t.Errorf("%s: creating Secret %s as the router: %v, want refused", tc.name, tc.s.Name, err)
 		}
 	}
-	if err := router.Delete(ctx, users); !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
-		t.Errorf("deleting a user's Secret as the router: %v, want refused", err)
+	for _, s := range []*corev1.Secret{users, lookalike} {
+		if err := router.Delete(ctx, s.DeepCopy()); !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+			t.Errorf("deleting a user's Secret %s as the router: %v, want refused", s.Name, err)
+		}
 	}
-	ok := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "e2b-egress-ok", Namespace: h.ns, OwnerReferences: owner}, Data: map[string][]byte{"header-0": []byte("v")}}
+	ok := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "e2b-egress-ok", Namespace: h.ns, OwnerReferences: owner, Labels: marked},
+		Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"header-0": []byte("v")}}
 	if err := router.Create(ctx, ok); err != nil {
 		t.Errorf("creating the front door's kind of Secret as the router: %v", err)
 	}
@@ -144,6 +160,9 @@ func TestRouterSecretWritesAreNarrowed(t *testing.T) {
 	}{
 		{"rewrite the values", ok, `{"data":{"header-0":"c3RvbGVu"}}`},
 		{"add a label", ok, `{"metadata":{"labels":{"x":"y"}}}`},
+		{"remove the front door's label", ok, `{"metadata":{"labels":{"` + e2bapi.SandboxLabel + `":null}}}`},
+		{"add a finalizer (the Secret outlives its claims)", ok, `{"metadata":{"finalizers":["example.test/hold"]}}`},
+		{"add a claim owner to a user's e2b-egress-* Secret (collected with that claim)", lookalike, `{"metadata":{"ownerReferences":[` + fork + `]}}`},
 		{"remove the last owner", ok, `{"metadata":{"ownerReferences":[{"$patch":"delete","uid":"0d3c1a7e-0000-4000-8000-000000000001"}]}}`},
 		{"add an owner that is no claim", ok, `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"x","uid":"0d3c1a7e-0000-4000-8000-000000000003"}]}}`},
 		{"patch a user's Secret (its answer would show the values)", users, `{"metadata":{"ownerReferences":[` + fork + `]}}`},

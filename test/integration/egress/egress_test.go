@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -60,22 +61,23 @@ func TestDefaultPolicyDeniesDiscoveredRanges(t *testing.T) {
 
 // TestPolicedPodsGetAPolicyOfTheirOwn: with paddock-egress installed, a Managed template has two
 // policies the API server accepts: the default one, which leaves Pods labelled policed out, and
-// the policed Pods' one, which admits their egress to the egress ports only (a policed Pod the
-// node does not redirect reaches nothing). A custom policy and Unmanaged remove the second.
+// the policed Pods' one, which admits their egress to the egress ports only, at the nodes' pod
+// gateways where the redirect lands (a policed Pod the node does not redirect reaches nothing). A custom policy and Unmanaged remove the second.
 func TestPolicedPodsGetAPolicyOfTheirOwn(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := framework.Context(t, framework.DefaultTimeout)
+	makeNode(t, ctx, "policed-node-a", "198.18.6.0/24", "198.18.2.11")
 	tpl := builder.MakeTemplate("tpl", ns).Obj()
 	framework.MustCreate(t, ctx, env.Client, tpl)
 	policed := waitPolicy(t, ns, sandboxtemplate.PolicedPolicyName("tpl"), true)
 	if sel := policed.Spec.PodSelector.MatchLabels; sel[egress.PolicedLabel] != "true" {
 		t.Errorf("policed Pods' policy selects %v; want %s=true", sel, egress.PolicedLabel)
 	}
-	for _, rule := range policed.Spec.Egress {
-		if len(rule.To) != 0 || len(rule.Ports) == 0 {
-			t.Errorf("policed Pods' egress rule %+v; want ports only", rule)
-		}
-	}
+	// The egress ports only at the nodes' pod gateways, where the redirect lands, in both
+	// policies; a Node added later is followed.
+	waitProxyAt(t, ns, "198.18.6.1/32")
+	makeNode(t, ctx, "policed-node-b", "198.19.8.0/24", "198.19.0.4")
+	waitProxyAt(t, ns, "198.19.8.1/32")
 	def := waitPolicy(t, ns, sandboxtemplate.PolicyName("tpl"), true)
 	if exprs := def.Spec.PodSelector.MatchExpressions; len(exprs) != 1 || exprs[0].Key != egress.PolicedLabel || exprs[0].Operator != metav1.LabelSelectorOpDoesNotExist {
 		t.Errorf("the default policy's selector %+v does not leave policed Pods out", def.Spec.PodSelector)
@@ -130,6 +132,41 @@ func waitPolicy(t *testing.T, ns, name string, exists bool) *networkingv1.Networ
 		return fmt.Errorf("NetworkPolicy %s still exists", name)
 	})
 	return np
+}
+
+// waitProxyAt waits until the policed Pods' policy admits the egress ports at want, and only at
+// single node addresses (other tests' Nodes add theirs), and the default policy's egress-ports
+// rule says the same.
+func waitProxyAt(t *testing.T, ns, want string) {
+	t.Helper()
+	framework.Eventually(t, func(ctx context.Context) error {
+		for _, name := range []string{sandboxtemplate.PolicedPolicyName("tpl"), sandboxtemplate.PolicyName("tpl")} {
+			np := &networkingv1.NetworkPolicy{}
+			if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, np); err != nil {
+				return err
+			}
+			var rule *networkingv1.NetworkPolicyEgressRule
+			for i := range np.Spec.Egress {
+				if len(np.Spec.Egress[i].Ports) > 0 {
+					rule = &np.Spec.Egress[i]
+				}
+			}
+			if rule == nil {
+				return fmt.Errorf("NetworkPolicy %s has no egress-ports rule: %+v", name, np.Spec.Egress)
+			}
+			var at []string
+			for _, peer := range rule.To {
+				if peer.IPBlock == nil || !strings.HasSuffix(peer.IPBlock.CIDR, "/32") || len(peer.IPBlock.Except) > 0 || peer.PodSelector != nil || peer.NamespaceSelector != nil {
+					return fmt.Errorf("NetworkPolicy %s admits the egress ports at %+v; want single node addresses only", name, peer)
+				}
+				at = append(at, peer.IPBlock.CIDR)
+			}
+			if !slices.Contains(at, want) {
+				return fmt.Errorf("NetworkPolicy %s admits the egress ports at %v; want %s among them", name, at, want)
+			}
+		}
+		return nil
+	})
 }
 
 func makeNode(t *testing.T, ctx context.Context, name, podCIDR, ip string) {

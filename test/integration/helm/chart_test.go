@@ -7,6 +7,7 @@ package helm
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/paddock-dev/paddock/dist"
 	"github.com/paddock-dev/paddock/internal/cli"
+	"github.com/paddock-dev/paddock/internal/manager"
 	"github.com/paddock-dev/paddock/test/framework"
 )
 
@@ -534,6 +536,10 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{[]string{"egress.enabled=true"}, "egress.clusterCIDRs is required"},
 		{[]string{"egress.enabled=true", "egress.clusterCIDRs={198.18.0.0/24}", "egress.namespace=" + namespace}, "egress.namespace must not be the release namespace"},
 		{[]string{"egress.proxyPort=0"}, "/egress/proxyPort"},
+		{[]string{"imageConfig.registryMirrors[0].registry=127.0.0.1:5001", "imageConfig.registryMirrors[0].url=198.18.255.1:5001"}, "/imageConfig/registryMirrors/0/url"},
+		{[]string{"imageConfig.registryMirrors[0].registry=https://registry.test", "imageConfig.registryMirrors[0].url=https://mirror.test"}, "/imageConfig/registryMirrors/0/registry"},
+		{[]string{"imageConfig.registryMirrors[0].registry=registry.test"}, "url"},
+		{[]string{"imageConfig.mirrorCredentialsSecret=registry-reader"}, "imageConfig.mirrorCredentialsSecret needs imageConfig.registryMirrors"},
 	} {
 		out, err := renderErr(t, namespace, tc.set...)
 		if err == nil {
@@ -596,5 +602,54 @@ func TestSnapshotsMatchKustomize(t *testing.T) {
 	}
 	if _, err := renderErr(t, namespace, "snapshots.enabled=true"); err == nil || !strings.Contains(err.Error(), "snapshots.repository is required") {
 		t.Errorf("snapshots without a repository: error %v, want the value named", err)
+	}
+}
+
+// TestImageConfigMirror: imageConfig.registryMirrors and imageConfig.mirrorCredentialsSecret reach
+// the controller as --image-config-registry-mirror (which the controller's own flag parsing
+// reads back to the same mirrors) and --image-config-registry-mirror-credentials naming the key
+// of the Secret mounted read-only; unset, neither flag nor volume is rendered.
+func TestImageConfigMirror(t *testing.T) {
+	objs := render(t, namespace,
+		"imageConfig.registryMirrors[0].registry=127.0.0.1:5001", "imageConfig.registryMirrors[0].url=http://198.18.255.1:5001",
+		"imageConfig.registryMirrors[1].registry=registry.test", "imageConfig.registryMirrors[1].url=https://mirror.test",
+		"imageConfig.mirrorCredentialsSecret=registry-reader")
+	d := convert[appsv1.Deployment](t, mustFind(t, objs, "Deployment", "paddock-controller"))
+	c := d.Spec.Template.Spec.Containers[0]
+	var mirror, creds string
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--image-config-registry-mirror="); ok {
+			mirror = v
+		}
+		if v, ok := strings.CutPrefix(a, "--image-config-registry-mirror-credentials="); ok {
+			creds = v
+		}
+	}
+	o := manager.NewOptions()
+	fs := flag.NewFlagSet("paddock-controller", flag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--image-config-registry-mirror=" + mirror}); err != nil {
+		t.Fatalf("the controller refuses the rendered --image-config-registry-mirror=%s: %v", mirror, err)
+	}
+	if got, want := o.ImageConfigMirrors.String(), "127.0.0.1:5001=http://198.18.255.1:5001,registry.test=https://mirror.test"; got != want {
+		t.Errorf("rendered --image-config-registry-mirror=%s reads as %s, want %s", mirror, got, want)
+	}
+	wantVolumes := []corev1.Volume{{Name: "image-config-mirror", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "registry-reader"}}}}
+	if diff := cmp.Diff(wantVolumes, d.Spec.Template.Spec.Volumes); diff != "" {
+		t.Errorf("controller volumes (-want +got):\n%s", diff)
+	}
+	if len(c.VolumeMounts) != 1 || !c.VolumeMounts[0].ReadOnly || c.VolumeMounts[0].Name != "image-config-mirror" ||
+		creds != c.VolumeMounts[0].MountPath+"/"+corev1.DockerConfigJsonKey {
+		t.Errorf("--image-config-registry-mirror-credentials=%s with mounts %+v, want the %s key of the Secret's read-only mount", creds, c.VolumeMounts, corev1.DockerConfigJsonKey)
+	}
+
+	plain := convert[appsv1.Deployment](t, mustFind(t, render(t, namespace), "Deployment", "paddock-controller"))
+	for _, a := range plain.Spec.Template.Spec.Containers[0].Args {
+		if strings.HasPrefix(a, "--image-config-registry-mirror") {
+			t.Errorf("default values render %s", a)
+		}
+	}
+	if len(plain.Spec.Template.Spec.Volumes) != 0 || len(plain.Spec.Template.Spec.Containers[0].VolumeMounts) != 0 {
+		t.Errorf("default values render volumes %+v", plain.Spec.Template.Spec.Volumes)
 	}
 }

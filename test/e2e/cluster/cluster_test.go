@@ -41,6 +41,7 @@ func TestCluster(t *testing.T) {
 	t.Run("gVisor: a Sandbox of RuntimeClass gvisor runs on gVisor's kernel, one without on the host's", testGVisorKernel)
 	t.Run("a template requesting ephemeral-storage fills its warm pool", testEphemeralStorage)
 	t.Run("warm resize: a claim gets its resources in place, without a restart, on runc and gVisor", testWarmResize)
+	t.Run("autosize: a pool grows under a stream of claims and shrinks after, with its decision events", testAutosize)
 	t.Run("paddock: a Sandbox keeps its volume across suspend and resume, resolves by name, expires", testSandboxLifecycle)
 	t.Run("paddock: a warm claim runs echo in sandboxd on the real node through the SDK", testPaddockClaim)
 	t.Run("paddock CLI: every sandbox verb against sandboxd on the real node", testCLIVerbs)

@@ -38,6 +38,7 @@ func TestCluster(t *testing.T) {
 	t.Run("a PVC binds and keeps data from one pod to the next", testVolume)
 	t.Run("a pod on a KWOK node goes Ready", testKWOKPod)
 	t.Run("the components report the Kubernetes version they were built from", testComponentVersions)
+	t.Run("the control plane runs in a cgroup weighted above the node's Pods and runtime", testControlPlaneCgroup)
 	t.Run("gVisor: a Sandbox of RuntimeClass gvisor runs on gVisor's kernel, one without on the host's", testGVisorKernel)
 	t.Run("a template requesting ephemeral-storage fills its warm pool", testEphemeralStorage)
 	t.Run("warm resize: a claim gets its resources in place, without a restart, on runc and gVisor", testWarmResize)

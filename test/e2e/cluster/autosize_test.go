@@ -18,9 +18,9 @@ import (
 
 const (
 	// autosizeClaimEvery paces the stream of claims (a load shape, not a synchronisation), and
-	// autosizeClaims is its length, so the node holds that many extra busybox Pods.
+	// autosizeMaxClaims bounds it, so the node holds at most that many extra busybox Pods.
 	autosizeClaimEvery = 500 * time.Millisecond
-	autosizeClaims     = 20
+	autosizeMaxClaims  = 40
 	// autosizeShrinkTimeout covers the installed controller's windows (claims counted for 1
 	// minute, a shrink after 5 minutes of lower demand) with room for a loaded node; a
 	// correctness deadline, not a performance threshold.
@@ -29,7 +29,7 @@ const (
 
 // testAutosize: on the real node with the installed controller and its default windows, a pool
 // with paddock.dev/autosize (minimum 1, maximum 4) grows its spec.replicas above the minimum under
-// a stream of 20 claims, with an Autosized event for the decision, and comes back to the minimum
+// a stream of claims, with an Autosized event for the decision, and comes back to the minimum
 // after the stream stops, with an Autosized event naming the stabilization window.
 func testAutosize(t *testing.T) {
 	ns := namespace(t)
@@ -43,13 +43,13 @@ func testAutosize(t *testing.T) {
 
 	streamCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	done := make(chan int, 1)
+	done := make(chan int, 1) // buffered: a failed test does not leave the stream blocked
 	go func() {
 		n := 0
 		defer func() { done <- n }()
 		ticker := time.NewTicker(autosizeClaimEvery)
 		defer ticker.Stop()
-		for ; n < autosizeClaims; n++ {
+		for ; n < autosizeMaxClaims; n++ {
 			select {
 			case <-streamCtx.Done():
 				return
@@ -62,7 +62,7 @@ func testAutosize(t *testing.T) {
 		}
 	}()
 	var grown int32
-	framework.EventuallyWithin(t, 3*time.Minute+autosizeClaims*autosizeClaimEvery, func(ctx context.Context) error {
+	framework.EventuallyWithin(t, 3*time.Minute, func(ctx context.Context) error {
 		n, err := specReplicas(ctx, c, ns, "grow")
 		if err != nil {
 			return err
@@ -73,12 +73,9 @@ func testAutosize(t *testing.T) {
 		grown = n
 		return nil
 	})
-	claims := <-done // the rest of the stream: the pool sizes for the stream, not its first claim
-	peak, err := specReplicas(ctx, c, ns, "grow")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("spec.replicas grew to %d during the stream, %d after its %d claims at one per %s", grown, peak, claims, autosizeClaimEvery)
+	stop()
+	claims := <-done
+	t.Logf("spec.replicas grew to %d after %d claims at one per %s", grown, claims, autosizeClaimEvery)
 	up := waitAutosized(t, c, ns, "grow", func(msg string) bool { return strings.HasPrefix(msg, "spec.replicas 1 -> ") })
 	t.Logf("up: %s", up)
 

@@ -138,3 +138,94 @@ func removeKubeletCgroupRoot() error {
 	}
 	return errors.Join(errs...)
 }
+
+// ControlPlaneCgroup is the cgroup, in the CPU hierarchy, that holds the dev cluster's etcd and
+// kube-apiserver. A warm claim's critical path is API writes and watch deliveries; the refill's
+// member starts run mostly outside the members' own cgroups (containerd, the shims, runsc's
+// commands, all in the host's root cgroup), so on a small node they take the CPU the API server
+// and etcd need (docs/design/warm-refill.md, "CPU priority for the control plane").
+const ControlPlaneCgroup = "/paddock-dev-control-plane"
+
+// controlPlaneCPUShares is the control plane cgroup's cgroup v1 weight: four busy processes per
+// CPU. On cgroup v1 every process of the root cgroup competes with the weight of one (1024), and
+// the kubelet's root with one per CPU, so the control plane wins its share even while a refill
+// keeps dozens of runtime processes runnable. On cgroup v2, controlPlaneCPUWeight (default 100).
+func controlPlaneCPUShares() int { return 4 * 1024 * runtime.NumCPU() }
+
+func controlPlaneCPUWeight() int { return min(10000, 4*100*runtime.NumCPU()) }
+
+// cpuHierarchy returns the mount point of the hierarchy that has the CPU controller and the
+// file that sets a cgroup's weight there: cpu.shares (cgroup v1) or cpu.weight (cgroup v2, when
+// its root delegates the cpu controller). Empty when the host has neither.
+func cpuHierarchy() (mount, weightFile string, err error) {
+	mounts, err := cgroupHierarchies()
+	if err != nil {
+		return "", "", err
+	}
+	for _, m := range mounts {
+		if _, err := os.Stat(filepath.Join(m, "cpu.shares")); err == nil {
+			return m, "cpu.shares", nil
+		}
+	}
+	for _, m := range mounts {
+		if b, err := os.ReadFile(filepath.Join(m, "cgroup.subtree_control")); err == nil && slices.Contains(strings.Fields(string(b)), "cpu") {
+			return m, "cpu.weight", nil
+		}
+	}
+	return "", "", nil
+}
+
+// ensureControlPlaneCgroup creates ControlPlaneCgroup with its CPU weight. A host without a CPU
+// controller gets none, and the control plane shares the root cgroup as before.
+func ensureControlPlaneCgroup() (string, bool, error) {
+	m, weightFile, err := cpuHierarchy()
+	if err != nil || m == "" {
+		return "no cpu controller; the control plane runs in the root cgroup", false, err
+	}
+	dir := filepath.Join(m, ControlPlaneCgroup)
+	weight := controlPlaneCPUShares()
+	if weightFile == "cpu.weight" {
+		weight = controlPlaneCPUWeight()
+	}
+	created := false
+	if err := os.Mkdir(dir, 0o755); err == nil {
+		created = true
+	} else if !errors.Is(err, fs.ErrExist) {
+		return "", false, fmt.Errorf("create the control plane's cgroup: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, weightFile), []byte(strconv.Itoa(weight)), 0o644); err != nil {
+		return "", false, fmt.Errorf("set %s of the control plane's cgroup %s: %w", weightFile, dir, err)
+	}
+	return fmt.Sprintf("%s %s=%d", dir, weightFile, weight), created, nil
+}
+
+// joinControlPlaneCgroup moves process pid (all its threads) into ControlPlaneCgroup; it does
+// nothing when the host has no CPU controller or the cgroup was not made.
+func joinControlPlaneCgroup(pid int) error {
+	m, _, err := cpuHierarchy()
+	if err != nil || m == "" {
+		return err
+	}
+	procs := filepath.Join(m, ControlPlaneCgroup, "cgroup.procs")
+	if _, err := os.Stat(filepath.Dir(procs)); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		return fmt.Errorf("move pid %d into the control plane's cgroup %s: %w", pid, filepath.Dir(procs), err)
+	}
+	return nil
+}
+
+// removeControlPlaneCgroup removes ControlPlaneCgroup once etcd and the API server are gone.
+func removeControlPlaneCgroup() error {
+	m, _, err := cpuHierarchy()
+	if err != nil || m == "" {
+		return err
+	}
+	dir := filepath.Join(m, ControlPlaneCgroup)
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		return fmt.Errorf("remove cgroup %s (processes: %q): %w", dir, strings.Fields(string(procs)), err)
+	}
+	return nil
+}

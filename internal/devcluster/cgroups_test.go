@@ -131,3 +131,88 @@ func TestKubeletCgroupRoot(t *testing.T) {
 		t.Errorf("the memory root is still there: %v", err)
 	}
 }
+
+// TestControlPlaneCgroup creates the control plane's cgroup in stand-in hierarchies (plain
+// directories) with its weight, moves a pid into it, and removes it: on cgroup v1 (cpu.shares) and
+// on cgroup v2 (cpu.weight, when the root delegates the cpu controller); a host without a CPU
+// controller gets no cgroup, and joining it is a no-op.
+func TestControlPlaneCgroup(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		files      map[string]string // relative to the hierarchy
+		fstype     string
+		weightFile string
+		weight     int
+	}{{
+		name: "cgroup v1", files: map[string]string{"cpu.shares": "1024\n"}, fstype: "cgroup cgroup rw,cpu",
+		weightFile: "cpu.shares", weight: 4 * 1024 * runtime.NumCPU(),
+	}, {
+		name: "cgroup v2 with the cpu controller", files: map[string]string{"cgroup.subtree_control": "cpuset cpu io memory pids\n"}, fstype: "cgroup2 cgroup2 rw",
+		weightFile: "cpu.weight", weight: min(10000, 400*runtime.NumCPU()),
+	}, {
+		name: "cgroup v2 without it", files: map[string]string{"cgroup.subtree_control": "memory pids\n"}, fstype: "cgroup2 cgroup2 rw",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := t.TempDir()
+			for f, content := range tc.files {
+				if err := os.WriteFile(filepath.Join(m, f), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fakeMountinfo(t, "26 25 0:23 / "+m+" rw - "+tc.fstype)
+			dir := filepath.Join(m, ControlPlaneCgroup)
+
+			what, created, err := ensureControlPlaneCgroup()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.weightFile == "" {
+				if created || !strings.Contains(what, "no cpu controller") {
+					t.Fatalf("ensure: %q, created %v; want nothing made on a host without a CPU controller", what, created)
+				}
+				if _, err := os.Stat(dir); !os.IsNotExist(err) {
+					t.Fatalf("%s exists (%v); want no cgroup", dir, err)
+				}
+				if err := joinControlPlaneCgroup(42); err != nil {
+					t.Fatalf("join without a CPU controller: %v, want a no-op", err)
+				}
+				return
+			}
+			if !created {
+				t.Fatalf("first ensure: %q, want the cgroup created", what)
+			}
+			got, err := os.ReadFile(filepath.Join(dir, tc.weightFile))
+			if err != nil || string(got) != strconv.Itoa(tc.weight) {
+				t.Fatalf("%s = %q (%v), want %d", tc.weightFile, got, err, tc.weight)
+			}
+			if _, created, err := ensureControlPlaneCgroup(); err != nil || created {
+				t.Fatalf("second ensure: created %v, %v; want the existing cgroup kept", created, err)
+			}
+			if err := joinControlPlaneCgroup(42); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err != nil || string(got) != "42" {
+				t.Fatalf("cgroup.procs = %q (%v), want the pid", got, err)
+			}
+			// cgroupfs has no regular files to delete; the stand-in does, so removal names the
+			// cgroup and what it holds, as it would for a cgroup that still holds a process.
+			if err := removeControlPlaneCgroup(); err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), `"42"`) {
+				t.Fatalf("removal of a cgroup that still holds pid 42: %v, want an error naming it and the pid", err)
+			}
+			for _, f := range []string{tc.weightFile, "cgroup.procs"} {
+				if err := os.Remove(filepath.Join(dir, f)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := removeControlPlaneCgroup(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Fatalf("%s still exists after removal: %v", dir, err)
+			}
+			if err := removeControlPlaneCgroup(); err != nil {
+				t.Fatalf("second removal: %v, want nothing to do", err)
+			}
+		})
+	}
+}

@@ -81,6 +81,7 @@ func (cl *cluster) components() map[string]component {
 		{
 			name: compEtcd, binary: filepath.Join(b.K8sDir, "etcd"), args: etcdArgs(c),
 			listens: []listen{{addr: loopback(c.Ports.EtcdClient)}, {addr: loopback(c.Ports.EtcdPeer)}},
+			attach:  joinControlPlaneCgroup,
 			ready: func(ctx context.Context) error {
 				return httpOK(ctx, "http://"+loopback(c.Ports.EtcdClient)+"/health", "")
 			},
@@ -89,6 +90,7 @@ func (cl *cluster) components() map[string]component {
 		{
 			name: compAPIServer, binary: filepath.Join(b.K8sDir, "kube-apiserver"), args: apiServerArgs(c),
 			listens: []listen{{addr: node(c.Ports.APIServer)}},
+			attach:  joinControlPlaneCgroup,
 			ready: func(ctx context.Context) error {
 				return httpOK(ctx, c.APIServerURL()+"/readyz", cl.tokens.Admin)
 			},

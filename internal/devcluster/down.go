@@ -67,6 +67,7 @@ func Down(ctx context.Context, cfg Config, opts DownOptions) error {
 		do("remove kubelet iptables chains", removeKubeletChains)
 		do("remove kube-router's iptables chains and ipsets", removeNetpolRules)
 		do("remove the kubelet's cgroups", removeKubeletCgroupRoot)
+		do("remove the control plane's cgroup", removeControlPlaneCgroup)
 		do("remove paddock-egress's iptables chains", removeEgressRules)
 		do("release the host", func() error { return releaseHost(cfg) })
 	} else {

@@ -116,6 +116,7 @@ func Up(ctx context.Context, cfg Config, opts UpOptions) error {
 			return nodeInterface + " " + cfg.NodeIP.String() + "; pods and the stand-in route to " + cfg.PodCIDR.String() + " and " + cfg.InternetCIDR.String() + " only", false, nil
 		}},
 		{"node cgroups", func(context.Context) (string, bool, error) { return ensureKubeletCgroupRoot() }},
+		{"control plane cgroup", func(context.Context) (string, bool, error) { return ensureControlPlaneCgroup() }},
 	}...)
 	for _, name := range componentOrder {
 		if name == compEgress {

@@ -25,7 +25,8 @@ type hostSnapshot struct {
 	IPSets  string
 	// RunscState is what lies under gVisor's shim root (/run/containerd/runsc).
 	RunscState []string
-	// Cgroups are the kubelet's cgroup roots (devcluster.KubeletCgroupRoot) in the hierarchies.
+	// Cgroups are the kubelet's cgroup roots (devcluster.KubeletCgroupRoot) and the control
+	// plane's cgroup (devcluster.ControlPlaneCgroup) in the hierarchies.
 	Cgroups []string
 }
 
@@ -45,7 +46,8 @@ func snapshotHost(stateDir string) (hostSnapshot, error) {
 	s.IPTables = iptablesRules()
 	s.Routing = command("ip", "-4", "rule", "show") + command("ip", "-4", "route", "show", "table", "all")
 	s.IPSets = command("ipset", "list", "-n")
-	for _, pattern := range []string{"/sys/fs/cgroup/*" + devcluster.KubeletCgroupRoot, "/sys/fs/cgroup" + devcluster.KubeletCgroupRoot} {
+	for _, pattern := range []string{"/sys/fs/cgroup/*" + devcluster.KubeletCgroupRoot, "/sys/fs/cgroup" + devcluster.KubeletCgroupRoot,
+		"/sys/fs/cgroup/*" + devcluster.ControlPlaneCgroup, "/sys/fs/cgroup" + devcluster.ControlPlaneCgroup} {
 		found, _ := filepath.Glob(pattern)
 		s.Cgroups = append(s.Cgroups, found...)
 	}

@@ -100,28 +100,40 @@ func testGVisorMemory(t *testing.T) {
 		for pod, bad := range map[string]string{"escape": "../../../etc", "missing": "no-such-image"} {
 			create(t, ctx, interpreterPod(pod, ns, image, bad))
 		}
-		for pod, want := range map[string]string{"escape": "is not an image name", "missing": "no such file or directory"} {
-			framework.EventuallyWithin(t, 2*time.Minute, func(ctx context.Context) error {
-				events, err := suite.client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
-				if err != nil {
-					return err
-				}
-				for _, e := range events.Items {
-					if strings.Contains(e.Message, "paddock restore") && strings.Contains(e.Message, want) {
-						return nil
-					}
-				}
-				return fmt.Errorf("no event of Pod %s names the refused restore (%q): %v", pod, want, eventMessages(events.Items))
-			})
-			p, err := suite.client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if p.Status.Phase == corev1.PodRunning {
-				t.Errorf("Pod %s with a refused restore is Running", pod)
-			}
-		}
+		refusedRestore(t, ctx, ns, map[string]string{"escape": "is not an image name", "missing": "no such file or directory"})
 	})
+	t.Run("a Pod of another namespace cannot restore the image (it holds the source's memory)", func(t *testing.T) {
+		other := namespace(t)
+		create(t, ctx, interpreterPod("thief", other, image, name))
+		refusedRestore(t, ctx, other, map[string]string{"thief": "belongs to another namespace"})
+	})
+}
+
+// refusedRestore waits for each Pod's event naming the refused restore (want) and checks that
+// the Pod does not run.
+func refusedRestore(t *testing.T, ctx context.Context, ns string, pods map[string]string) {
+	t.Helper()
+	for pod, want := range pods {
+		framework.EventuallyWithin(t, 2*time.Minute, func(ctx context.Context) error {
+			events, err := suite.client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+			if err != nil {
+				return err
+			}
+			for _, e := range events.Items {
+				if strings.Contains(e.Message, "paddock restore") && strings.Contains(e.Message, want) {
+					return nil
+				}
+			}
+			return fmt.Errorf("no event of Pod %s names the refused restore (%q): %v", pod, want, eventMessages(events.Items))
+		})
+		p, err := suite.client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Status.Phase == corev1.PodRunning {
+			t.Errorf("Pod %s with a refused restore is Running", pod)
+		}
+	}
 }
 
 // interpreterPod runs interpreterProgram under gVisor; restoreFrom, when set, is the memory image
@@ -156,8 +168,9 @@ func checkpointSandbox(t *testing.T, ctx context.Context, ns, name, cid string) 
 	t.Helper()
 	runsc := nodeRunsc(t)
 	dir := snapshotsv1alpha1.MemoryImageDir
-	script := fmt.Sprintf("mkdir -m 0700 %[1]s/%[2]s && exec %[3]s --root=/run/containerd/runsc/k8s.io --platform=systrap checkpoint --leave-running --compression=none --image-path=%[1]s/%[2]s %[4]s",
-		dir, name, runsc, cid)
+	// The shim restores an image only into a Pod of the namespace its file "namespace" names.
+	script := fmt.Sprintf("mkdir -m 0700 %[1]s/%[2]s && %[3]s --root=/run/containerd/runsc/k8s.io --platform=systrap checkpoint --leave-running --compression=none --image-path=%[1]s/%[2]s %[4]s && printf %%s %[5]s > %[1]s/%[2]s/namespace",
+		dir, name, runsc, cid, ns)
 	pod := busyboxPod("checkpoint", ns, script)
 	pod.Spec.HostPID, pod.Spec.HostNetwork = true, true
 	pod.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr(true)}

@@ -94,8 +94,9 @@ func TestContainerdConfigGVisor(t *testing.T) {
 	if rc := gvisorRuntimeClass(); rc.Handler != gvisorHandler || rc.Name != GVisorRuntimeClass {
 		t.Errorf("RuntimeClass %s has handler %s; want %s with handler %s", rc.Name, rc.Handler, GVisorRuntimeClass, gvisorHandler)
 	}
-	if runsc := runscConfig("/cache/gvisor/runsc"); !strings.Contains(runsc, `binary_name = "/cache/gvisor/runsc"`) || !strings.Contains(runsc, `platform = "systrap"`) {
-		t.Errorf("runsc.toml lacks the binary or the systrap platform:\n%s", runsc)
+	if runsc := runscConfig("/cache/gvisor/runsc"); !strings.Contains(runsc, `binary_name = "/cache/gvisor/runsc"`) || !strings.Contains(runsc, `platform = "systrap"`) ||
+		!strings.Contains(runsc, `restore-spec-validation = "warning"`) {
+		t.Errorf("runsc.toml lacks the binary, the systrap platform or the restore spec policy:\n%s", runsc)
 	}
 }
 

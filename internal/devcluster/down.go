@@ -79,7 +79,14 @@ func Down(ctx context.Context, cfg Config, opts DownOptions) error {
 		if ownsHost(cfg) {
 			// gVisor memory checkpoints of this cluster's sandboxes: the shim reads them only
 			// from this fixed node directory, outside the state dir.
-			do("remove "+snapshotsv1alpha1.MemoryImageDir, func() error { return os.RemoveAll(snapshotsv1alpha1.MemoryImageDir) })
+			do("remove "+snapshotsv1alpha1.MemoryImageDir, func() error {
+				if err := os.RemoveAll(snapshotsv1alpha1.MemoryImageDir); err != nil {
+					return err
+				}
+				// Its parent too, when nothing else is in it (the kubelet makes both for a hostPath).
+				_ = os.Remove(filepath.Dir(snapshotsv1alpha1.MemoryImageDir))
+				return nil
+			})
 		}
 	}
 	return errors.Join(errs...)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
 	"github.com/paddock-dev/paddock/internal/standin"
 )
 
@@ -76,6 +77,18 @@ func Down(ctx context.Context, cfg Config, opts DownOptions) error {
 	do("remove container log links", func() error { return removeLogLinks(cfg.StateDir) })
 	if !opts.KeepState {
 		do("remove "+cfg.StateDir, func() error { return os.RemoveAll(cfg.StateDir) })
+		if ownsHost(cfg) {
+			// gVisor memory checkpoints of this cluster's sandboxes: the shim reads them only
+			// from this fixed node directory, outside the state dir.
+			do("remove "+snapshotsv1alpha1.MemoryImageDir, func() error {
+				if err := os.RemoveAll(snapshotsv1alpha1.MemoryImageDir); err != nil {
+					return err
+				}
+				// Its parent too, when nothing else is in it (the kubelet makes both for a hostPath).
+				_ = os.Remove(filepath.Dir(snapshotsv1alpha1.MemoryImageDir))
+				return nil
+			})
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -47,12 +47,16 @@ func gvisorRuntimeClass() *nodev1.RuntimeClass {
 func (c Config) runscConfigPath() string { return c.path("containerd", "runsc.toml") }
 
 // runscConfig renders the runsc shim's configuration: which runsc to run and on which platform.
-// systrap needs no KVM. The shim reads it at each container create.
+// systrap needs no KVM. The shim reads it at each container create. A restore from a memory
+// checkpoint (snapshots.paddock.dev/restore-from) goes into a new Pod, whose pause container's
+// spec differs from the checkpointed one by design (dev.gvisor.spec.cgroup-parent names the Pod's
+// UID), so runsc's restore-time spec check only warns instead of refusing.
 func runscConfig(runsc string) string {
 	return fmt.Sprintf(`binary_name = %q
 
 [runsc_config]
   platform = "systrap"
+  restore-spec-validation = "warning"
 `, runsc)
 }
 

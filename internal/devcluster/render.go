@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
 )
 
 // The functions in this file are pure: they render the configuration files and command lines of
@@ -130,7 +132,8 @@ func kwokArgs(c Config, stageFiles []string) []string {
 
 // containerdConfig renders containerd's configuration (format version 2, containerd 1.6) with
 // snapshotter for the CRI's images. With gvisorDir it adds the runsc runtime (gVisor's own shim:
-// runc's shim cannot drive runsc), which RuntimeClass gvisor names as its handler.
+// runc's shim cannot drive runsc), which RuntimeClass gvisor names as its handler, and passes the
+// one Pod annotation that shim acts on (a restore from a memory checkpoint) through to its specs.
 func containerdConfig(c Config, gvisorDir, snapshotter string) string {
 	d := c.path("containerd")
 	reg := c.RegistryHost()
@@ -139,10 +142,11 @@ func containerdConfig(c Config, gvisorDir, snapshotter string) string {
 		runsc = fmt.Sprintf(`    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%[1]s]
       runtime_type = "io.containerd.runsc.v1"
       runtime_path = %[2]q
+      pod_annotations = [%[4]q]
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%[1]s.options]
         TypeUrl = "io.containerd.runsc.v1.options"
         ConfigPath = %[3]q
-`, gvisorHandler, filepath.Join(gvisorDir, "containerd-shim-runsc-v1"), c.runscConfigPath())
+`, gvisorHandler, filepath.Join(gvisorDir, "containerd-shim-runsc-v1"), c.runscConfigPath(), snapshotsv1alpha1.RestoreFromAnnotation)
 	}
 	return fmt.Sprintf(`version = 2
 root = %[1]q

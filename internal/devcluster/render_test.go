@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
+
+	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
 )
 
 var testCfg = Defaults("/state")
@@ -80,6 +82,8 @@ func TestContainerdConfigGVisor(t *testing.T) {
 		`runtime_path = "/cache/gvisor/containerd-shim-runsc-v1"`,
 		`TypeUrl = "io.containerd.runsc.v1.options"`,
 		`ConfigPath = "/state/containerd/runsc.toml"`,
+		// Only the restore annotation reaches runsc's specs from the Pod.
+		fmt.Sprintf("pod_annotations = [%q]", snapshotsv1alpha1.RestoreFromAnnotation),
 		// runc stays the default: only pods of RuntimeClass gvisor get runsc.
 		`default_runtime_name = "runc"`,
 	} {
@@ -90,8 +94,9 @@ func TestContainerdConfigGVisor(t *testing.T) {
 	if rc := gvisorRuntimeClass(); rc.Handler != gvisorHandler || rc.Name != GVisorRuntimeClass {
 		t.Errorf("RuntimeClass %s has handler %s; want %s with handler %s", rc.Name, rc.Handler, GVisorRuntimeClass, gvisorHandler)
 	}
-	if runsc := runscConfig("/cache/gvisor/runsc"); !strings.Contains(runsc, `binary_name = "/cache/gvisor/runsc"`) || !strings.Contains(runsc, `platform = "systrap"`) {
-		t.Errorf("runsc.toml lacks the binary or the systrap platform:\n%s", runsc)
+	if runsc := runscConfig("/cache/gvisor/runsc"); !strings.Contains(runsc, `binary_name = "/cache/gvisor/runsc"`) || !strings.Contains(runsc, `platform = "systrap"`) ||
+		!strings.Contains(runsc, `restore-spec-validation = "warning"`) {
+		t.Errorf("runsc.toml lacks the binary, the systrap platform or the restore spec policy:\n%s", runsc)
 	}
 }
 

@@ -39,3 +39,15 @@ const (
 	// of a captured suspension.
 	ResumeFromAnnotation = "snapshots.paddock.dev/resume-from"
 )
+
+// Memory checkpoints under gVisor (docs/design/snapshots.md, "Memory").
+const (
+	// RestoreFromAnnotation on a Pod of RuntimeClass gvisor names a gVisor checkpoint image on
+	// the Pod's node (a directory under MemoryImageDir): Paddock's runsc shim
+	// (hack/gvisor/gvisor-shim-paddock-restore.patch) restores the sandbox from it instead of
+	// booting its containers. containerd passes only this Pod annotation through to runsc.
+	RestoreFromAnnotation = "snapshots.paddock.dev/restore-from"
+	// MemoryImageDir is where a node keeps gVisor checkpoint images, one root-owned directory
+	// each; the shim refuses any other place.
+	MemoryImageDir = "/var/lib/paddock/memory"
+)

@@ -84,7 +84,7 @@ func TestServesARuntimeThatShowsTheTokensWhenAllowed(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	framework.Eventually(t, func(ctx context.Context) error {
+	framework.Eventually(t, func(context.Context) error {
 		select {
 		case err := <-exited:
 			t.Fatalf("sandboxd exited (%v) with the opt-in set, want it serving:\n%s", err, out)
@@ -101,7 +101,7 @@ func TestServesARuntimeThatShowsTheTokensWhenAllowed(t *testing.T) {
 		return nil
 	})
 	_ = cmd.Process.Kill()
-	<-exited
+	_ = <-exited // killed: the error says so
 	log := out.String()
 	if !strings.Contains(log, "WARNING") || !strings.Contains(log, sandboxd.AllowTokenInRuntimeEnvEnv) || !strings.Contains(log, "spec_environ") {
 		t.Errorf("sandboxd's log does not warn that the code can read its tokens:\n%s", log)

@@ -32,7 +32,7 @@ func TestRuntimeEnv(t *testing.T) {
 			mkdir(t, filepath.Join(proc, "gvisor"))
 			return filepath.Join(proc, "gvisor", "spec_environ")
 		}, nil},
-		{"runc: no /proc/gvisor", func(t *testing.T, proc string) string { return filepath.Join(proc, "gvisor", "spec_environ") }, nil},
+		{"runc: no /proc/gvisor", func(_ *testing.T, proc string) string { return filepath.Join(proc, "gvisor", "spec_environ") }, nil},
 		{"/proc/gvisor is a file", func(t *testing.T, proc string) string {
 			write(t, filepath.Join(proc, "gvisor"), "")
 			return filepath.Join(proc, "gvisor", "spec_environ")
@@ -70,7 +70,7 @@ func TestRuntimeEnvUnreadableByTheUser(t *testing.T) {
 	if os.Geteuid() == 0 {
 		t.Skip("root reads a mode-0000 file; run as a non-root user")
 	}
-	path := specEnviron(sandboxd.TokenEnv + "=t\x00")(t, t.TempDir())
+	path := specEnviron(sandboxd.TokenEnv+"=t\x00")(t, t.TempDir())
 	if err := os.Chmod(path, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,15 @@
 # build-gvisor.sh builds gVisor's runsc and its containerd shim (containerd-shim-runsc-v1) from the
 # gvisor.dev/gvisor Go module into a cache and prints the directory that holds them.
 #
-# The shim is patched (hack/gvisor/*.patch) to run under the Debian containerd 1.6 of the dev
-# node: it tolerates a host that withholds CAP_SYS_RESOURCE and prints the bare socket address that
-# containerd 1.6 expects. Both binaries are static (CGO_ENABLED=0): runsc re-executes itself in an
-# empty chroot, where a dynamic binary cannot start.
+# Every hack/gvisor/*.patch is applied to the module's source before both builds:
+# - gvisor-shim-containerd16.patch: the shim runs under the Debian containerd 1.6 of the dev node
+#   (it tolerates a host that withholds CAP_SYS_RESOURCE and prints the bare socket address that
+#   containerd 1.6 expects).
+# - gvisor-runsc-no-spec-environ.patch: runsc's Sentry no longer creates /proc/gvisor/spec_environ,
+#   which showed every process in the sandbox its container's environment, sandboxd's tokens
+#   included (docs/security.md, "gVisor"). A stock runsc has it; sandboxd then refuses to start.
+# Both binaries are static (CGO_ENABLED=0): runsc re-executes itself in an empty chroot, where a
+# dynamic binary cannot start.
 #
 # Like build-k8s.sh the cache lives outside the work tree (PADDOCK_CACHE_DIR, default
 # ~/.cache/paddock), keyed by the gVisor version, the patches' hash and the Go version. A fresh

@@ -44,6 +44,10 @@ const (
 	RESTPortEnv   = "SANDBOXD_REST_PORT"
 	GRPCPortEnv   = "SANDBOXD_GRPC_PORT"
 	LegacyPortEnv = "SANDBOXD_LEGACY_PORT"
+	// AllowTokenInRuntimeEnvEnv ("true") lets sandboxd serve although the container runtime shows
+	// the container spec's environment, its tokens included, to the code it runs (stock gVisor's
+	// /proc/gvisor/spec_environ); without it sandboxd refuses to start there.
+	AllowTokenInRuntimeEnvEnv = "SANDBOXD_ALLOW_TOKEN_IN_RUNTIME_ENV"
 	// SecretEnvPrefix starts every variable sandboxd keeps from the commands it runs: its tokens
 	// and its own configuration never reach a child's environment.
 	SecretEnvPrefix = "SANDBOXD_"

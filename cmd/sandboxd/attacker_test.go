@@ -28,6 +28,9 @@ const runMainEnv = "PADDOCK_SANDBOXD_TEST_RUN_MAIN"
 // for commands sandboxd runs, which have no curl on every machine.
 const getEnv = "PADDOCK_SANDBOXD_TEST_GET"
 
+// specEnvironEnv points the sandboxd that runMainEnv starts at a fake /proc/gvisor/spec_environ.
+const specEnvironEnv = "PADDOCK_SANDBOXD_TEST_SPEC_ENVIRON"
+
 func TestMain(m *testing.M) {
 	// Commands inherit runMainEnv from the sandboxd that runs them: the client comes first.
 	if url := os.Getenv(getEnv); url != "" {
@@ -40,6 +43,9 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	if os.Getenv(runMainEnv) == "1" {
+		if path := os.Getenv(specEnvironEnv); path != "" {
+			specEnvironPath = path
+		}
 		os.Exit(run(os.Args[1:]))
 	}
 	os.Exit(m.Run())

@@ -68,10 +68,8 @@ func run(args []string) int {
 		klog.ErrorS(err, "cannot keep the tokens from the commands sandboxd runs")
 		return 1
 	}
-	if opts.Preflight {
-		if code := runPreflight(opts); code != 0 {
-			return code
-		}
+	if code := runPreflight(opts); code != 0 {
+		return code
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "token" {
@@ -177,16 +175,31 @@ func serve(ctx context.Context, opts Options, forward <-chan os.Signal) error {
 	return err
 }
 
-// runPreflight checks that the container can host sandboxd; on failure it writes the causes and
-// fixes to the termination message, where the Sandbox controller reads them, and returns the
-// exit code.
+// specEnvironPath is the file through which a runtime may show the code sandboxd runs the
+// container's start environment (tests point it at a fake).
+var specEnvironPath = preflight.SpecEnvironPath
+
+// runPreflight checks that the container can host sandboxd: always that the runtime does not
+// show the tokens to the commands (unless opts.AllowTokenInRuntimeEnv), and everything else with
+// --preflight. On failure it writes the causes and fixes to the termination message, where the
+// Sandbox controller reads them, and returns the exit code.
 func runPreflight(opts Options) int {
-	cfg, err := opts.PreflightConfig().Current()
-	if err != nil {
-		klog.ErrorS(err, "preflight")
-		return 1
+	var problems []preflight.Problem
+	if p, exposed := preflight.RuntimeEnv(specEnvironPath); exposed {
+		if !opts.AllowTokenInRuntimeEnv {
+			problems = append(problems, p)
+		} else {
+			klog.InfoS("WARNING: serving although the code in this sandbox can read its tokens, as "+sandboxd.AllowTokenInRuntimeEnvEnv+" allows", "cause", p.Cause)
+		}
 	}
-	problems := preflight.Check(context.Background(), cfg)
+	if opts.Preflight {
+		cfg, err := opts.PreflightConfig().Current()
+		if err != nil {
+			klog.ErrorS(err, "preflight")
+			return 1
+		}
+		problems = append(problems, preflight.Check(context.Background(), cfg)...)
+	}
 	if len(problems) == 0 {
 		klog.V(2).InfoS("Preflight passed")
 		return 0

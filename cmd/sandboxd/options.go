@@ -49,7 +49,9 @@ type Options struct {
 	MaxUploadBytes              int64
 	MaxExecuteOutputBytes       int
 	LegacyExecTimeout           time.Duration
-	Version                     bool
+	// AllowTokenInRuntimeEnv is UNSAFE: serve although the runtime shows the tokens to the commands.
+	AllowTokenInRuntimeEnv bool
+	Version                bool
 
 	// Bring your own image (docs/byo-image.md).
 	InstallTo              string
@@ -147,7 +149,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet, lookup env) {
 	str(&o.InstallTo, "install-to", "SANDBOXD_INSTALL_TO", "", "copy this sandboxd binary to the given path (mode 0555) and exit: how the controller's init container delivers sandboxd into an image that lacks it")
 	boolean(&o.Preflight, "preflight", "SANDBOXD_PREFLIGHT", "before serving, check that the container can host sandboxd (not root, no CAP_SYS_PTRACE, /bin/sh and, with the E2B port on, /bin/bash run, a writable sandbox root, the service command exists); "+
 		"on failure write the causes and fixes to --termination-message-path and exit "+strconv.Itoa(sandboxd.PreflightExitCode)+" (set by the controller when it injects sandboxd)", false)
-	str(&o.TerminationMessagePath, "termination-message-path", "SANDBOXD_TERMINATION_MESSAGE_PATH", "/dev/termination-log", "file a failed --preflight writes its message to (the container's terminationMessagePath)")
+	boolean(&o.AllowTokenInRuntimeEnv, "allow-token-in-runtime-env", sandboxd.AllowTokenInRuntimeEnvEnv, "UNSAFE: serve although the container runtime shows every process in the sandbox the container's start environment, sandboxd's tokens included "+
+		"(stock gVisor's "+preflight.SpecEnvironPath+"), so that the code sandboxd runs can read them; without it sandboxd refuses to start there, writing why to --termination-message-path and exiting "+strconv.Itoa(sandboxd.PreflightExitCode), false)
+	str(&o.TerminationMessagePath, "termination-message-path", "SANDBOXD_TERMINATION_MESSAGE_PATH", "/dev/termination-log", "file a failed --preflight, or a runtime that shows the tokens, writes its message to (the container's terminationMessagePath)")
 	str(&o.ServiceRestart, "service-restart", "SANDBOXD_SERVICE_RESTART", string(supervise.Always), "when to restart the service COMMAND after it exits: always, on-failure or never (sandboxd keeps serving either way)")
 	dur(&o.ServiceRestartBackoff, "service-restart-backoff", "SANDBOXD_SERVICE_RESTART_BACKOFF", time.Second, "first delay before restarting the service; it doubles after each quick exit, up to a minute")
 }

@@ -148,16 +148,21 @@ func testAttacker(t *testing.T) {
 	applyExample(t, ctx, c, ns, "sandboxd-template.yaml")
 	framework.MustCreate(t, ctx, c, builder.MakeWarmPool("pool", ns, "sandboxd").Replicas(1).Obj())
 	a, b := sandboxdSandbox(t, "a", ns).Obj(), sandboxdSandbox(t, "b", ns).Obj()
+	// r runs on runc, where the runtime's files under /proc/gvisor do not exist.
+	r := sandboxdSandbox(t, "r", ns).Obj()
+	r.Spec.PodTemplate.Spec.RuntimeClassName = nil
 	framework.MustCreate(t, ctx, c, a)
 	framework.MustCreate(t, ctx, c, b)
+	framework.MustCreate(t, ctx, c, r)
 	attackerPod, attackerToken := agentPod(t, "attacker", outside)
 	create(t, ctx, attackerPod)
 
-	ipA, ipB := waitSandboxReady(t, c, a), waitSandboxReady(t, c, b)
+	ipA, ipB, ipR := waitSandboxReady(t, c, a), waitSandboxReady(t, c, b), waitSandboxReady(t, c, r)
 	member := readyWarmMember(t, c, ns)
 	ipMember := member.Status.PodIPs[0]
 	tokenA, controlA := sandboxTokens(t, ctx, c, a.Name, ns)
 	tokenB, _ := sandboxTokens(t, ctx, c, b.Name, ns)
+	tokenR, controlR := sandboxTokens(t, ctx, c, r.Name, ns)
 	tokenMember, _ := sandboxTokens(t, ctx, c, member.Name, ns)
 	ipAttacker := waitReady(t, outside, attackerPod.Name)
 
@@ -276,6 +281,8 @@ func testAttacker(t *testing.T) {
 	rows = append(rows, registryUnreachable(ctx, vantages[3], node))
 	rows = append(rows, grpcAttempts(ctx, ipB, ipMember, tokenA)...)
 	rows = append(rows, credentialAttempts(ctx, vantages[2], tokenA, controlA)...)
+	rows = append(rows, runtimeEnvAttempt(ctx, vantages[2], a.Spec.PodTemplate.Spec.RuntimeClassName != nil, tokenA, controlA))
+	rows = append(rows, runtimeEnvAttempt(ctx, vantage{name: "code in sandbox r (runc)", run: runIn(dialSandboxd(t, ipR, tokenR))}, false, tokenR, controlR))
 	rows = append(rows, stolenServiceAccountAttempt(ctx, vantages[2], ns, b.Name))
 	rows = append(rows, secretAttempt(ctx, outside, ns, b.Name, outsider))
 	rows = append(rows, portForwardAttempts(ctx, outsider, ns, a.Name)...)
@@ -548,6 +555,46 @@ func credentialAttempts(ctx context.Context, in vantage, token, control string) 
 		rows = append(rows, attempt{from: in.name, what: s.what, result: result, held: err == nil && !leaked})
 	}
 	return rows
+}
+
+// runtimeEnvAttempt reads what the container runtime shows the sandbox about its own container:
+// stock gVisor's /proc/gvisor/spec_environ hands every process the container spec's environment,
+// SANDBOXD_TOKEN and SANDBOXD_CONTROL_TOKEN included, whatever sandboxd scrubs from its own. It
+// lists /proc/gvisor and reads every regular file there (checkpoint and fscheckpoint are devices
+// whose reads wait for a checkpoint). Under gVisor (onGVisor) the row holds only when the code
+// runs on gVisor's kernel (its dmesg), so that a sandbox silently on runc cannot pass it.
+func runtimeEnvAttempt(ctx context.Context, in vantage, onGVisor bool, token, control string) attempt {
+	script := `dmesg 2>&1 | head -n 1; ls -la /proc/gvisor/ 2>&1; tr '\0' '\n' < /proc/gvisor/spec_environ 2>&1; ` +
+		`for f in /proc/gvisor/* /proc/gvisor/.[!.]*; do [ -f "$f" ] && echo "== $f" && tr '\0' '\n' < "$f" 2>&1 | head -c 65536; done; true`
+	what := "read /proc/gvisor/spec_environ and every file in /proc/gvisor"
+	if onGVisor {
+		what += " (gVisor)"
+	}
+	out, err := in.run(ctx, script)
+	boot, _, _ := strings.Cut(out, "\n")
+	leaked := strings.Contains(out, token) || strings.Contains(out, control) || strings.Contains(out, sandboxd.TokenEnv+"=") || strings.Contains(out, sandboxd.ControlTokenEnv+"=")
+	a := attempt{from: in.name, what: what, result: oneLine(out), held: err == nil && !leaked}
+	switch {
+	case err != nil:
+		a.result = err.Error()
+	case leaked:
+		a.result = "a token is in the output, in " + strings.Join(secretNames(out), ", ")
+	case onGVisor && !strings.Contains(boot, "Starting gVisor"):
+		a.result, a.held = "the sandbox does not run on gVisor's kernel (dmesg: "+boot+"), so this proves nothing about gVisor", false
+	}
+	return a
+}
+
+// secretNames lists the SANDBOXD_* variables in out, one per line, by name only: the report must
+// not print the tokens it found.
+func secretNames(out string) []string {
+	var names []string
+	for _, line := range strings.Split(out, "\n") {
+		if name, _, ok := strings.Cut(line, "="); ok && strings.HasPrefix(name, sandboxd.SecretEnvPrefix) {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // stolenServiceAccountAttempt takes the ServiceAccount token mounted in sandbox a (a bare

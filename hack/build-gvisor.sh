@@ -4,7 +4,9 @@
 #
 # The shim is patched (hack/gvisor/*.patch) to run under the Debian containerd 1.6 of the dev
 # node: it tolerates a host that withholds CAP_SYS_RESOURCE and prints the bare socket address that
-# containerd 1.6 expects. Both binaries are static (CGO_ENABLED=0): runsc re-executes itself in an
+# containerd 1.6 expects. The sentry is patched so that `runsc tar rootfs-upper` streams each file
+# in 1 MiB chunks and stops when its reader goes (a sparse file used to be read whole into memory:
+# docs/design/snapshots.md). Both binaries are static (CGO_ENABLED=0): runsc re-executes itself in an
 # empty chroot, where a dynamic binary cannot start.
 #
 # Like build-k8s.sh the cache lives outside the work tree (PADDOCK_CACHE_DIR, default

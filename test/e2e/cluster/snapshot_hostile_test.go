@@ -42,9 +42,10 @@ import (
 // leaves in its root filesystem before a snapshot: symlinks out of the sandbox (to its
 // /etc/shadow, to a canary file on the node, to ../../../../..), a hard link to a file it owns
 // and an attempt at one to a file it does not own, a FIFO nobody writes to, a socket, names made
-// of dots, a directory 100 deep and one 2000 wide, and a file rewritten in place in a loop (in
-// its own session, so it outlives the command and runs during the capture). %s is the node's
-// canary path.
+// of dots, a directory 100 deep and one 2000 wide, files of several MiB (random data not a
+// multiple of gVisor's 1 MiB tar chunk, and a 5 MiB hole followed by data), and a file rewritten
+// in place in a loop (in its own session, so it outlives the command and runs during the
+// capture). %s is the node's canary path.
 const hostilePlant = `set -e
 cd /home/user
 mkdir -p h
@@ -62,13 +63,16 @@ mkdir -p h/... h/..a
 printf dots > h/.../..x
 d=h/deep; for i in $(seq 100); do d=$d/d; done; mkdir -p $d; printf bottom > $d/f
 mkdir h/wide; (cd h/wide && seq 2000 | xargs touch)
+head -c 3145733 /dev/urandom > h/chunks
+truncate -s 5M h/holey; printf end >> h/holey
 setsid sh -c 'i=0; while :; do i=$((i+1)); printf %%08d $i > /home/user/h/loop; done' </dev/null >/dev/null 2>&1 &
 echo planted`
 
 // hostileTree lists the planted tree as a clone must have it: every entry's path, type, mode and
 // owner, link count, size and link target (sizes of directories left out: they are the
-// filesystem's), and the loop file's content on its own line.
+// filesystem's), the digests of the multi-MiB files, and the loop file's content on its own line.
 const hostileTree = `cd /home/user && find h ! -path h/loop \( \( -type d -printf '%p %y %m %U:%G\n' \) -o \( ! -type d -printf '%p %y %m %U:%G %n %s %l\n' \) \) | LC_ALL=C sort
+md5sum h/chunks h/holey
 printf 'loop=%s\n' "$(cat h/loop)"`
 
 // testSnapshotHostile: hostile code in a sandbox plants links, a FIFO, a socket, odd names, deep

@@ -6,9 +6,14 @@
 # - gvisor-shim-containerd16.patch: the shim runs under the Debian containerd 1.6 of the dev node
 #   (it tolerates a host that withholds CAP_SYS_RESOURCE and prints the bare socket address that
 #   containerd 1.6 expects).
+# - gvisor-shim-paddock-restore.patch: the shim restores a container from a node-local memory
+#   checkpoint named by the Pod's restore-from annotation (docs/design/snapshots.md, "Memory").
 # - gvisor-runsc-no-spec-environ.patch: runsc's Sentry no longer creates /proc/gvisor/spec_environ,
 #   which showed every process in the sandbox its container's environment, sandboxd's tokens
 #   included (docs/security.md, "gVisor"). A stock runsc has it; sandboxd then refuses to start.
+# - gvisor-tar-stream-files.patch: `runsc tar rootfs-upper` streams each file in 1 MiB chunks and
+#   stops when its reader goes (a sparse file used to be read whole into the Sentry's memory:
+#   docs/design/snapshots.md).
 # Both binaries are static (CGO_ENABLED=0): runsc re-executes itself in an empty chroot, where a
 # dynamic binary cannot start.
 #

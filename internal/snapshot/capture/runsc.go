@@ -20,8 +20,9 @@ import (
 // sandbox memory or an opaque filestore), so only runsc can list them. runsc prints a status
 // line on its stdout, so the tar goes through a pipe it opens as --file (/proc/self/fd/3), and
 // it is checked as it arrives (names, links, the byte budget): nothing of it touches the disk.
-// A tar that breaks a rule fails the capture; the rest is drained, never left blocking the
-// sandbox, which writes it while holding its filesystem's read lock.
+// A tar that breaks a rule fails the capture and the pipe is closed at once (as when ctx ends):
+// the sandbox, which writes the tar while holding its filesystem's read lock, gets EPIPE on its
+// next write and stops, rather than being read to the end (100 GiB for a sparse file).
 func runscUpper(ctx context.Context, o Options, out io.Writer) error {
 	root := o.RunscRoot
 	if root == "" {
@@ -43,8 +44,13 @@ func runscUpper(ctx context.Context, o Options, out io.Writer) error {
 	}
 	// Only runsc and the sandbox hold the write end now: EOF comes when both are done.
 	w.Close()
+	stop := context.AfterFunc(ctx, func() { r.Close() })
+	defer stop()
 	_, convErr := layer.FromOverlayTar(r, out, o.Layer)
-	_, _ = io.Copy(io.Discard, r)
+	if convErr == nil {
+		_, _ = io.Copy(io.Discard, r) // what follows the tar's end, so that runsc ends cleanly
+	}
+	r.Close()
 	waitErr := cmd.Wait()
 	if convErr != nil {
 		return convErr

@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -114,5 +116,81 @@ func TestResume(t *testing.T) {
 		if err := Resume(context.Background(), rt, "c1"); err == nil || !strings.Contains(err.Error(), "shim gone") {
 			t.Errorf("Resume with containerd failing: error %v, want it reported", err)
 		}
+	}
+}
+
+// TestRunscUpperRefusalClosesThePipe: when the capture refuses a file at its tar header (a
+// sparse file of 100 GiB), it closes the pipe rather than reading the rest, so the writer of the
+// tar (gVisor's sentry, which holds its filesystem's read lock while writing) gets EPIPE at its
+// next write and stops. The stand-in writes the header and then 64 MiB of the file's zeros,
+// recording whether that write failed; read to the end, it would succeed.
+func TestRunscUpperRefusalClosesThePipe(t *testing.T) {
+	var hdr bytes.Buffer
+	tw := tar.NewWriter(&hdr)
+	if err := tw.WriteHeader(&tar.Header{Name: "h/sparse", Typeflag: tar.TypeReg, Mode: 0o644, Size: 100 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	hdrPath, status, bin := filepath.Join(dir, "header"), filepath.Join(dir, "status"), filepath.Join(dir, "runsc")
+	if err := os.WriteFile(hdrPath, hdr.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\nfor a; do case $a in --file=*) out=${a#--file=};; esac; done\nexec 4>$out\ncat " + hdrPath +
+		" >&4\nhead -c 67108864 /dev/zero >&4 2>/dev/null\necho $? > " + status + "\nexit 1\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{ContainerID: "c1", Runsc: bin, Layer: layer.Options{Limits: layer.DefaultLimits()}}
+	err := runscUpper(context.Background(), o, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "/h/sparse: its 107374182400 bytes would take the layer past its limit") {
+		t.Errorf("runscUpper of a 100 GiB file: error %v, want the file and the limit named", err)
+	}
+	got, err := os.ReadFile(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(got)) == "0" {
+		t.Errorf("the tar's writer wrote 64 MiB of a refused file without an error; want the pipe closed (EPIPE) after the header")
+	}
+}
+
+// TestRunscUpperStopsWithContext: a capture whose context ends (its deadline, the controller
+// giving up) stops reading at once, even while something still holds the tar's write end (the
+// sentry, which runsc's exit does not stop): the stand-in leaves a child holding it, which marks
+// a file when it ends 30 s later, and the capture must return before that mark.
+func TestRunscUpperStopsWithContext(t *testing.T) {
+	var hdr bytes.Buffer
+	tw := tar.NewWriter(&hdr)
+	if err := tw.WriteHeader(&tar.Header{Name: "f", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	hdrPath, started, ended, bin := filepath.Join(dir, "header"), filepath.Join(dir, "started"), filepath.Join(dir, "ended"), filepath.Join(dir, "runsc")
+	if err := os.WriteFile(hdrPath, hdr.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\nfor a; do case $a in --file=*) out=${a#--file=};; esac; done\nexec 4>$out\ncat " + hdrPath +
+		" >&4\n(sleep 30; touch " + ended + ") </dev/null >/dev/null 2>&1 &\ntouch " + started + "\nwait\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // cancel once the writer's child holds the pipe
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for range tick.C {
+			if _, err := os.Stat(started); err == nil || ctx.Err() != nil {
+				cancel()
+				return
+			}
+		}
+	}()
+	o := Options{ContainerID: "c1", Runsc: bin, Layer: layer.Options{Limits: layer.DefaultLimits()}}
+	if err := runscUpper(ctx, o, io.Discard); err == nil {
+		t.Errorf("runscUpper with its context ended: no error")
+	}
+	if _, err := os.Stat(ended); err == nil {
+		t.Errorf("runscUpper returned only after the tar's writer ended; want it to stop reading when its context ends")
 	}
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,6 +52,9 @@ type E2BTarget struct {
 	// pool's members starting and the previous scenario's teardown otherwise share the measured
 	// window on a small node.
 	SettleLoad float64
+	// ExistingPool sends the creates to Template itself, served by its own pool, instead of to
+	// a copy with a pool the scenario makes (Scenario.ExistingTemplate).
+	ExistingPool bool
 	// SecondCommand runs a second commands.run('true') after each create's first and reports it
 	// apart (E2B.Steps.SecondInstruction).
 	SecondCommand bool
@@ -180,8 +184,11 @@ func (r *Runner) e2bScenario(ctx context.Context, ns string, s Scenario) (Result
 		}()
 	}
 	fd := newE2BClient(url, key, s.Count)
-	if err := r.e2bPool(ctx, ns, s); err != nil {
-		return Result{}, err
+	template := cmp.Or(s.ExistingTemplate, templateName)
+	if s.ExistingTemplate == "" {
+		if err := r.e2bPool(ctx, ns, s); err != nil {
+			return Result{}, err
+		}
 	}
 	if err := fd.waitKnown(ctx, s.Timeout); err != nil {
 		return Result{}, err
@@ -194,7 +201,7 @@ func (r *Runner) e2bScenario(ctx context.Context, ns string, s Scenario) (Result
 		}
 	}
 	loadAtCreates := loadAverage()
-	log.Info("Warm pool is full and the front door knows the key; creating E2B sandboxes", "url", url, "load", loadAtCreates)
+	log.Info("Warm pool is ready and the front door knows the key; creating E2B sandboxes", "url", url, "template", template, "load", loadAtCreates)
 
 	before, err := r.Writes(ctx)
 	if err != nil {
@@ -206,7 +213,7 @@ func (r *Runner) e2bScenario(ctx context.Context, ns string, s Scenario) (Result
 	if err != nil {
 		return Result{}, err
 	}
-	samples := r.e2bCreates(ctx, fd, ns, s)
+	samples := r.e2bCreates(ctx, fd, ns, template, s)
 	after, err := r.Writes(ctx)
 	phases.fill(samples)
 	if err != nil {
@@ -266,7 +273,7 @@ func e2bTemplate(ns string, src *extensionsv1beta1.SandboxTemplate) *extensionsv
 
 // e2bCreates sends the creates open-loop on the rate's schedule, each in its own goroutine and
 // followed by its first command, and returns once every one of them ended.
-func (r *Runner) e2bCreates(ctx context.Context, fd *e2bClient, ns string, s Scenario) []e2bSample {
+func (r *Runner) e2bCreates(ctx context.Context, fd *e2bClient, ns, template string, s Scenario) []e2bSample {
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 	samples := make([]e2bSample, s.Count)
@@ -291,7 +298,7 @@ func (r *Runner) e2bCreates(ctx context.Context, fd *e2bClient, ns string, s Sce
 			smp := &samples[i]
 			start := time.Now()
 			smp.start, smp.startedAt = start.Sub(t0), start
-			sb, steps, err := fd.createWithSteps(ctx, templateName, metadata, timeout)
+			sb, steps, err := fd.createWithSteps(ctx, template, metadata, timeout)
 			smp.create = time.Since(start)
 			if err != nil {
 				smp.createErr = err
@@ -363,7 +370,7 @@ func e2bResult(s Scenario, url string, samples []e2bSample) Result {
 		}
 	}
 	for i, smp := range samples {
-		out := Sample{Name: smp.id, StartSeconds: smp.start.Seconds(), LatencySeconds: smp.create.Seconds()}
+		out := Sample{Name: smp.id, StartSeconds: smp.start.Seconds(), LatencySeconds: smp.create.Seconds(), Warm: smp.createErr == nil && smp.warm}
 		if smp.createErr == nil && smp.warm {
 			m.Warm++
 		}

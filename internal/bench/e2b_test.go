@@ -291,6 +291,39 @@ func TestE2BRefillOptions(t *testing.T) {
 	}
 }
 
+// TestE2BExistingPoolOptions: the creates go to the template itself in its namespace, with no
+// pool of the harness's, and nothing that would size such a pool is accepted with it.
+func TestE2BExistingPoolOptions(t *testing.T) {
+	o := NewOptions()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--rate=", "--e2b=100", "--e2b-rate=5", "--e2b-existing-pool", "--timeout=3m"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := []Scenario{{Kind: KindE2B, PoolSize: 100, Count: 100, Rate: 5, Timeout: 3 * time.Minute, Namespace: "default", ExistingTemplate: "base"}}
+	got := o.Scenarios()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("Scenarios (-want +got):\n%s", diff)
+	}
+	if name := got[0].Name(); name != "e2b 5/s, 100 creates, pool of default/base" {
+		t.Errorf("Name = %q", name)
+	}
+	for _, args := range [][]string{{"--e2b-pool=3"}, {"--e2b-idle-cpu=10m"}, {"--e2b-api-key=k", "--e2b-namespace=team"}} {
+		o := NewOptions()
+		fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(append([]string{"--rate=", "--e2b=10", "--e2b-existing-pool"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--e2b-existing-pool uses --e2b-template's own pool") {
+			t.Errorf("Validate() with %v = %v, want the existing pool named", args, err)
+		}
+	}
+}
+
 func TestE2BOptionsValidate(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -390,6 +423,13 @@ func TestE2BResultAndReport(t *testing.T) {
 	}
 	if res.AllReadySeconds != 0.110 {
 		t.Errorf("all ready after %v s, want 0.110 (b's start plus its first instruction)", res.AllReadySeconds)
+	}
+	var warm []bool
+	for _, smp := range res.Samples {
+		warm = append(warm, smp.Warm)
+	}
+	if diff := cmp.Diff([]bool{true, false, false, true}, warm); diff != "" {
+		t.Errorf("samples' warm flags (-want +got), want a and d (d's create answered, its command failed):\n%s", diff)
 	}
 	if len(res.Samples) != 4 || res.Samples[2].Name != "create-00002" || !strings.HasPrefix(res.Samples[2].Error, "create: ") || res.Samples[3].Ready {
 		t.Errorf("samples %+v", res.Samples)

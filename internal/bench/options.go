@@ -114,6 +114,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.E2B.Namespace, "e2b-namespace", o.E2B.Namespace, "the namespace --e2b-api-key is bound to; the e2b scenarios make their template and pool there instead of in a namespace of their own")
 	fs.StringVar(&o.E2B.KeysNamespace, "e2b-api-key-namespace", o.E2B.KeysNamespace, "the router's --e2b-api-key-namespace, where the scenario creates its API key Secret")
 	fs.StringVar(&o.E2B.Template, "e2b-template", o.E2B.Template, "namespace/name of the SandboxTemplate the e2b pool copies (volumes dropped); it must run sandboxd with envd's port 49983 declared and /bin/bash")
+	fs.BoolVar(&o.E2B.ExistingPool, "e2b-existing-pool", o.E2B.ExistingPool, "send the creates to --e2b-template itself, served by its own pool as a user's creates are (such as default/base of paddock dev up, which sizes itself), instead of a copy with a pool the harness makes and fills; the harness makes an API key bound to the template's namespace")
 	fs.BoolVar(&o.E2B.SecondCommand, "e2b-second-command", o.E2B.SecondCommand, "after each create's first commands.run('true'), run a second one and report it apart: the first command's cost over the second is what a cold member adds (binary and libraries not yet read, connection not yet open)")
 	fs.Float64Var(&o.E2B.SettleLoad, "e2b-settle-load", o.E2B.SettleLoad, "after the pool is full, wait (at most --timeout) until this machine's 1-minute load average is at most this before the creates; 0 does not wait. On a small node the pool's members starting and the previous scenario's teardown otherwise share the measured window")
 	fs.StringVar(&o.Image, "image", o.Image, "container image of the sandboxes")
@@ -192,6 +193,9 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--e2b-rate=%q: give creates per second like 5,20, or burst", o.E2BRates))
 		}
 		errs = append(errs, o.E2B.Validate())
+		if o.E2B.ExistingPool && (o.E2BPool != 0 || o.E2BIdleCPU != "" || o.E2B.Namespace != "") {
+			errs = append(errs, errors.New("--e2b-existing-pool uses --e2b-template's own pool in its own namespace: leave --e2b-pool, --e2b-idle-cpu and --e2b-namespace unset (set the pool's annotations on the pool instead)"))
+		}
 		if o.E2BPool < 0 {
 			errs = append(errs, fmt.Errorf("--e2b-pool=%d: give the pool's members, or 0 for as many as --e2b", o.E2BPool))
 		}
@@ -236,6 +240,12 @@ func (o *Options) Scenarios() []Scenario {
 		e2bRates, _ := ParseRates(o.E2BRates)
 		idles, _ := ParseIdleCPUs(o.E2BIdleCPU)
 		for _, r := range e2bRates {
+			if o.E2B.ExistingPool {
+				ns, name, _ := strings.Cut(o.E2B.Template, "/")
+				out = append(out, Scenario{Kind: KindE2B, PoolSize: o.E2BCreates, Count: o.E2BCreates, Rate: r,
+					Timeout: o.Timeout, Namespace: ns, ExistingTemplate: name})
+				continue
+			}
 			for _, idle := range idles {
 				out = append(out, Scenario{Kind: KindE2B, PoolSize: cmp.Or(o.E2BPool, o.E2BCreates), Count: o.E2BCreates, Rate: r,
 					Timeout: o.Timeout, Namespace: o.E2B.Namespace, IdleCPU: idle})

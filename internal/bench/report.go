@@ -98,6 +98,9 @@ type Sample struct {
 	LatencySeconds float64 `json:"latencySeconds"`
 	Ready          bool    `json:"ready"`
 	Error          string  `json:"error,omitempty"`
+	// Warm says a pool member served the create (e2b scenarios only), so a run's warm share can
+	// be taken over any part of it, such as after its first seconds.
+	Warm bool `json:"warm,omitempty"`
 }
 
 // WriteJSON writes the report as indented JSON.

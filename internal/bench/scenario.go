@@ -38,6 +38,10 @@ type Scenario struct {
 	Namespace string
 	// IdleCPU, when set, is the e2b pool's paddock.dev/idle-cpu.
 	IdleCPU string
+	// ExistingTemplate, when set, is the template in Namespace that the e2b creates ask for,
+	// served by its own pool: the scenario makes no template or pool and deletes nothing but
+	// its creates' sandboxes.
+	ExistingTemplate string
 }
 
 // idleName is the part of an e2b scenario's name that says its pool's idle CPU.
@@ -55,6 +59,12 @@ func (s Scenario) Name() string {
 		return fmt.Sprintf("cold, %d Sandboxes at once", s.Count)
 	case s.Kind == KindHold:
 		return fmt.Sprintf("hold %d Sandboxes, restart the controller", s.Count)
+	case s.Kind == KindE2B && s.ExistingTemplate != "":
+		rate := "burst"
+		if s.Rate > 0 {
+			rate = fmt.Sprintf("%g/s", s.Rate)
+		}
+		return fmt.Sprintf("e2b %s, %d creates, pool of %s/%s", rate, s.Count, s.Namespace, s.ExistingTemplate)
 	case s.Kind == KindE2B && s.Rate == 0:
 		return fmt.Sprintf("e2b burst, %d creates, pool %d%s", s.Count, s.PoolSize, s.idleName())
 	case s.Kind == KindE2B:
@@ -103,6 +113,9 @@ func (r *Runner) RunThen(ctx context.Context, s Scenario, done func(Result)) (Re
 		return Result{}, err
 	}
 	ns, cleanup, err := s.Namespace, r.objectsCleanup(s.Namespace, max(time.Minute, s.Timeout)), error(nil)
+	if s.ExistingTemplate != "" {
+		cleanup = func() {}
+	}
 	if s.Namespace == "" {
 		ns, cleanup, err = r.namespace(ctx, max(time.Minute, s.Timeout))
 	}

@@ -12,7 +12,11 @@
 #   d  D_MEMBERS idle gVisor members: PSS/RSS and CPU read on the node, as dev up ships `base`
 #      (no requests) and with requests and the pool's idle requests
 #   e  API writes per warm claim, the pool's refill included (paddock-bench's warm scenario)
-# ROWS picks rows (default "c e a b d"), RUNTIMES the runtimes of a and b (default "gvisor runc").
+# ROWS picks rows (default "e a b d c": c, which leaves dev up's pool refilling, last), RUNTIMES
+# the runtimes of a and b (default "gvisor runc"). Before each row, and before the creates of a, b
+# and c once their pool is full, the run waits (at most SETTLE_SECONDS, default 240) for the
+# previous row's namespaces to go and the 1-minute load average to fall to SETTLE_LOAD (default
+# 4); each row records the load it started at.
 # DEADLINE (a date, default 40 minutes from now): no row starts after it and every harness run
 # is cut there, so the run fits in a hold of the cluster lock.
 # It deletes what it makes (namespaces bench-warm-*, templates default/bench-warm-*), even when
@@ -27,7 +31,8 @@ C_RATE=${C_RATE:-5} C_SECONDS=${C_SECONDS:-20}
 D_MEMBERS=${D_MEMBERS:-50} D_WINDOW=${D_WINDOW:-30}
 D_CPU=${D_CPU:-250m} D_MEMORY=${D_MEMORY:-256Mi} D_IDLE_CPU=${D_IDLE_CPU:-10m} D_IDLE_MEMORY=${D_IDLE_MEMORY:-32Mi}
 E_CLAIMS=${E_CLAIMS:-10} E_POOL=${E_POOL:-5} E_IMAGE=${E_IMAGE:-127.0.0.1:5001/pause:dev}
-ROWS=${ROWS:-c e a b d} RUNTIMES=${RUNTIMES:-gvisor runc}
+ROWS=${ROWS:-e a b d c}
+SETTLE_LOAD=${SETTLE_LOAD:-4} SETTLE_SECONDS=${SETTLE_SECONDS:-240} RUNTIMES=${RUNTIMES:-gvisor runc}
 TIMEOUT=${TIMEOUT:-6m}
 DEADLINE=$(date -u -d "${DEADLINE:-+40 minutes}" +%s) || exit 1
 mkdir -p "$OUT" || exit 1
@@ -118,6 +123,19 @@ pool() { # NS REPLICAS [ANNOTATIONS_JSON]
   jq -n --arg ns "$1" --argjson r "$2" --argjson a "$a" '{apiVersion: "extensions.agents.x-k8s.io/v1beta1", kind: "SandboxWarmPool",
     metadata: {name: "bench-warm", namespace: $ns, annotations: $a}, spec: {replicas: $r, sandboxTemplateRef: {name: "bench-warm"}}}' | $K apply -f - >/dev/null
 }
+# settle: wait (at most SETTLE_SECONDS, and not past the deadline) until no bench-warm namespace
+# is left and the 1-minute load average is at most SETTLE_LOAD.
+settle() {
+  local until=$(($(date -u +%s) + $(upto "$SETTLE_SECONDS")))
+  while [ "$(date -u +%s)" -lt "$until" ]; do
+    if ! $K get ns -o name 2>/dev/null | grep -q '^namespace/bench-warm-' &&
+      [ "$(echo "$(load1) <= $SETTLE_LOAD" | bc)" = 1 ]; then
+      return 0
+    fi
+    sleep 5
+  done
+  log "settle: load $(load1) after ${SETTLE_SECONDS}s (wanted <= $SETTLE_LOAD); going on"
+}
 dropNamespace() { $K delete ns "$1" --timeout=5m >/dev/null 2>&1 || log "namespace $1 not gone within 5m"; }
 
 rowA() {
@@ -125,7 +143,7 @@ rowA() {
     local n=$((A_RATE * A_SECONDS)) dir=$OUT/a-$rt
     log "row a $rt: $n creates at $A_RATE/s, pool $n filled first; load $(load1)"
     bounded 900 "$BENCH" --rate '' --e2b "$n" --e2b-rate "$A_RATE" --e2b-template "default/bench-warm-$rt" \
-      --timeout "$TIMEOUT" --out "$dir" >"$OUT/a-$rt.log" 2>&1 || log "row a $rt: paddock-bench failed, see a-$rt.log"
+      --e2b-settle-load "$SETTLE_LOAD" --timeout "$TIMEOUT" --out "$dir" >"$OUT/a-$rt.log" 2>&1 || log "row a $rt: paddock-bench failed, see a-$rt.log"
     e2bRow a "$rt" "$dir" "$([ "$rt" = gvisor ] && echo 'first command p50 <= 40 ms, p99 <= 150 ms' || echo '(none for runc)')"
   done
 }
@@ -153,7 +171,7 @@ rowB() {
     n=$(echo "$r * $B_SECONDS / 1" | bc)
     log "row b $rt: $n creates at $r/s against a pool of $B_FILL; load $(load1)"
     bounded 900 "$BENCH" --rate '' --e2b "$n" --e2b-rate "$r" --e2b-pool "$B_FILL" --e2b-template "default/bench-warm-$rt" \
-      --timeout "$TIMEOUT" --out "$dir" >"$OUT/b-$rt.log" 2>&1 || log "row b $rt: paddock-bench failed, see b-$rt.log"
+      --e2b-settle-load "$SETTLE_LOAD" --timeout "$TIMEOUT" --out "$dir" >"$OUT/b-$rt.log" 2>&1 || log "row b $rt: paddock-bench failed, see b-$rt.log"
     e2bRow b-stream "$rt" "$dir" "100% warm after the first 10 s"
   done
 }
@@ -165,7 +183,7 @@ rowC() {
   before=$($K -n default get sandboxwarmpool base -o jsonpath='{.spec.replicas}/{.status.readyReplicas}')
   log "row c: $n creates at $C_RATE/s against default/base (replicas/ready $before); load $(load1)"
   bounded 900 "$BENCH" --rate '' --e2b "$n" --e2b-rate "$C_RATE" --e2b-existing-pool --e2b-template default/base \
-    --timeout "$TIMEOUT" --out "$dir" >"$OUT/c.log" 2>&1 || log "row c: paddock-bench failed, see c.log"
+    --e2b-settle-load "$SETTLE_LOAD" --timeout "$TIMEOUT" --out "$dir" >"$OUT/c.log" 2>&1 || log "row c: paddock-bench failed, see c.log"
   $K -n default get events --field-selector involvedObject.name=base,reason=Autosized -o custom-columns=TIME:.lastTimestamp,MESSAGE:.message >"$OUT/c-autosized.txt" 2>&1
   log "row c: base pool replicas/ready after: $($K -n default get sandboxwarmpool base -o jsonpath='{.spec.replicas}/{.status.readyReplicas}')"
   e2bRow c gvisor "$dir" "(none; before issue 30: p50 32.5 s, p99 45.9 s)"
@@ -246,6 +264,7 @@ for r in $ROWS; do
     row "$r" - '{"error":"skipped: past the run'"'"'s deadline"}'
     continue
   fi
+  settle
   case $r in
   a) rowA ;; b) rowB ;; c) rowC ;; d) rowD ;; e) rowE ;;
   *) log "unknown row $r (give a, b, c, d or e)" ;;

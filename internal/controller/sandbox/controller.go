@@ -271,6 +271,11 @@ func (r *Reconciler) emitEvents(sb *agentsv1beta1.Sandbox, before *agentsv1beta1
 	if ready != nil && ready.Reason == agentsv1beta1.SandboxReasonMultiplePods && (was == nil || was.Reason != ready.Reason) {
 		r.recorder.Eventf(sb, nil, corev1.EventTypeWarning, agentsv1beta1.SandboxReasonMultiplePods, "Reconciling", "%s", ready.Message)
 	}
+	kept := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionMemoryKept)
+	wasKept := meta.FindStatusCondition(before.Conditions, agentsv1beta1.SandboxConditionMemoryKept)
+	if kept != nil && kept.Reason == agentsv1beta1.SandboxReasonMemoryRestoreFailed && (wasKept == nil || wasKept.Reason != kept.Reason) {
+		r.recorder.Eventf(sb, nil, corev1.EventTypeWarning, agentsv1beta1.SandboxReasonMemoryRestoreFailed, "Restoring", "%s", kept.Message)
+	}
 }
 
 // ownerRef is the controller owner reference every child of sb carries.

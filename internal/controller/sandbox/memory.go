@@ -392,17 +392,18 @@ func (r *Reconciler) nodeGone(ctx context.Context, name string) (bool, error) {
 	return false, nil
 }
 
+// deleteNodePods deletes pods in order and stops at the first error. A checkpoint goes before
+// its forget: a pass that saw the record without its forget would remove the image again.
 func (r *Reconciler) deleteNodePods(ctx context.Context, pods ...*corev1.Pod) error {
-	var errs []error
 	for _, p := range pods {
 		if p == nil {
 			continue
 		}
 		if err := r.client.Delete(ctx, p, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-			errs = append(errs, fmt.Errorf("deleting memory node Pod %s/%s: %w", p.Namespace, p.Name, err))
+			return fmt.Errorf("deleting memory node Pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // usableImage is the newest Succeeded checkpoint of the Sandbox whose image is not being
@@ -520,7 +521,6 @@ func (r *Reconciler) watchRestore(ctx context.Context, sb *agentsv1beta1.Sandbox
 		}
 		m.set(metav1.ConditionFalse, agentsv1beta1.SandboxReasonMemoryRestoreFailed,
 			"Pod %s, started from memory image %s, %s; it was deleted and the next Pod boots cold, with the Sandbox's volumes", pod.Name, image, cause)
-		r.recorder.Eventf(sb, pod, corev1.EventTypeWarning, agentsv1beta1.SandboxReasonMemoryRestoreFailed, "Restoring", "%s", m.message)
 		ctrl.LoggerFrom(ctx).Info("Memory restore failed; replacing the Pod by a cold one", "pod", klog.KObj(pod), "cause", cause)
 		if cp != nil {
 			return true, r.forgetImage(ctx, sb, cp, m)
@@ -569,7 +569,7 @@ func (r *Reconciler) cleanMemory(ctx context.Context, sb *agentsv1beta1.Sandbox,
 			if fp.Status.Phase == corev1.PodFailed {
 				ctrl.LoggerFrom(ctx).Info("Removing a memory image failed; it stays on the node until the node's image directory is cleaned", "forget", klog.KObj(fp), "message", nodePodMessage(fp))
 			}
-			errs = append(errs, r.deleteNodePods(ctx, fp, m.checkpoints[image]))
+			errs = append(errs, r.deleteNodePods(ctx, m.checkpoints[image], fp))
 		}
 	}
 	keep := ""
@@ -642,11 +642,11 @@ func (r *Reconciler) cleanDeletedMemory(ctx context.Context, key types.Namespace
 	for uid, m := range byUID {
 		for image, fp := range m.forgets {
 			if fp.Status.Phase == corev1.PodSucceeded || fp.Status.Phase == corev1.PodFailed {
-				errs = append(errs, r.deleteNodePods(ctx, fp, m.checkpoints[image]))
+				errs = append(errs, r.deleteNodePods(ctx, m.checkpoints[image], fp))
 			}
 		}
 		for _, cp := range m.checkpoints {
-			if cp.Status.Phase == corev1.PodSucceeded || cp.Status.Phase == corev1.PodFailed {
+			if cp.DeletionTimestamp.IsZero() && (cp.Status.Phase == corev1.PodSucceeded || cp.Status.Phase == corev1.PodFailed) {
 				errs = append(errs, r.forgetImage(ctx, names[uid], cp, m))
 			}
 		}

@@ -232,7 +232,7 @@ func (r *Reconciler) imageCap(sb *agentsv1beta1.Sandbox) int64 {
 	for _, c := range sb.Spec.PodTemplate.Spec.Containers {
 		limit, ok := c.Resources.Limits[corev1.ResourceMemory]
 		if !ok {
-			return max(r.opts.Memory.DefaultMaxBytes, 1)
+			return r.opts.Memory.defaultMaxBytes()
 		}
 		total += limit.Value()
 	}
@@ -273,6 +273,15 @@ func (o MemoryOptions) runscRoot() string {
 		return o.RunscRoot
 	}
 	return defaultRunscRoot
+}
+
+// defaultMaxBytes is DefaultMaxBytes, or DefaultMemoryImageMaxBytes when unset: a zero cap
+// would fail every checkpoint of a Pod without memory limits.
+func (o MemoryOptions) defaultMaxBytes() int64 {
+	if o.DefaultMaxBytes > 0 {
+		return o.DefaultMaxBytes
+	}
+	return DefaultMemoryImageMaxBytes
 }
 
 func (o MemoryOptions) checkpointTimeout() time.Duration {

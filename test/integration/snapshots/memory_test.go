@@ -259,6 +259,24 @@ func TestSuspendKeepsMemory(t *testing.T) {
 	waitMemoryKept(t, ns, metav1.ConditionTrue, agentsv1beta1.SandboxReasonMemoryRestored, image)
 }
 
+// TestMemoryCapWithoutLimit: a Pod without a memory limit is checkpointed with the default cap
+// (2 GiB), not with none nor a zero one.
+func TestMemoryCapWithoutLimit(t *testing.T) {
+	ns := env.Namespace(t)
+	sb := memorySandbox(t, ns, gvisorClass)
+	sb.Spec.PodTemplate.Spec.Containers[0].Resources.Limits = nil
+	runSandbox(t, sb)
+	pod, err := get(framework.Context(t, framework.DefaultTimeout), ns, "sb", &corev1.Pod{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setMode(t, ns, agentsv1beta1.SandboxOperatingModeSuspended)
+	cp := nodePod(t, snapshotsv1alpha1.MemoryOpCheckpoint, string(pod.UID))
+	if want := fmt.Sprintf("--max-bytes=%d", 2<<30); !slices.Contains(cp.Spec.Containers[0].Args, want) {
+		t.Errorf("checkpoint Pod args %q lack %q", cp.Spec.Containers[0].Args, want)
+	}
+}
+
 // TestMemoryRestoreFailureBootsCold: the node refuses the restore (the shim's error comes back
 // as StartError): the Pod is deleted, the condition names the cause, the image is removed, and the
 // next Pod boots cold, unpinned.

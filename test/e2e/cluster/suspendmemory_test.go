@@ -60,7 +60,7 @@ func suspendKeepsMemory(t *testing.T) {
 	run := sandboxRunner(t, ctx, c, sb, waitSandboxReady(t, c, sb))
 	run("sh", "-c", memoryLoop)
 	secret, before := readMemoryLoop(t, run, "", 0)
-	image := sandboxPodUID(t, ctx, c, sb)
+	image := sandboxPodUID(t, ctx, sb)
 
 	start := time.Now()
 	setSandbox(t, c, sb, func(s *agentsv1beta1.Sandbox) { s.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended })
@@ -188,7 +188,7 @@ func memoryKept(sb *agentsv1beta1.Sandbox) *metav1.Condition {
 }
 
 // sandboxPodUID is the UID of sb's current Pod: the name of its memory image.
-func sandboxPodUID(t *testing.T, ctx context.Context, c client.Client, sb *agentsv1beta1.Sandbox) string {
+func sandboxPodUID(t *testing.T, ctx context.Context, sb *agentsv1beta1.Sandbox) string {
 	t.Helper()
 	name := cmp.Or(sb.Annotations[agentsv1beta1.PodNameAnnotation], sb.Name)
 	p, err := suite.client.CoreV1().Pods(sb.Namespace).Get(ctx, name, metav1.GetOptions{})

@@ -71,7 +71,7 @@ chart-files: ## Copy the generated CRDs, RBAC rules and admission policies into 
 	cp config/crd/core/*_*.yaml config/crd/extensions/*_*.yaml $(CHART)/crds/
 	cp config/rbac/core/role.yaml $(CHART)/files/rbac/core-role.yaml
 	cp config/rbac/extensions/role.yaml $(CHART)/files/rbac/extensions-role.yaml
-	cp config/admission/idle-policy.yaml config/admission/autosize-policy.yaml config/admission/warm-resources-policy.yaml config/admission/suspend-rootfs-policy.yaml $(CHART)/files/admission/
+	cp config/admission/idle-policy.yaml config/admission/autosize-policy.yaml config/admission/warm-resources-policy.yaml config/admission/suspend-rootfs-policy.yaml config/admission/restore-from-policy.yaml $(CHART)/files/admission/
 	cp config/snapshots/image-policy.yaml $(CHART)/files/admission/snapshot-image-policy.yaml
 	cp config/egress/admission.yaml $(CHART)/files/admission/egress-policy.yaml
 	cp config/router/secret_writes.yaml $(CHART)/files/admission/router-secret-writes.yaml

@@ -5,6 +5,8 @@
 // --container-id=...` resumes a container a killed capture left paused (the resume Pod).
 // `paddock-snapshot delete --image=...` deletes a deleted snapshot's image from the registry,
 // from the node's network where the capture pushed it (the image delete Pod).
+// `paddock-snapshot checkpoint` and `paddock-snapshot forget` write and remove a gVisor memory
+// image on the node, for the suspend that keeps memory (the Sandbox controller's node Pods).
 // `paddock-snapshot restore --volume=NAME=DIR` runs from a snapshot image (its copy under
 // /.paddock) in the restore init container and fills each fresh volume from the image. It
 // listens on nothing.
@@ -43,6 +45,14 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) >= 2 && (os.Args[1] == "checkpoint" || os.Args[1] == "forget") {
+		run := map[string]func([]string) error{"checkpoint": checkpointMemory, "forget": forgetMemory}[os.Args[1]]
+		if err := run(os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "paddock-snapshot %s: %v\n", os.Args[1], err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) >= 2 && os.Args[1] == "resume" {
 		if err := resume(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "paddock-snapshot resume:", err)
@@ -51,7 +61,7 @@ func main() {
 		return
 	}
 	if len(os.Args) < 2 || os.Args[1] != "capture" {
-		fmt.Fprintln(os.Stderr, "usage: paddock-snapshot capture --container-id=ID --base-image=REF --target=REPO:TAG [flags]\n       paddock-snapshot resume --container-id=ID [--containerd-socket=PATH]\n       paddock-snapshot restore --volume=NAME=DIR [--volume=...]\n       paddock-snapshot delete --image=REPO@DIGEST [--tag=TAG] [--insecure-registry] [--timeout=DURATION]")
+		fmt.Fprintln(os.Stderr, "usage: paddock-snapshot capture --container-id=ID --base-image=REF --target=REPO:TAG [flags]\n       paddock-snapshot resume --container-id=ID [--containerd-socket=PATH]\n       paddock-snapshot restore --volume=NAME=DIR [--volume=...]\n       paddock-snapshot delete --image=REPO@DIGEST [--tag=TAG] [--insecure-registry] [--timeout=DURATION]\n       paddock-snapshot checkpoint --runsc=PATH --container-id=ID --name=IMAGE --namespace=NS --max-bytes=N\n       paddock-snapshot forget --name=IMAGE")
 		os.Exit(2)
 	}
 	o, resultFile, socket, err := parse(os.Args[2:])

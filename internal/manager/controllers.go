@@ -170,6 +170,10 @@ func sandboxOptions(o *Options) sandbox.Options {
 	if o.Extensions && (o.SnapshotRepository == "" || o.SnapshotCaptureImage == "") {
 		opts.SuspendCapturesUnavailable = "snapshots are not configured on this cluster (start the controller with --snapshot-repository and --snapshot-capture-image, docs/design/snapshots.md)"
 	}
+	// The suspend that keeps memory runs its node Pods where capture Pods run, with their image.
+	if o.SnapshotCaptureImage != "" {
+		opts.Memory = sandbox.MemoryOptions{Namespace: cmp.Or(o.SnapshotCaptureNamespace, ownNamespace()), Image: o.SnapshotCaptureImage, Runsc: o.SnapshotRunsc}
+	}
 	return opts
 }
 

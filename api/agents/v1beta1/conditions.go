@@ -157,3 +157,41 @@ const (
 	// Ready; the Pod started from the pod template's image.
 	SandboxReasonRootfsSnapshotMissing = "SnapshotMissing"
 )
+
+// SandboxConditionMemoryKept exists on Sandboxes that keep their memory across suspensions
+// (annotation snapshots.paddock.dev/suspend: memory, gVisor only): True when the last suspension
+// was checkpointed and the next Pod restores it, or the running Pod was restored; False while a
+// checkpoint runs before the Pod goes or a restore is under way, and when memory was not kept
+// (the reason says why; the Sandbox then comes back cold, with its volumes).
+const SandboxConditionMemoryKept = "MemoryKept"
+
+// Reasons of the MemoryKept condition.
+const (
+	// SandboxReasonMemoryRunning: the Sandbox runs a Pod that booted cold; its memory is
+	// checkpointed when it is suspended.
+	SandboxReasonMemoryRunning = "Running"
+	// SandboxReasonMemoryCheckpointing: a node Pod checkpoints the sandbox before its Pod goes.
+	SandboxReasonMemoryCheckpointing = "Checkpointing"
+	// SandboxReasonMemoryCheckpointed: the Pod is gone and the next one restores its memory.
+	SandboxReasonMemoryCheckpointed = "Checkpointed"
+	// SandboxReasonMemoryCheckpointFailed: the checkpoint failed; the Sandbox suspended with its
+	// volumes only, and the message says why.
+	SandboxReasonMemoryCheckpointFailed = "CheckpointFailed"
+	// SandboxReasonMemoryNotCheckpointed: the Pod had no running container to checkpoint.
+	SandboxReasonMemoryNotCheckpointed = "NotCheckpointed"
+	// SandboxReasonMemoryNotGvisor: the Pod does not run under gVisor (runsc), which alone can
+	// checkpoint memory; the Sandbox suspends with its volumes only.
+	SandboxReasonMemoryNotGvisor = "NotGvisor"
+	// SandboxReasonMemoryNotConfigured: the controller has no capture image or runsc path; the
+	// Sandbox suspends with its volumes only.
+	SandboxReasonMemoryNotConfigured = "NotConfigured"
+	// SandboxReasonMemoryRestoring: the Pod, pinned to the checkpoint's node, is restoring.
+	SandboxReasonMemoryRestoring = "Restoring"
+	// SandboxReasonMemoryRestored: the Pod continues the memory of the suspended one.
+	SandboxReasonMemoryRestored = "Restored"
+	// SandboxReasonMemoryRestoreFailed: the restore failed (or the restored container stopped);
+	// the Pod was replaced by one that boots cold.
+	SandboxReasonMemoryRestoreFailed = "RestoreFailed"
+	// SandboxReasonMemoryNodeGone: the node holding the checkpoint is gone; the Pod boots cold.
+	SandboxReasonMemoryNodeGone = "NodeGone"
+)

@@ -31,6 +31,12 @@ const (
 	SuspendAnnotation = "snapshots.paddock.dev/suspend"
 	// SuspendRootfs is the value of SuspendAnnotation that keeps the root filesystem.
 	SuspendRootfs = "rootfs"
+	// SuspendMemory is the value of SuspendAnnotation that keeps the memory (and so the running
+	// processes) of a Sandbox whose Pod runs under gVisor: its sandbox is checkpointed on its node
+	// before the Pod goes, and the next Pod, pinned to that node, restores it
+	// (docs/design/snapshots.md, "Memory"). Any other runtime suspends with volumes only.
+	// Setting it needs the same rights as SuspendRootfs.
+	SuspendMemory = "memory"
 	// SuspendPodUIDLabel on a SandboxSnapshot made for a suspension carries the UID of the Pod
 	// it captures: one capture per Pod, and a capture of a Pod that keeps running is stale.
 	SuspendPodUIDLabel = "snapshots.paddock.dev/suspend-pod-uid"
@@ -50,4 +56,21 @@ const (
 	// MemoryImageDir is where a node keeps gVisor checkpoint images, one root-owned directory
 	// each; the shim refuses any other place.
 	MemoryImageDir = "/var/lib/paddock/memory"
+	// MemorySandboxUIDLabel on a memory node Pod (checkpoint or forget, in the controller's
+	// namespace) carries the UID of the Sandbox whose image it writes or removes.
+	MemorySandboxUIDLabel = "snapshots.paddock.dev/memory-sandbox-uid"
+	// MemoryImageLabel on a memory node Pod carries the image's name (the UID of the Pod that
+	// was checkpointed).
+	MemoryImageLabel = "snapshots.paddock.dev/memory-image"
+	// MemoryOpLabel on a memory node Pod says what it does: MemoryOpCheckpoint or MemoryOpForget.
+	MemoryOpLabel = "snapshots.paddock.dev/memory-op"
+	// MemoryOpCheckpoint writes an image; a Succeeded checkpoint Pod is the record of the image
+	// until its forget Pod has run.
+	MemoryOpCheckpoint = "checkpoint"
+	// MemoryOpForget removes an image from its node.
+	MemoryOpForget = "forget"
+	// MemorySandboxNamespaceAnnotation and MemorySandboxNameAnnotation on a memory node Pod name
+	// the Sandbox it serves.
+	MemorySandboxNamespaceAnnotation = "snapshots.paddock.dev/memory-sandbox-namespace"
+	MemorySandboxNameAnnotation      = "snapshots.paddock.dev/memory-sandbox-name"
 )

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -96,6 +97,10 @@ type Options struct {
 	// snapshot repository or capture image): annotated Sandboxes then suspend as upstream and
 	// report it in RootfsKept.
 	SuspendCapturesUnavailable string
+	// Memory serves snapshots.paddock.dev/suspend: memory (memory.go): gVisor checkpoints on
+	// the node before a suspended Pod goes, restored by the next Pod. Without Image and Runsc
+	// the annotation suspends with volumes only and says so in MemoryKept.
+	Memory MemoryOptions
 }
 
 // DefaultOptions returns the defaults New gives zero fields.
@@ -157,8 +162,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.client.Get(ctx, req.NamespacedName, sb); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.writes.forget(req.NamespacedName)
+			// Its memory images are in the controller's namespace, out of garbage collection's reach.
+			return ctrl.Result{}, r.cleanDeletedMemory(ctx, req.NamespacedName)
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, err
 	}
 	if !sb.DeletionTimestamp.IsZero() {
 		r.writes.forget(req.NamespacedName)
@@ -183,7 +190,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		obs = r.reconcileChildren(ctx, sb)
 		obs.addErr(stepMetadata, annotations.patch(ctx, r.client, sb))
 		computeStatus(sb, &obs, r.opts.ClusterDomain)
-		result = soonest(r.scheduleExpiry(sb), obs.podPatchWait)
+		result = soonest(soonest(r.scheduleExpiry(sb), obs.podPatchWait), obs.memory.requeue)
 	case !markedExpired(sb):
 		// First of two passes: persist the verdict before tearing anything down.
 		markExpired(sb)
@@ -264,6 +271,11 @@ func (r *Reconciler) emitEvents(sb *agentsv1beta1.Sandbox, before *agentsv1beta1
 	if ready != nil && ready.Reason == agentsv1beta1.SandboxReasonMultiplePods && (was == nil || was.Reason != ready.Reason) {
 		r.recorder.Eventf(sb, nil, corev1.EventTypeWarning, agentsv1beta1.SandboxReasonMultiplePods, "Reconciling", "%s", ready.Message)
 	}
+	kept := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionMemoryKept)
+	wasKept := meta.FindStatusCondition(before.Conditions, agentsv1beta1.SandboxConditionMemoryKept)
+	if kept != nil && kept.Reason == agentsv1beta1.SandboxReasonMemoryRestoreFailed && (wasKept == nil || wasKept.Reason != kept.Reason) {
+		r.recorder.Eventf(sb, nil, corev1.EventTypeWarning, agentsv1beta1.SandboxReasonMemoryRestoreFailed, "Restoring", "%s", kept.Message)
+	}
 }
 
 // ownerRef is the controller owner reference every child of sb carries.
@@ -287,6 +299,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.opts.SuspendCaptures {
 		// A capture's phase decides when a suspended Sandbox's Pod may go.
 		b = b.Owns(&snapshotsv1alpha1.SandboxSnapshot{}, tracked)
+	}
+	if r.opts.Memory.unavailable() == "" {
+		// A memory checkpoint's phase decides when a suspended Sandbox's Pod may go; the node
+		// Pods are in the controller's namespace, so no owner reference leads to the Sandbox.
+		b = b.Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(memoryPodRequests),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				_, ok := o.GetLabels()[snapshotsv1alpha1.MemoryOpLabel]
+				return ok && o.GetNamespace() == r.opts.Memory.Namespace
+			})))
 	}
 	return b.
 		Named("sandbox").
@@ -322,6 +343,8 @@ type observation struct {
 	resizeRefused string
 	// rootfs is what the pass saw of the root filesystem captures (rootfs.go).
 	rootfs rootfsObservation
+	// memory is what the pass saw of the memory checkpoints (memory.go).
+	memory memoryObservation
 	// credentialsMissing is set when the credentials Secret could not be made sure of.
 	credentialsMissing bool
 	errs               []error

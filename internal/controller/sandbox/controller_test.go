@@ -223,7 +223,7 @@ func TestCreatePodReadsPastALaggingCache(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			created, found, err := r.createPod(context.Background(), sb, &rootfsObservation{})
+			created, found, err := r.createPod(context.Background(), sb, &rootfsObservation{}, &memoryObservation{})
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("createPod error = %v, want error: %v", err, tt.wantErr)
 			}

@@ -45,13 +45,27 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1beta1.Sandbox
 		return
 	}
 	defer func() { obs.addErr(stepRootfs, r.pruneCaptures(ctx, sb, obs.ownedPod(), &obs.rootfs)) }()
+	if err := r.observeMemory(ctx, sb, obs); err != nil {
+		// Without the checkpoints it is unknown whether the Pod may go or where it restores.
+		obs.podUnknown = true
+		obs.addErr(stepMemory, err)
+		return
+	}
+	defer func() { obs.addErr(stepMemory, r.cleanMemory(ctx, sb, obs.ownedPod(), &obs.memory)) }()
 	if suspended(sb) {
 		obs.addErr(stepRootfs, r.holdForCapture(ctx, sb, pod, obs))
-		if obs.rootfs.hold {
+		obs.addErr(stepMemory, r.holdForCheckpoint(ctx, sb, pod, obs))
+		if obs.rootfs.hold || obs.memory.hold {
 			obs.pod, obs.podOwned = pod, true
 			return
 		}
 		obs.addErr(stepPod, r.suspendPod(ctx, sb, pod, obs))
+		return
+	}
+	deleted, err := r.watchRestore(ctx, sb, pod, obs)
+	obs.addErr(stepMemory, err)
+	if deleted {
+		obs.pod, obs.podOwned = pod, true // being replaced by a cold Pod
 		return
 	}
 	obs.addErr(stepPod, r.runPod(ctx, sb, pod, obs))
@@ -135,7 +149,7 @@ func (r *Reconciler) runPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod 
 			// decides whether and when the pass is retried.
 			return reconcile.TerminalError(fmt.Errorf("not creating pod of sandbox %q before its credentials secret %q exists", sb.Name, credentials.SandboxSecretName(sb.Name)))
 		}
-		created, existing, err := r.createPod(ctx, sb, &obs.rootfs)
+		created, existing, err := r.createPod(ctx, sb, &obs.rootfs, &obs.memory)
 		switch {
 		case err != nil:
 			setPodNameAnnotation(sb, "") // it must not keep naming a Pod that is gone
@@ -173,7 +187,7 @@ func (r *Reconciler) runPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod 
 // createPod creates the Pod. On AlreadyExists (a Pod of that name that the cache had not shown
 // yet, usually the one this controller created a pass ago) it reads that Pod from the API server,
 // since the cache cannot show it yet either, and returns it as existing.
-func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox, rootfs *rootfsObservation) (created, existing *corev1.Pod, err error) {
+func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox, rootfs *rootfsObservation, memory *memoryObservation) (created, existing *corev1.Pod, err error) {
 	owner, err := r.ownerRef(sb)
 	if err != nil {
 		return nil, nil, err
@@ -202,6 +216,9 @@ func (r *Reconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox, r
 		withEgressCA(&pod.Spec)
 	}
 	resumeImage(sb, pod, rootfs)
+	if err := r.resumeMemory(ctx, sb, pod, memory); err != nil {
+		return nil, nil, err
+	}
 	err = r.create(ctx, pod, "pod "+pod.Name)
 	if apierrors.IsAlreadyExists(err) {
 		existing = &corev1.Pod{}

@@ -68,13 +68,16 @@ func (r *Reconciler) observeRootfs(ctx context.Context, sb *agentsv1beta1.Sandbo
 	if !r.opts.SuspendCaptures || !asked {
 		return nil
 	}
+	if value == snapshotsv1alpha1.SuspendMemory {
+		return nil // memory.go
+	}
 	obs.rootfs.on = true
 	if !keepsRootfs(sb) {
 		// A typo must not pass for the opt-in: suspend as without it, and say what to set.
 		obs.rootfs.unavailable = true
 		obs.rootfs.set(metav1.ConditionFalse, agentsv1beta1.SandboxReasonRootfsInvalidAnnotation,
-			"the root filesystem is not kept: annotation %s is %q; set it to %q, or remove it",
-			snapshotsv1alpha1.SuspendAnnotation, value, snapshotsv1alpha1.SuspendRootfs)
+			"the root filesystem is not kept: annotation %s is %q; set it to %q (or %q under gVisor), or remove it",
+			snapshotsv1alpha1.SuspendAnnotation, value, snapshotsv1alpha1.SuspendRootfs, snapshotsv1alpha1.SuspendMemory)
 		return nil
 	}
 	if r.opts.SuspendCapturesUnavailable != "" {

@@ -27,6 +27,7 @@ const (
 	msgPodNotOwned         = "Refused to delete pod because it is not owned by this sandbox"
 	msgPodTerminating      = "Pod is terminating. Sandbox is suspending"
 	msgRootfsHold          = "Pod is kept until its root filesystem is captured (condition RootfsKept). Sandbox is suspending"
+	msgMemoryHold          = "Pod is kept until its memory is checkpointed (condition MemoryKept). Sandbox is suspending"
 	msgSuspending          = "Sandbox is suspending"
 	msgPodDraining         = "Pod is terminating; a new Pod replaces it once it is gone"
 	msgSuspended           = "Sandbox is suspended"
@@ -47,6 +48,7 @@ func computeStatus(sb *agentsv1beta1.Sandbox, obs *observation, clusterDomain st
 	setEgressPolicy(sb, obs)
 	setResized(sb, obs)
 	setRootfsKept(sb, obs)
+	setMemoryKept(sb, obs)
 	setChildFields(sb, obs, clusterDomain)
 }
 
@@ -94,6 +96,8 @@ func setSuspended(sb *agentsv1beta1.Sandbox, obs *observation) {
 			reason, msg = agentsv1beta1.SandboxReasonPodNotOwned, msgPodNotOwned
 		case obs.rootfs.hold:
 			reason, msg = agentsv1beta1.SandboxReasonPodTerminating, msgRootfsHold
+		case obs.memory.hold:
+			reason, msg = agentsv1beta1.SandboxReasonPodTerminating, msgMemoryHold
 		default:
 			reason, msg = agentsv1beta1.SandboxReasonPodTerminating, msgPodTerminating
 		}

@@ -66,6 +66,12 @@ func startingUp(before, after *agentsv1beta1.SandboxStatus) bool {
 		(!dependenciesNotReady(was) || was.ObservedGeneration != ready.ObservedGeneration) {
 		return false
 	}
+	// A MemoryKept verdict is read from a Pod that is being replaced: a later pass cannot see it
+	// again, so it is never held.
+	if !equality.Semantic.DeepEqual(meta.FindStatusCondition(before.Conditions, agentsv1beta1.SandboxConditionMemoryKept),
+		meta.FindStatusCondition(after.Conditions, agentsv1beta1.SandboxConditionMemoryKept)) {
+		return false
+	}
 	suspended := meta.FindStatusCondition(after.Conditions, agentsv1beta1.SandboxConditionSuspended)
 	return suspended != nil && suspended.Reason == agentsv1beta1.SandboxReasonNotSuspended &&
 		meta.FindStatusCondition(after.Conditions, agentsv1beta1.SandboxConditionFinished) == nil

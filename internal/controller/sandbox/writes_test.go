@@ -29,6 +29,8 @@ func TestStartingUp(t *testing.T) {
 		scheduled    = condition(agentsv1beta1.SandboxConditionPodScheduled, "True", "PodScheduled", 1)
 		suspending   = condition(agentsv1beta1.SandboxConditionSuspended, "False", agentsv1beta1.SandboxReasonPodTerminating, 1)
 		finished     = condition(agentsv1beta1.SandboxConditionFinished, "True", agentsv1beta1.SandboxReasonPodFailed, 1)
+		restoring    = condition(agentsv1beta1.SandboxConditionMemoryKept, "False", agentsv1beta1.SandboxReasonMemoryRestoring, 1)
+		restoreFail  = condition(agentsv1beta1.SandboxConditionMemoryKept, "False", agentsv1beta1.SandboxReasonMemoryRestoreFailed, 1)
 	)
 	tests := []struct {
 		name          string
@@ -44,6 +46,8 @@ func TestStartingUp(t *testing.T) {
 		{name: "spec changed", before: conds(notSuspended, pending), after: conds(notSuspended, pendingGen2), want: false},
 		{name: "suspending", before: conds(notSuspended, pending), after: conds(suspending, pending), want: false},
 		{name: "finished", before: conds(notSuspended, pending), after: conds(notSuspended, pending, finished), want: false},
+		{name: "still restoring memory", before: conds(notSuspended, pending, restoring), after: conds(notSuspended, pending, scheduled, restoring), want: true},
+		{name: "memory restore failed", before: conds(notSuspended, pending, restoring), after: conds(notSuspended, pending, restoreFail), want: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

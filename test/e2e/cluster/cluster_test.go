@@ -64,6 +64,7 @@ func TestCluster(t *testing.T) {
 	t.Run("snapshots: a SandboxSnapshot of a running sandbox starts clones with its tree, on runc and gVisor; other namespaces cannot use it", testSnapshots)
 	t.Run("suspend-rootfs: a Sandbox with snapshots.paddock.dev/suspend: rootfs keeps what it wrote outside volumes across suspend and resume, on runc and gVisor", testSuspendRootfs)
 	t.Run("gvisor-memory: a Python interpreter's variables survive a gVisor checkpoint and continue in two restored Pods; a restore naming no image fails the Pod", testGVisorMemory)
+	t.Run("suspend-memory: a gVisor Sandbox with snapshots.paddock.dev/suspend: memory goes on running its process after suspend and resume; on runc it comes back cold, saying why", testSuspendMemory)
 	t.Run("attacker: from the host, another namespace and a sandbox, nothing reaches what it was not given", testAttacker)
 
 	t.Run("idle: an idle PVC sandbox is suspended, a routed request wakes it, ten requests share one resume", testIdleWake)

@@ -33,6 +33,8 @@ const (
 	// captureNamespace is the controller's own namespace outside a Pod: capture Pods go there.
 	captureNamespace = manager.DefaultNamespace
 	nodeName         = "node-a"
+	// testRunsc is the nodes' runsc the tests' controller is told of (memory checkpoints).
+	testRunsc = "/opt/gvisor/runsc"
 )
 
 // stopControllers stops the running controllers; restartControllers replaces it.
@@ -81,6 +83,7 @@ func startControllersWith(e *framework.Env, mutate func(*manager.Options)) error
 	stop, err := framework.StartControllersWith(e, func(o *manager.Options) {
 		o.SnapshotRepository = testRepository
 		o.SnapshotCaptureImage = testCaptureImage
+		o.SnapshotRunsc = testRunsc
 		if mutate != nil {
 			mutate(o)
 		}

@@ -48,13 +48,20 @@ func grant(t *testing.T, ctx context.Context, ns, name, user string, rules ...rb
 // (config/rbac/extensions/role.yaml, a copy named for ns), as the install binds paddock-controller.
 func controllerIdentity(t *testing.T, ctx context.Context, ns string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "config", "rbac", "extensions", "role.yaml"))
+	return boundIdentity(t, ctx, ns, "extensions")
+}
+
+// boundIdentity is a ServiceAccount paddock-controller in ns bound to a copy of the generated
+// ClusterRole config/rbac/<role>/role.yaml.
+func boundIdentity(t *testing.T, ctx context.Context, ns, roleDir string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "config", "rbac", roleDir, "role.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	objs, err := framework.DecodeManifests(data)
 	if err != nil || len(objs) != 1 {
-		t.Fatalf("config/rbac/extensions/role.yaml: %d objects, %v; want its one ClusterRole", len(objs), err)
+		t.Fatalf("config/rbac/%s/role.yaml: %d objects, %v; want its one ClusterRole", roleDir, len(objs), err)
 	}
 	role := &rbacv1.ClusterRole{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(objs[0].Object, role); err != nil {
@@ -161,5 +168,15 @@ func TestSuspendRootfsNeedsSnapshotRights(t *testing.T) {
 	if err := editor.Patch(ctx, plain.DeepCopy(), client.RawPatch(types.JSONPatchType,
 		[]byte(`[{"op":"remove","path":"/metadata/annotations/snapshots.paddock.dev~1suspend"}]`))); err != nil {
 		t.Errorf("removing suspend from a Sandbox as the editor: %v", err)
+	}
+}
+
+// rbacv1PodsAndSandboxes is what a namespace editor may write: Pods and Paddock's objects.
+func rbacv1PodsAndSandboxes() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}, APIGroups: []string{""}, Resources: []string{"pods"}},
+		{Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},
+			APIGroups: []string{agentsv1beta1.GroupVersion.Group, extensionsv1beta1.GroupVersion.Group},
+			Resources: []string{"sandboxes", "sandboxclaims", "sandboxtemplates"}},
 	}
 }

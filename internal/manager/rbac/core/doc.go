@@ -14,6 +14,13 @@
 // ServiceAccounts are read (get only) for their imagePullSecrets, with which the controller reads
 // what an injected image runs when the pod template lists none (docs/byo-image.md).
 //
+// The suspend that keeps memory (snapshots.paddock.dev/suspend: memory) creates privileged node
+// Pods in the controller's namespace (covered by the pods rule), reads RuntimeClasses (get) to
+// know whether a Sandbox runs under gVisor and Nodes (get) to know whether a checkpoint's node is
+// still there. The verb restore on memoryimages.snapshots.paddock.dev is no API resource: the
+// admission policy paddock-restore-from lets only holders of it cluster-wide create Pods that
+// restore a memory image (config/admission/restore-from-policy.yaml).
+//
 // TokenReviews and SubjectAccessReviews authenticate and authorize the callers of /metrics
 // (--metrics-secure).
 //
@@ -27,4 +34,7 @@
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=node.k8s.io,resources=runtimeclasses,verbs=get
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
+// +kubebuilder:rbac:groups=snapshots.paddock.dev,resources=memoryimages,verbs=restore
 package core

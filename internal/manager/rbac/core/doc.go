@@ -2,8 +2,8 @@
 // needs. `make generate` turns them into config/rbac/core/role.yaml.
 //
 // Pods and Services are created, adopted, relabelled and deleted (suspend, expiry, a Pod the
-// kubelet rejected at admission). Volume claims
-// are created and adopted but never deleted: garbage collection removes them with the Sandbox.
+// kubelet rejected at admission). Volume claims are created and adopted but never deleted:
+// garbage collection removes them with the Sandbox.
 // Sandboxes are deleted only on expiry with shutdownPolicy Delete.
 //
 // Secrets: the controller creates the credentials key Secret in its namespace at start, and the

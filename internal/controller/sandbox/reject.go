@@ -69,11 +69,13 @@ func (r *Reconciler) replaceRejectedPod(ctx context.Context, sb *agentsv1beta1.S
 			return fmt.Errorf("deleting pod %q, which node %q rejected at admission (%s), to replace it: %w", pod.Name, pod.Spec.NodeName, pod.Status.Reason, err)
 		}
 	}
+	// Real time, as in runPod: the wait ends by a requeue, which the work queue counts in real time.
 	rej, fresh := r.writes.rememberRejection(client.ObjectKeyFromObject(sb), podRejection{podUID: string(pod.UID), pod: pod.Name,
 		node: pod.Spec.NodeName, reason: pod.Status.Reason, message: pod.Status.Message}, time.Now())
 	obs.pod, obs.podOwned = nil, false
 	obs.rejection = &rej
-	// Once the wait is over, the deletion's watch event brings the pass that creates the Pod.
+	// A wait already over (a cache that still shows the deleted Pod) needs no requeue: the Pod's
+	// deletion event brings the pass that creates the next one.
 	obs.podRetryWait = time.Until(rej.retryAt)
 	if fresh {
 		obs.rejectedPod = pod

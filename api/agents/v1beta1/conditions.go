@@ -47,6 +47,12 @@ const (
 	// (a network error, a server error, 429) for a short while only: a blip, retried. It becomes
 	// ImageConfigUnreadable when it lasts (30 s by default).
 	SandboxReasonImageConfigRetrying = "ImageConfigRetrying"
+	// SandboxReasonPodRejected (Paddock addition): the kubelet refused the Pod at admission
+	// (OutOfmemory, OutOfcpu, NodeAffinity, ...) before any of its containers started, so the
+	// controller deleted it and creates a new Pod after a back-off. The message names the node,
+	// the kubelet's reason and message, and when the new Pod follows. It is also the reason of the
+	// Warning event that reports each such replacement.
+	SandboxReasonPodRejected = "PodRejected"
 )
 
 // Reasons of the Ready and Finished conditions for a Pod in a terminal phase.

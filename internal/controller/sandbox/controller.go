@@ -190,7 +190,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		obs = r.reconcileChildren(ctx, sb)
 		obs.addErr(stepMetadata, annotations.patch(ctx, r.client, sb))
 		computeStatus(sb, &obs, r.opts.ClusterDomain)
-		result = soonest(soonest(r.scheduleExpiry(sb), obs.podPatchWait), obs.memory.requeue)
+		result = soonest(soonest(soonest(r.scheduleExpiry(sb), obs.podPatchWait), obs.memory.requeue), obs.podRetryWait)
 	case !markedExpired(sb):
 		// First of two passes: persist the verdict before tearing anything down.
 		markExpired(sb)
@@ -214,6 +214,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	result = soonest(result, held)
 	r.emitEvents(sb, before)
+	r.emitRejection(sb, &obs)
 	observePodReady(sb, before, obs.pod, r.opts.Clock.Now())
 	return kube.Result(ctx, result, obs.err())
 }
@@ -345,6 +346,12 @@ type observation struct {
 	rootfs rootfsObservation
 	// memory is what the pass saw of the memory checkpoints (memory.go).
 	memory memoryObservation
+	// rejection is set while the Sandbox waits for the Pod that replaces one the kubelet rejected
+	// at admission; rejectedPod is that Pod when this pass deleted it; podRetryWait is how long
+	// the new Pod is still held back (reject.go).
+	rejection    *podRejection
+	rejectedPod  *corev1.Pod
+	podRetryWait time.Duration
 	// credentialsMissing is set when the credentials Secret could not be made sure of.
 	credentialsMissing bool
 	errs               []error

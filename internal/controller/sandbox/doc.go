@@ -6,7 +6,10 @@
 //
 // Contract, in the words of the API:
 //   - operatingMode Suspended deletes the owned Pod and keeps volume claims and Service; Running
-//     recreates a missing Pod. A Pod in a terminal phase is reported, never replaced.
+//     recreates a missing Pod. A Pod in a terminal phase is reported, never replaced, except one
+//     the kubelet rejected at admission before any container started (podadmission.Rejected):
+//     it is deleted with a PodRejected Warning event, Ready says PodRejected, and the next Pod
+//     follows after a per-Sandbox back-off (reject.go, docs/design/pod-rejection.md).
 //   - An object the Sandbox does not control is adopted only when labelled adoptable=true or
 //     carrying this Sandbox's name-hash label; an object controlled by someone else is never
 //     touched and turns Ready False with reason ReconcilerError.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -21,6 +22,7 @@ import (
 	"github.com/paddock-dev/paddock/internal/imageconfig"
 	"github.com/paddock-dev/paddock/internal/kube"
 	"github.com/paddock-dev/paddock/internal/naming"
+	"github.com/paddock-dev/paddock/internal/podadmission"
 	"github.com/paddock-dev/paddock/internal/podmeta"
 	"github.com/paddock-dev/paddock/internal/podresize"
 )
@@ -141,9 +143,15 @@ func (r *Reconciler) suspendPod(ctx context.Context, sb *agentsv1beta1.Sandbox, 
 }
 
 // runPod makes sure a Running Sandbox has its Pod: it creates one when there is none, adopts an
-// adoptable one, and keeps the metadata of the owned one in line with the Sandbox.
+// adoptable one, keeps the metadata of the owned one in line with the Sandbox, and replaces an
+// owned one the kubelet rejected at admission, the next Pod held back by a back-off (reject.go).
 func (r *Reconciler) runPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod, obs *observation) error {
 	if pod == nil {
+		if rej, wait := r.writes.heldRejection(client.ObjectKeyFromObject(sb), time.Now()); wait > 0 {
+			// Real time: the wait ends by a requeue, which the work queue counts in real time.
+			obs.rejection, obs.podRetryWait = &rej, wait
+			return nil
+		}
 		if obs.credentialsMissing {
 			// A consequence, reported in Ready's message: the credentials error beside it is what
 			// decides whether and when the pass is retried.
@@ -172,6 +180,12 @@ func (r *Reconciler) runPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod 
 			return err
 		}
 	default:
+		if podadmission.Rejected(pod) {
+			return r.replaceRejectedPod(ctx, sb, pod, obs)
+		}
+		if podadmission.Started(pod) {
+			r.writes.forgetRejections(client.ObjectKeyFromObject(sb))
+		}
 		if err := r.syncPodMetadata(ctx, sb, pod, obs); err != nil {
 			return err
 		}

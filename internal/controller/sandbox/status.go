@@ -15,6 +15,7 @@ import (
 	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/blueprint"
 	"github.com/paddock-dev/paddock/internal/imageconfig"
+	"github.com/paddock-dev/paddock/internal/podadmission"
 	"github.com/paddock-dev/paddock/internal/podresize"
 )
 
@@ -105,7 +106,8 @@ func setSuspended(sb *agentsv1beta1.Sandbox, obs *observation) {
 	setCondition(sb, agentsv1beta1.SandboxConditionSuspended, status, reason, msg)
 }
 
-// setReady computes Ready in precedence order: errors, suspension, terminal Pod, dependencies.
+// setReady computes Ready in precedence order: errors, suspension, a Pod rejected at admission,
+// terminal Pod, dependencies.
 func setReady(sb *agentsv1beta1.Sandbox, obs *observation) {
 	ownedPod := obs.ownedPod()
 	status, reason, msg := metav1.ConditionFalse, agentsv1beta1.SandboxReasonDependenciesNotReady, ""
@@ -126,11 +128,13 @@ func setReady(sb *agentsv1beta1.Sandbox, obs *observation) {
 		if obs.pod != nil {
 			msg = msgSuspending
 		}
+	case obs.rejection != nil:
+		reason, msg = agentsv1beta1.SandboxReasonPodRejected, obs.rejection.readyMessage()
 	case ownedPod != nil && !podConditionTrue(ownedPod, corev1.PodReady) && imageIncompatibility(ownedPod) != "":
 		reason, msg = agentsv1beta1.SandboxReasonImageIncompatible, imageIncompatibility(ownedPod)
 	case ownedPod != nil && ownedPod.Status.Phase == corev1.PodSucceeded:
 		reason, msg = agentsv1beta1.SandboxReasonPodSucceeded, msgPodSucceeded
-	case ownedPod != nil && ownedPod.Status.Phase == corev1.PodFailed:
+	case ownedPod != nil && ownedPod.Status.Phase == corev1.PodFailed && !podadmission.Rejected(ownedPod):
 		reason, msg = agentsv1beta1.SandboxReasonPodFailed, msgPodFailed
 	default:
 		podReady, podMsg := podReadiness(ownedPod)
@@ -245,13 +249,15 @@ func setPodScheduled(sb *agentsv1beta1.Sandbox, obs *observation) {
 	}
 }
 
-// setFinished is True while the owned Pod is in a terminal phase, and absent otherwise.
+// setFinished is True while the owned Pod is in a terminal phase, and absent otherwise. A Pod the
+// kubelet rejected at admission before any container started is not the Sandbox's end: it is
+// replaced (reject.go).
 func setFinished(sb *agentsv1beta1.Sandbox, obs *observation) {
 	pod := obs.ownedPod()
 	switch {
 	case pod != nil && pod.Status.Phase == corev1.PodSucceeded:
 		setCondition(sb, agentsv1beta1.SandboxConditionFinished, metav1.ConditionTrue, agentsv1beta1.SandboxReasonPodSucceeded, msgPodSucceeded)
-	case pod != nil && pod.Status.Phase == corev1.PodFailed:
+	case pod != nil && pod.Status.Phase == corev1.PodFailed && !podadmission.Rejected(pod):
 		setCondition(sb, agentsv1beta1.SandboxConditionFinished, metav1.ConditionTrue, agentsv1beta1.SandboxReasonPodFailed, msgPodFailed)
 	default:
 		meta.RemoveStatusCondition(&sb.Status.Conditions, agentsv1beta1.SandboxConditionFinished)

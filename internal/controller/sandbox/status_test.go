@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -254,6 +255,36 @@ func TestComputeStatusConditions(t *testing.T) {
 			obs:       observation{pod: ownedPod()},
 			ready:     &cond{metav1.ConditionFalse, agentsv1beta1.SandboxReasonSuspended, msgSuspending},
 			suspended: &cond{metav1.ConditionFalse, agentsv1beta1.SandboxReasonPodNotOwned, msgPodNotOwned},
+		},
+		{
+			name: "pod rejected at admission and deleted: waiting for the next",
+			sb:   sandbox(),
+			obs: observation{rejection: &podRejection{podUID: "u1", pod: "sb", node: "node-a", reason: "OutOfmemory",
+				message: "Pod was rejected: Node didn't have enough resource: memory", count: 2, retryAt: time.Date(2026, 12, 3, 8, 30, 1, 0, time.UTC)}},
+			ready: &cond{metav1.ConditionFalse, agentsv1beta1.SandboxReasonPodRejected,
+				`Pod "sb" was rejected at admission by node "node-a" (OutOfmemory: Pod was rejected: Node didn't have enough resource: memory); a new Pod follows at 2026-12-03T08:30:01Z (rejections in a row: 2)`},
+			suspended: notSuspended,
+		},
+		{
+			name:      "pod rejected at admission, not deleted yet: not finished",
+			sb:        sandbox(),
+			obs:       observation{pod: ownedPod(phase(corev1.PodFailed), func(p *corev1.Pod) { p.Status.Reason = "OutOfcpu" }), podOwned: true},
+			ready:     &cond{metav1.ConditionFalse, agentsv1beta1.SandboxReasonDependenciesNotReady, "Pod exists with phase: Failed"},
+			suspended: notSuspended,
+			sched:     &cond{metav1.ConditionUnknown, agentsv1beta1.SandboxReasonPodSchedulingUnknown, msgSchedulingNotReport},
+		},
+		{
+			name: "pod ran, then failed with an admission reason: finished",
+			sb:   sandbox(),
+			obs: observation{pod: ownedPod(phase(corev1.PodFailed), func(p *corev1.Pod) {
+				p.Status.Reason = "OutOfcpu"
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{
+					Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, StartedAt: metav1.Unix(1, 0)}}}}
+			}), podOwned: true},
+			ready:     &cond{metav1.ConditionFalse, agentsv1beta1.SandboxReasonPodFailed, msgPodFailed},
+			suspended: notSuspended,
+			sched:     &cond{metav1.ConditionUnknown, agentsv1beta1.SandboxReasonPodSchedulingUnknown, msgSchedulingNotReport},
+			finis:     &cond{metav1.ConditionTrue, agentsv1beta1.SandboxReasonPodFailed, msgPodFailed},
 		},
 		{
 			name:      "suspended, pod gone",

@@ -92,8 +92,9 @@ func onlyNodeNameChanged(status, before *agentsv1beta1.SandboxStatus) bool {
 }
 
 // writeMemory is what the controller remembers of each Sandbox between passes, all of it about
-// when to write. A Sandbox is remembered only while something is pending, and forgotten (forget)
-// when it is deleted or gone. Passes of one Sandbox never overlap; one lock serves all of them.
+// when to write, the Pod that follows one the kubelet rejected included. A Sandbox is remembered
+// only while something is pending, and forgotten (forget) when it is deleted or gone. Passes of
+// one Sandbox never overlap; one lock serves all of them.
 type writeMemory struct {
 	podPatchWindow, statusWindow time.Duration
 	mu                           sync.Mutex
@@ -108,6 +109,9 @@ type sandboxWrites struct {
 	// podPatchSince and statusSince are when the held Pod metadata patch and the held start-up
 	// status change were first found due: the start of their windows. Zero when nothing is held.
 	podPatchSince, statusSince time.Time
+	// rejection is the last Pod the kubelet rejected at admission, which holds the creation of
+	// the next Pod back (reject.go); kept until a Pod of the Sandbox starts a container.
+	rejection podRejection
 }
 
 // newWriteMemory returns a memory with the two hold windows: the Pod metadata patch's, capped at
@@ -186,6 +190,41 @@ func (m *writeMemory) holdStatus(key types.NamespacedName, holdable bool, now ti
 // releaseStatus ends the status hold's window: nothing is left to write.
 func (m *writeMemory) releaseStatus(key types.NamespacedName) {
 	m.update(key, func(e *sandboxWrites) { e.statusSince = time.Time{} })
+}
+
+// rememberRejection notes that the kubelet rejected the Pod described by rej at admission, seen
+// at now, and returns the rejection as remembered: one more in a row, the next Pod held back by
+// podRetryBackoff. The same Pod seen again (a cache that does not show its deletion yet) changes
+// nothing, and fresh is false.
+func (m *writeMemory) rememberRejection(key types.NamespacedName, rej podRejection, now time.Time) (_ podRejection, fresh bool) {
+	m.update(key, func(e *sandboxWrites) {
+		if e.rejection.podUID == rej.podUID {
+			rej = e.rejection
+			return
+		}
+		fresh = true
+		rej.count = e.rejection.count + 1
+		rej.retryAt = podRetryAt(rej.count, now)
+		e.rejection = rej
+	})
+	return rej, fresh
+}
+
+// heldRejection returns the last rejection and how long the next Pod is still held back by it
+// at now; 0 when a Pod may be created.
+func (m *writeMemory) heldRejection(key types.NamespacedName, now time.Time) (podRejection, time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rej := m.of[key].rejection
+	if rej.retryAt.IsZero() || !now.Before(rej.retryAt) {
+		return rej, 0
+	}
+	return rej, rej.retryAt.Sub(now)
+}
+
+// forgetRejections ends a run of rejections: a Pod of the Sandbox started a container.
+func (m *writeMemory) forgetRejections(key types.NamespacedName) {
+	m.update(key, func(e *sandboxWrites) { e.rejection = podRejection{} })
 }
 
 // forget drops everything remembered of a Sandbox that is deleted or gone.

@@ -26,9 +26,28 @@ type opLog struct {
 	passes map[string][][]string
 	// reads holds, per pass, the resourceVersion the pass read the Sandbox at.
 	reads map[string][]string
+	// statuses holds every Sandbox status written successfully, in order.
+	statuses map[string][]agentsv1beta1.SandboxStatus
 }
 
-func newOpLog() *opLog { return &opLog{passes: map[string][][]string{}, reads: map[string][]string{}} }
+func newOpLog() *opLog {
+	return &opLog{passes: map[string][][]string{}, reads: map[string][]string{}, statuses: map[string][]agentsv1beta1.SandboxStatus{}}
+}
+
+func (l *opLog) recordStatus(sb *agentsv1beta1.Sandbox) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := sb.Namespace + "/" + sb.Name
+	l.statuses[k] = append(l.statuses[k], *sb.Status.DeepCopy())
+}
+
+// WrittenStatuses returns the statuses the reconciler wrote for sb, oldest first: states a
+// Sandbox passes through are checked here rather than by catching them with a poll.
+func (l *opLog) WrittenStatuses(sb client.Object) []agentsv1beta1.SandboxStatus {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]agentsv1beta1.SandboxStatus(nil), l.statuses[sb.GetNamespace()+"/"+sb.GetName()]...)
+}
 
 func (l *opLog) startPass(key, readVersion string) {
 	l.mu.Lock()
@@ -166,6 +185,9 @@ func (s *recordingStatus) Patch(ctx context.Context, obj client.Object, patch cl
 	}
 	err := s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
 	s.log.record(obj, op+errSuffix(err))
+	if sb, ok := obj.(*agentsv1beta1.Sandbox); ok && err == nil {
+		s.log.recordStatus(sb)
+	}
 	return err
 }
 

@@ -1,8 +1,9 @@
 // Package core declares, as kubebuilder RBAC markers, the least privilege the Sandbox controller
 // needs. `make generate` turns them into config/rbac/core/role.yaml.
 //
-// Pods and Services are created, adopted, relabelled and deleted (suspend, expiry). Volume claims
-// are created and adopted but never deleted: garbage collection removes them with the Sandbox.
+// Pods and Services are created, adopted, relabelled and deleted (suspend, expiry, a Pod the
+// kubelet rejected at admission). Volume claims are created and adopted but never deleted:
+// garbage collection removes them with the Sandbox.
 // Sandboxes are deleted only on expiry with shutdownPolicy Delete.
 //
 // Secrets: the controller creates the credentials key Secret in its namespace at start, and the

@@ -8,11 +8,12 @@ import (
 	"io"
 	"os"
 	"path"
-	"slices"
 	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/paddock-dev/paddock/internal/snapshot/fsat"
 )
 
 // Overlay extended attributes of an upper directory. Opaque directories become OCI opaque
@@ -57,7 +58,7 @@ func (u *upper) walk(dirfd int, rel string, depth int) error {
 	if depth > u.opts.MaxDepth {
 		return fmt.Errorf("/%s: deeper than %d directories", rel, u.opts.MaxDepth)
 	}
-	names, err := readNames(dirfd)
+	names, err := fsat.ReadNames(dirfd)
 	if err != nil {
 		return fmt.Errorf("listing /%s: %w", rel, err)
 	}
@@ -93,7 +94,7 @@ func (u *upper) entry(dirfd int, rel, name string, depth int) error {
 	case unix.S_IFREG:
 		return u.file(dirfd, name, p, &st, h)
 	case unix.S_IFLNK:
-		target, err := readlinkat(dirfd, name)
+		target, err := fsat.Readlink(dirfd, name)
 		if err != nil {
 			return fmt.Errorf("/%s: %w", p, err)
 		}
@@ -204,31 +205,6 @@ func openSame(dirfd int, name string, flags int, st *unix.Stat_t) (int, error) {
 		return -1, errChanged
 	}
 	return unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|flags, 0)
-}
-
-// readNames lists a directory through a duplicate of its descriptor, sorted.
-func readNames(dirfd int) ([]string, error) {
-	dup, err := unix.Dup(dirfd)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(dup), "dir")
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	slices.Sort(names)
-	return names, err
-}
-
-func readlinkat(dirfd int, name string) (string, error) {
-	buf := make([]byte, unix.PathMax)
-	n, err := unix.Readlinkat(dirfd, name, buf)
-	if err != nil {
-		return "", err
-	}
-	if n >= len(buf) {
-		return "", fmt.Errorf("link target longer than %d bytes", unix.PathMax)
-	}
-	return string(buf[:n]), nil
 }
 
 // xattr reads attribute name of the open file fd; ok is false when it is absent or unreadable.

@@ -21,6 +21,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/paddock-dev/paddock/internal/snapshot/fsat"
 )
 
 // Names in the volume's root during a restore: staging holds a copy in progress, done a
@@ -56,7 +58,7 @@ func Volume(src, dst string) (Outcome, error) {
 		return "", fmt.Errorf("opening the volume %s: %w", dst, err)
 	}
 	defer unix.Close(dfd)
-	names, err := readNames(dfd)
+	names, err := fsat.ReadNames(dfd)
 	if err != nil {
 		return "", fmt.Errorf("listing the volume %s: %w", dst, err)
 	}
@@ -120,7 +122,7 @@ func moveIntoPlace(dfd int) error {
 		return err
 	}
 	defer unix.Close(ffd)
-	names, err := readNames(ffd)
+	names, err := fsat.ReadNames(ffd)
 	if err != nil {
 		return err
 	}
@@ -146,7 +148,7 @@ type copier struct {
 }
 
 func (c *copier) tree(sfd, dfd int, rel string) error {
-	names, err := readNames(sfd)
+	names, err := fsat.ReadNames(sfd)
 	if err != nil {
 		return fmt.Errorf("listing /%s: %w", rel, err)
 	}
@@ -195,7 +197,7 @@ func (c *copier) entry(sfd, dfd int, rel, name string) error {
 		c.links[id] = p
 		return nil
 	case unix.S_IFLNK:
-		target, err := readlinkat(sfd, name)
+		target, err := fsat.Readlink(sfd, name)
 		if err != nil {
 			return fmt.Errorf("/%s: %w", p, err)
 		}
@@ -260,31 +262,6 @@ func times(st *unix.Stat_t) []unix.Timespec { return []unix.Timespec{st.Atim, st
 
 func openDir(dirfd int, name string) (int, error) {
 	return unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-}
-
-// readNames lists a directory through a duplicate of its descriptor, sorted.
-func readNames(dirfd int) ([]string, error) {
-	dup, err := unix.Dup(dirfd)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(dup), "dir")
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	slices.Sort(names)
-	return names, err
-}
-
-func readlinkat(dirfd int, name string) (string, error) {
-	buf := make([]byte, unix.PathMax)
-	n, err := unix.Readlinkat(dirfd, name, buf)
-	if err != nil {
-		return "", err
-	}
-	if n >= len(buf) {
-		return "", errors.New("link target too long")
-	}
-	return string(buf[:n]), nil
 }
 
 // renameNoReplace moves name from one directory to another unless the target exists. Kernels

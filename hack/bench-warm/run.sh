@@ -7,7 +7,8 @@
 #   a  A_RATE creates/s for A_SECONDS s against a pool filled for the stream first, per runtime
 #   b  members started per second from an empty pool of B_FILL until all Ready, per runtime,
 #      then a B_SECONDS stream at about that rate against a pool of B_FILL: share served warm
-#      after the first 10 s
+#      after the first 10 s; each sandbox is killed once its command ran (an agent that is done),
+#      so the stream holds only the sandboxes in flight, not more than the node's 110 Pods
 #   c  C_RATE creates/s for C_SECONDS s against dev up's own `base` pool, as a user hits it
 #   d  D_MEMBERS idle gVisor members: PSS/RSS and CPU read on the node, as dev up ships `base`
 #      (no requests) and with requests and the pool's idle requests
@@ -170,7 +171,7 @@ rowB() {
     r=$(echo "scale=1; x = $rate / 1; if (x < 0.5) x = 0.5; x" | bc)
     n=$(echo "$r * $B_SECONDS / 1" | bc)
     log "row b $rt: $n creates at $r/s against a pool of $B_FILL; load $(load1)"
-    bounded 900 "$BENCH" --rate '' --e2b "$n" --e2b-rate "$r" --e2b-pool "$B_FILL" --e2b-template "default/bench-warm-$rt" \
+    bounded 900 "$BENCH" --rate '' --e2b "$n" --e2b-rate "$r" --e2b-pool "$B_FILL" --e2b-kill-after-command --e2b-template "default/bench-warm-$rt" \
       --e2b-settle-load "$SETTLE_LOAD" --timeout "$TIMEOUT" --out "$dir" >"$OUT/b-$rt.log" 2>&1 || log "row b $rt: paddock-bench failed, see b-$rt.log"
     e2bRow b-stream "$rt" "$dir" "100% warm after the first 10 s"
   done

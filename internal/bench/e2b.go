@@ -58,6 +58,11 @@ type E2BTarget struct {
 	// SecondCommand runs a second commands.run('true') after each create's first and reports it
 	// apart (E2B.Steps.SecondInstruction).
 	SecondCommand bool
+	// KillAfterCommand kills each sandbox once its commands ran, as an agent that is done does,
+	// so that a long stream holds only the sandboxes in flight, not every one it made: a node
+	// holds a bounded number of Pods (the kubelet's maxPods, 110 by default). Whether a pool
+	// member served the create is read from its claim before the kill.
+	KillAfterCommand bool
 }
 
 // DefaultE2BTarget is the front door and `base` template that `paddock dev up` installs.
@@ -152,10 +157,11 @@ type e2bSample struct {
 	steps  serverSteps
 	run    runTimes
 	second time.Duration
-	// warm is set when a pool member served the create.
-	warm      bool
-	createErr error
-	runErr    error
+	// warm is set when a pool member served the create; warmKnown when that was read before a
+	// kill (KillAfterCommand), which markWarm then keeps.
+	warm, warmKnown bool
+	createErr       error
+	runErr          error
 }
 
 // e2bScenario runs one rate of creates: a pool the size of the run, a key, the creates at the
@@ -315,10 +321,29 @@ func (r *Runner) e2bCreates(ctx context.Context, fd *e2bClient, ns, template str
 					smp.second = second.ended
 				}
 			}
+			if r.e2bTarget.KillAfterCommand {
+				r.markWarmAndKill(ctx, fd, ns, smp)
+			}
 		})
 	}
 	wg.Wait()
 	return samples
+}
+
+// markWarmAndKill marks one sample warm when its claim is bound to a Sandbox not named after
+// it (an adopted pool member; a cold claim's Sandbox takes the claim's name), then kills the
+// sandbox. A failed read leaves the sample cold and is logged; the sandbox is killed anyway.
+func (r *Runner) markWarmAndKill(ctx context.Context, fd *e2bClient, ns string, smp *e2bSample) {
+	log := klog.FromContext(ctx).WithValues("sandbox", smp.id)
+	claim := &extensionsv1beta1.SandboxClaim{}
+	if err := r.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: smp.id}, claim); err != nil {
+		log.Error(err, "Reading the claim of an E2B sandbox before its kill")
+	} else if bound := claim.Status.Sandbox.Name; bound != "" {
+		smp.warm, smp.warmKnown = bound != smp.id, true
+	}
+	if _, err := fd.kill(ctx, smp.id); err != nil {
+		log.Error(err, "Killing an E2B sandbox after its command")
+	}
 }
 
 // markWarm marks the samples whose Sandbox is a former pool member: a cold claim's Sandbox is
@@ -350,7 +375,9 @@ func (r *Runner) markWarm(ctx context.Context, ns string, samples []e2bSample) e
 		}
 	}
 	for i := range samples {
-		samples[i].warm = warm[samples[i].id]
+		if !samples[i].warmKnown {
+			samples[i].warm = warm[samples[i].id]
+		}
 	}
 	return nil
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	"github.com/paddock-dev/paddock/api/e2b"
@@ -521,5 +523,55 @@ func TestE2BSteps(t *testing.T) {
 	md := Markdown(&Report{Scenarios: []Result{e2bResult(s, "", samples)}})
 	if line := "| e2b 1/s, 3 creates, pool 3 | 10 ms (12 ms) | 20 ms (22 ms) | 30 ms (40 ms) | 0.50 | 4.00 ms (6.00 ms) | 20 ms (25 ms) | 10 ms (15 ms) | 8.00 ms (10 ms) |"; !strings.Contains(md, line) {
 		t.Errorf("report lacks %q:\n%s", line, md)
+	}
+}
+
+// TestMarkWarmAndKill: with --e2b-kill-after-command each sandbox is killed once its command ran,
+// warm when its claim is bound to a Sandbox of another name (an adopted member), cold when bound
+// to its own name or unread; the scenario's later markWarm keeps what was read before the kill.
+func TestMarkWarmAndKill(t *testing.T) {
+	o := NewOptions()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--rate=", "--e2b=10", "--e2b-kill-after-command"}); err != nil {
+		t.Fatal(err)
+	}
+	if !o.E2B.KillAfterCommand {
+		t.Fatal("--e2b-kill-after-command did not set E2BTarget.KillAfterCommand")
+	}
+
+	const ns = "bench-ns"
+	claim := func(name, bound string) *extensionsv1beta1.SandboxClaim {
+		c := &extensionsv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		c.Status.Sandbox.Name = bound
+		return c
+	}
+	scheme := runtime.NewScheme()
+	if err := extensionsv1beta1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(claim("warmclaim", "member-x7k2p"), claim("coldclaim", "coldclaim")).Build()
+	r := &Runner{c: c}
+	f, url := newFrontDoorFake(t)
+	fd := newE2BClient(url, testKey, 1)
+	ctx := testCtx(t)
+
+	samples := []e2bSample{{id: "warmclaim"}, {id: "coldclaim"}, {id: "noclaim"}}
+	for i := range samples {
+		r.markWarmAndKill(ctx, fd, ns, &samples[i])
+	}
+	got := map[string][2]bool{}
+	for _, s := range samples {
+		got[s.id] = [2]bool{s.warm, s.warmKnown}
+	}
+	want := map[string][2]bool{"warmclaim": {true, true}, "coldclaim": {false, true}, "noclaim": {false, false}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("warm, warmKnown by sandbox (-want +got):\n%s", diff)
+	}
+	f.mu.Lock()
+	killed := f.killed
+	f.mu.Unlock()
+	if diff := cmp.Diff(map[string]bool{"warmclaim": true, "coldclaim": true, "noclaim": true}, killed); diff != "" {
+		t.Errorf("killed (-want +got):\n%s", diff)
 	}
 }

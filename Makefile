@@ -134,7 +134,7 @@ $(INTERPRETER_CLIENT)/node_modules/.package-lock.json: $(INTERPRETER_CLIENT)/pac
 .PHONY: test-e2e
 test-e2e: e2e-deps $(HELM) $(KUSTOMIZE) ## Run end-to-end tests: bring a local dev cluster up (as root), test it, take it down.
 	@echo "test-e2e: waiting for the machine's cluster lock $(CLUSTER_LOCK) (make bench holds it too)"
-	PADDOCK_HELM=$(HELM) PADDOCK_KUSTOMIZE=$(KUSTOMIZE) flock $(CLUSTER_LOCK) $(GO) test $(GO_TEST_FLAGS) -count=1 -timeout 30m ./test/e2e/...
+	PADDOCK_HELM=$(HELM) PADDOCK_KUSTOMIZE=$(KUSTOMIZE) flock $(CLUSTER_LOCK) $(GO) test $(GO_TEST_FLAGS) -count=1 -timeout 45m ./test/e2e/...
 
 .PHONY: e2e-deps
 e2e-deps: ## Install the dev cluster's Debian packages and build its binaries (once per machine).

@@ -16,6 +16,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -393,9 +394,18 @@ func sentryPID(sandboxID string) int {
 	if sandboxID == "" {
 		return 0
 	}
+	pid, _ := findProcess(func(args []string) bool {
+		return len(args) > 2 && args[0] == "runsc-sandbox" && args[len(args)-1] == sandboxID
+	})
+	return pid
+}
+
+// findProcess returns the first process of the node whose command line (its arguments) match
+// accepts; 0 if none does.
+func findProcess(match func(args []string) bool) (int, error) {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
@@ -406,12 +416,11 @@ func sentryPID(sandboxID string) int {
 		if err != nil {
 			continue
 		}
-		args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
-		if len(args) > 2 && args[0] == "runsc-sandbox" && args[len(args)-1] == sandboxID {
-			return pid
+		if match(strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")) {
+			return pid, nil
 		}
 	}
-	return 0
+	return 0, nil
 }
 
 // procStatusKiB reads a "Name: N kB" line of /proc/pid/status; 0 if the process or line is gone.
@@ -669,30 +678,9 @@ func killCaptureWhilePaused(ctx context.Context, c client.Client, ctrd *capture.
 // captureProcess finds, in the node's /proc, the paddock-snapshot capture of container id (its
 // command line has "capture" and --container-id=<id>); 0 if none runs.
 func captureProcess(id string) (int, error) {
-	dirs, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		var isCapture, isID bool
-		for _, a := range args {
-			isCapture = isCapture || a == "capture"
-			isID = isID || a == "--container-id="+id
-		}
-		if isCapture && isID {
-			return pid, nil
-		}
-	}
-	return 0, nil
+	return findProcess(func(args []string) bool {
+		return slices.Contains(args, "capture") && slices.Contains(args, "--container-id="+id)
+	})
 }
 
 // snapshotAttackerRows tries what issue 28 lists against a namespace's snapshot, from another

@@ -106,10 +106,9 @@ func finishNodePod(t *testing.T, pod *corev1.Pod, phase corev1.PodPhase, msg str
 	}
 }
 
-// checkpointedSuspension suspends the running Sandbox and plays its checkpoint to Succeeded: it
-// checks the checkpoint Pod is made, on the Pod's node, while the Pod stays, and returns the
-// image's name (the suspended Pod's UID).
-func checkpointedSuspension(t *testing.T, ns string) string {
+// suspendToCheckpoint suspends the running Sandbox and returns the name of the image its
+// checkpoint will write (the running Pod's UID) and the checkpoint node Pod the controller made.
+func suspendToCheckpoint(t *testing.T, ns string) (string, *corev1.Pod) {
 	t.Helper()
 	pod, err := get(framework.Context(t, framework.DefaultTimeout), ns, "sb", &corev1.Pod{})
 	if err != nil {
@@ -117,7 +116,15 @@ func checkpointedSuspension(t *testing.T, ns string) string {
 	}
 	image := string(pod.UID)
 	setMode(t, ns, agentsv1beta1.SandboxOperatingModeSuspended)
-	cp := nodePod(t, snapshotsv1alpha1.MemoryOpCheckpoint, image)
+	return image, nodePod(t, snapshotsv1alpha1.MemoryOpCheckpoint, image)
+}
+
+// checkpointedSuspension suspends the running Sandbox and plays its checkpoint to Succeeded: it
+// checks the checkpoint Pod is made, on the Pod's node, while the Pod stays, and returns the
+// image's name (the suspended Pod's UID).
+func checkpointedSuspension(t *testing.T, ns string) string {
+	t.Helper()
+	image, cp := suspendToCheckpoint(t, ns)
 	waitMemoryKept(t, ns, metav1.ConditionFalse, agentsv1beta1.SandboxReasonMemoryCheckpointing, cp.Name, nodeName)
 	podStays(t, ns, image) // not deleted before its memory is on the node
 	checkNodePod(t, cp, ns, nodeName)
@@ -314,13 +321,7 @@ func TestMemoryRestoreFailureBootsCold(t *testing.T) {
 func TestMemoryCheckpointFailedSuspendsCold(t *testing.T) {
 	ns := env.Namespace(t)
 	runSandbox(t, memorySandbox(t, ns, gvisorClass))
-	pod, err := get(framework.Context(t, framework.DefaultTimeout), ns, "sb", &corev1.Pod{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	image := string(pod.UID)
-	setMode(t, ns, agentsv1beta1.SandboxOperatingModeSuspended)
-	cp := nodePod(t, snapshotsv1alpha1.MemoryOpCheckpoint, image)
+	image, cp := suspendToCheckpoint(t, ns)
 	finishNodePod(t, cp, corev1.PodFailed, "the image is 900000000 bytes, above this checkpoint's cap of 335544320 bytes (the Pod's memory limit); it was removed")
 	waitMemoryKept(t, ns, metav1.ConditionFalse, agentsv1beta1.SandboxReasonMemoryCheckpointFailed, "above this checkpoint's cap", "volumes only")
 	removePod(t, ns, image)

@@ -115,8 +115,8 @@ type claimMemory struct {
 	// fellBack is the SettingsFailed condition of a claim that gave up on its warm Sandbox, so
 	// that a pass on a cache without it neither tries warm again nor drops it.
 	fellBack *metav1.Condition
-	// resizeWaitingSince is when the claim began waiting for its warm Sandbox's in-place resize;
-	// zero when it is not waiting (resize.go).
+	// resizeWaitingSince is when the claim's warm Sandbox first reported on its in-place resize
+	// (the Sandbox controller sent it, or could not); zero when it is not waiting (resize.go).
 	resizeWaitingSince time.Time
 	// resized marks a claim whose warm Sandbox was resized, so that it is not waited for again.
 	resized bool

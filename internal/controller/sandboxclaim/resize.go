@@ -74,10 +74,15 @@ func (r *Reconciler) awaitResize(ctx context.Context, c *extensionsv1beta1.Sandb
 		mem.resized, mem.resizeWaitingSince = true, time.Time{}
 		return sb, nil
 	}
-	reason, msg := agentsv1beta1.SandboxReasonResizeInProgress, fmt.Sprintf("waiting for the Sandbox controller to resize the Pod of Sandbox %q", sb.Name)
-	if cond != nil {
-		reason, msg = cond.Reason, cond.Message
+	if cond == nil {
+		// The Sandbox controller has not acted on this resize yet. The give-up measures the node,
+		// so it starts at the controller's first report: a slow Sandbox controller would be as
+		// slow to start the cold Sandbox, and giving up on its queue would only cost a warm start.
+		return sb, &resizeError{reason: agentsv1beta1.SandboxReasonResizeInProgress,
+			msg:      fmt.Sprintf("waiting for the Sandbox controller to resize the Pod of Sandbox %q", sb.Name),
+			giveUpIn: r.opts.ResizeGiveUpAfter}
 	}
+	reason, msg := cond.Reason, cond.Message
 	if mem.resizeWaitingSince.IsZero() {
 		mem.resizeWaitingSince = now
 	}

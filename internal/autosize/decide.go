@@ -80,7 +80,10 @@ func Decide(in Input) Decision {
 		d.ReadyTime = percentile(in.ReadyTimes, readyPercentile)
 		var members float64
 		d.Claims, d.Rate, members = demand(claims, d.ReadyTime, in.Now)
-		d.Wanted = int32(min(math.Ceil(members-1e-9), extensionsv1beta1.AutosizeLimit)) + in.Policy.Headroom
+		d.Wanted = int32(min(math.Ceil(members-1e-9), extensionsv1beta1.AutosizeLimit))
+		if d.Wanted > 0 {
+			d.Wanted += in.Policy.Headroom // on top of demand: a pool without any may empty to its minimum
+		}
 		d.Recommended = in.Policy.Clamp(d.Wanted)
 	}
 

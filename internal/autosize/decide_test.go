@@ -144,6 +144,21 @@ func TestDecide(t *testing.T) {
 			}),
 			want: outcome{Replicas: 0, Recommended: 0},
 		},
+		{
+			// Headroom is on top of demand: with none, minimum 0 means no member.
+			name: "minimum 0 lets a quiet pool empty with headroom",
+			in: in(func(i *Input) {
+				i.Policy, i.Current, i.History = Policy{Min: 0, Max: 5, Headroom: 2}, 3, []Recommendation{at(10*time.Minute, 3)}
+			}),
+			want: outcome{Replicas: 0, Recommended: 0},
+		},
+		{
+			name: "one claim at minimum 0 asks for a member and the headroom",
+			in: in(func(i *Input) {
+				i.Policy, i.Current, i.Claims = Policy{Min: 0, Max: 5, Headroom: 2}, 0, []time.Time{now.Add(-time.Second)}
+			}),
+			want: outcome{Replicas: 3, Recommended: 3, RecheckAt: now.Add(5 * time.Minute)},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

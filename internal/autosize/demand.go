@@ -1,6 +1,7 @@
 package autosize
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -33,6 +34,10 @@ type Demand struct {
 	// followed holds members claimed before they were Ready: their start-up time still counts
 	// for the pool, or a pool whose members are all taken early would never learn it.
 	followed map[types.UID]follow
+	// claims holds the pool of each recent claim, by claim UID: a claim is counted once, and the
+	// start-up time of a cold Sandbox it gets counts for its pool, or a pool that ran dry (or
+	// waits at zero) would never learn it.
+	claims map[types.UID]follow
 }
 
 type observed struct {
@@ -45,11 +50,14 @@ type observed struct {
 type follow struct {
 	pool    string
 	created time.Time
+	// cold marks a claim whose cold Sandbox's start-up time was recorded.
+	cold bool
 }
 
 // NewDemand returns a Demand with the given rate and stabilization windows.
 func NewDemand(rateWindow, window time.Duration) *Demand {
-	return &Demand{RateWindow: rateWindow, Window: window, pools: map[string]*observed{}, followed: map[types.UID]follow{}}
+	return &Demand{RateWindow: rateWindow, Window: window, pools: map[string]*observed{},
+		followed: map[types.UID]follow{}, claims: map[types.UID]follow{}}
 }
 
 func (d *Demand) get(pool string) *observed {
@@ -61,28 +69,47 @@ func (d *Demand) get(pool string) *observed {
 	return o
 }
 
-// Claimed records that a member of pool, created at created, was claimed at now; ready says
-// whether it was Ready then.
-func (d *Demand) Claimed(pool string, uid types.UID, created time.Time, ready bool, now time.Time) {
+// Claim records a claim of pool made at at: one claim, whether a member serves it or a cold
+// Sandbox does. A claim already recorded, or made before the rate window, counts for nothing.
+func (d *Demand) Claim(pool string, claim types.UID, at, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if _, seen := d.claims[claim]; seen || !at.After(now.Add(-d.RateWindow)) {
+		return
+	}
 	o := d.get(pool)
-	o.claims = append(recent(o.claims, now.Add(-d.RateWindow)), now)
+	o.claims = recent(o.claims, now.Add(-d.RateWindow))
+	i, _ := slices.BinarySearchFunc(o.claims, at, func(t, at time.Time) int { return t.Compare(at) })
+	o.claims = slices.Insert(o.claims, i, at)
 	if len(o.claims) > maxClaims {
 		o.claims = o.claims[len(o.claims)-maxClaims:]
 	}
+	add(d.claims, claim, follow{pool: pool, created: at}, now)
+}
+
+// MemberTaken records that a member of pool, created at created, left it for a claim at now,
+// Ready or not: one taken before it was Ready is followed for its start-up time. The claim itself
+// is counted by Claim.
+func (d *Demand) MemberTaken(pool string, uid types.UID, created time.Time, ready bool, now time.Time) {
 	if ready {
 		return
 	}
-	if len(d.followed) >= maxFollowed {
-		for id, f := range d.followed {
-			if now.Sub(f.created) > followFor {
-				delete(d.followed, id)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	add(d.followed, uid, follow{pool: pool, created: created}, now)
+}
+
+// add keeps f under uid unless m is full of entries younger than followFor.
+func add(m map[types.UID]follow, uid types.UID, f follow, now time.Time) {
+	if len(m) >= maxFollowed {
+		for id, old := range m {
+			if now.Sub(old.created) > followFor {
+				delete(m, id)
 			}
 		}
 	}
-	if len(d.followed) < maxFollowed {
-		d.followed[uid] = follow{pool: pool, created: created}
+	if len(m) < maxFollowed {
+		m[uid] = f
 	}
 }
 
@@ -108,11 +135,29 @@ func (d *Demand) ReadyAfterClaim(uid types.UID, now time.Time) {
 	}
 }
 
-// Gone forgets a Sandbox that was deleted.
+// ColdReady records the start-up time of a cold Sandbox, created at created and Ready at now,
+// that serves claim, if the claim was recorded: a cold Sandbox of a pool's claim starts from the
+// pool's template as a member does.
+func (d *Demand) ColdReady(claim types.UID, created, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f, ok := d.claims[claim]
+	if !ok || f.cold {
+		return
+	}
+	f.cold = true
+	d.claims[claim] = f
+	if took := now.Sub(created); took <= followFor {
+		d.sample(f.pool, took)
+	}
+}
+
+// Gone forgets a Sandbox or a claim that was deleted.
 func (d *Demand) Gone(uid types.UID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.followed, uid)
+	delete(d.claims, uid)
 }
 
 func (d *Demand) sample(pool string, took time.Duration) {
@@ -144,9 +189,11 @@ func (d *Demand) Forget(pool string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.pools, pool)
-	for id, f := range d.followed {
-		if f.pool == pool {
-			delete(d.followed, id)
+	for _, m := range []map[types.UID]follow{d.followed, d.claims} {
+		for id, f := range m {
+			if f.pool == pool {
+				delete(m, id)
+			}
 		}
 	}
 }

@@ -14,6 +14,9 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
@@ -118,9 +121,9 @@ func setAutosizeCondition(pool *extensionsv1beta1.SandboxWarmPool, s sizing) {
 	}
 }
 
-// observeDemand records what one Sandbox update tells autosize: a member was claimed (it left
-// its pool with a claim's label), a member turned Ready in its pool, or a Sandbox claimed from a
-// pool before it was Ready turned Ready since.
+// observeDemand records what one Sandbox update tells autosize: a member was taken by a claim
+// (it left its pool with a claim's label), a member turned Ready in its pool, a Sandbox taken from
+// a pool before it was Ready turned Ready since, or a cold Sandbox of a pool's claim did.
 func (r *Reconciler) observeDemand(oldObj, newObj client.Object) {
 	old, okOld := oldObj.(*agentsv1beta1.Sandbox)
 	sb, okNew := newObj.(*agentsv1beta1.Sandbox)
@@ -134,10 +137,47 @@ func (r *Reconciler) observeDemand(oldObj, newObj client.Object) {
 	is, isMember := PoolOf(sb)
 	switch {
 	case wasMember && (!isMember || is != was) && sb.Labels[agentsv1beta1.ClaimUIDLabel] != "":
-		r.demand.Claimed(was.String(), sb.UID, sb.CreationTimestamp.Time, ready, now)
+		r.demand.MemberTaken(was.String(), sb.UID, sb.CreationTimestamp.Time, ready, now)
 	case isMember && turnedReady:
 		r.demand.Ready(is.String(), sb.CreationTimestamp.Time, now)
+	case turnedReady && sb.Labels[agentsv1beta1.LaunchTypeLabel] == agentsv1beta1.LaunchTypeCold:
+		r.demand.ColdReady(types.UID(sb.Labels[agentsv1beta1.ClaimUIDLabel]), sb.CreationTimestamp.Time, now)
 	case turnedReady:
 		r.demand.ReadyAfterClaim(sb.UID, now)
+	}
+}
+
+// claimEvents counts every claim of a pool as demand when it is created, whether a member or a
+// cold Sandbox serves it: a pool that ran dry, or waits at zero members, sees the claims it
+// missed. A claim of an autosized pool starts that pool's pass, so that the refill starts within
+// one reconcile of the demand. Claims that the watch lists at start-up count only when made
+// within the rate window.
+func (r *Reconciler) claimEvents() handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
+			c, ok := e.Object.(*extensionsv1beta1.SandboxClaim)
+			if !ok || c.Spec.WarmPoolRef.Name == "" {
+				return
+			}
+			key := types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.WarmPoolRef.Name}
+			pool := &extensionsv1beta1.SandboxWarmPool{}
+			if err := r.client.Get(ctx, key, pool); err != nil {
+				return // no such pool (yet): nothing to size; its claims say so in their status
+			}
+			now := r.opts.Clock.Now()
+			// A claim made while the controller watches is timed by its event; one listed at
+			// start-up by its creation, to the second.
+			at := now
+			if created := c.CreationTimestamp.Time; now.Sub(created) > 2*time.Second {
+				at = created
+			}
+			r.demand.Claim(key.String(), c.UID, at, now)
+			if _, on, _ := autosize.FromAnnotations(pool.Annotations); on {
+				q.Add(reconcile.Request{NamespacedName: key})
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ queue) {
+			r.demand.Gone(e.Object.GetUID())
+		},
 	}
 }

@@ -48,9 +48,10 @@ func TestSetAutosizeCondition(t *testing.T) {
 	}
 }
 
-// TestObserveDemand: the member watch's updates are what autosize sizes from. A claim's
-// adoption counts as a claim; a member turning Ready, in the pool or after it was claimed,
-// gives a start-up time.
+// TestObserveDemand: the member watch's updates give autosize its start-up times: a member
+// turning Ready, in the pool or after it was claimed, or a cold Sandbox of a recorded claim.
+// Claims themselves are counted from the claim watch (test/integration/autosize), not from the
+// members they take, so that a claim served cold counts too and none counts twice.
 func TestObserveDemand(t *testing.T) {
 	r, err := New(fake.NewClientBuilder().Build(), nil, DefaultOptions())
 	if err != nil {
@@ -77,12 +78,29 @@ func TestObserveDemand(t *testing.T) {
 	if d := r.demand.Decide("ns/pool", policy, 1, r.opts.Clock.Now()); !d.NoData {
 		t.Fatalf("before any update: %+v, want no data", d)
 	}
-	// A member claimed before it was Ready, then Ready: a claim, and its start-up time.
+	// A member claimed before it was Ready, then Ready: its start-up time; the claim is the
+	// claim watch's to count.
 	r.observeDemand(member("a", false), claimed(member("a", false)))
 	r.observeDemand(claimed(member("a", false)), claimed(member("a", true)))
 	d := r.demand.Decide("ns/pool", policy, 1, r.opts.Clock.Now())
-	if d.NoData || d.Claims != 1 || d.ReadyTime < time.Minute {
-		t.Fatalf("after a claim of a starting member that turned Ready: %d claims, start-up %s (no data %v); want 1 claim and about a minute", d.Claims, d.ReadyTime, d.NoData)
+	if d.NoData || d.Claims != 0 || d.ReadyTime < time.Minute {
+		t.Fatalf("after a claim of a starting member that turned Ready: %d claims, start-up %s (no data %v); want no claim and about a minute", d.Claims, d.ReadyTime, d.NoData)
+	}
+	// A cold Sandbox of a claim the pool recorded, turning Ready: that claim's start-up time.
+	now := r.opts.Clock.Now()
+	r.demand.Claim("ns/pool", "cold-claim", now, now)
+	cold := func(ready bool) *agentsv1beta1.Sandbox {
+		sb := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "cold-claim", Namespace: "ns", UID: "uid-cold",
+			CreationTimestamp: metav1.NewTime(now.Add(-3 * time.Minute)),
+			Labels:            map[string]string{agentsv1beta1.LaunchTypeLabel: agentsv1beta1.LaunchTypeCold, agentsv1beta1.ClaimUIDLabel: "cold-claim"}}}
+		if ready {
+			meta.SetStatusCondition(&sb.Status.Conditions, metav1.Condition{Type: agentsv1beta1.SandboxConditionReady, Status: metav1.ConditionTrue, Reason: "Ready"})
+		}
+		return sb
+	}
+	r.observeDemand(cold(false), cold(true))
+	if d := r.demand.Decide("ns/pool", policy, 1, now); d.Claims != 1 || d.ReadyTime < 3*time.Minute {
+		t.Fatalf("after the cold Sandbox of a recorded claim turned Ready: %d claims, start-up %s; want 1 claim and its 3 minutes", d.Claims, d.ReadyTime)
 	}
 	// Updates that neither claim nor ready a member count for nothing.
 	r.observeDemand(member("b", true), member("b", true))
@@ -90,7 +108,7 @@ func TestObserveDemand(t *testing.T) {
 	delete(relabelled.Labels, agentsv1beta1.WarmPoolSandboxLabel)
 	r.observeDemand(member("c", true), relabelled)
 	if d := r.demand.Decide("ns/pool", policy, 1, r.opts.Clock.Now()); d.Claims != 1 {
-		t.Errorf("after updates that claim nothing: %d claims, want 1", d.Claims)
+		t.Errorf("after updates that claim nothing: %d claims, want the 1 recorded", d.Claims)
 	}
 }
 

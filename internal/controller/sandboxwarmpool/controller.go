@@ -303,6 +303,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&extensionsv1beta1.SandboxWarmPool{}).
 		Watches(&agentsv1beta1.Sandbox{}, r.memberEvents()).
+		Watches(&extensionsv1beta1.SandboxClaim{}, r.claimEvents()).
 		Watches(&extensionsv1beta1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfTemplate)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
 		Named("sandboxwarmpool").

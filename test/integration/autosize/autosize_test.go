@@ -35,10 +35,18 @@ const (
 	phaseTimeout = 3 * time.Minute
 )
 
-// TestPoolGrowsUnderClaimsAndShrinksAfter: a pool of one with autosize on grows under a steady
-// stream of claims, shows it as spec.replicas through the scale subresource with an Autosized
-// event and the decision metrics, and goes back to its minimum once the stream stops.
+// TestPoolGrowsUnderClaimsAndShrinksAfter: a pool with autosize on grows under a steady stream of
+// claims, shows it as spec.replicas through the scale subresource with an Autosized event and the
+// decision metrics, and goes back to its minimum once the stream stops. A pool whose minimum is
+// zero has no member for any claim to take: it learns the demand, and the start-up time, from the
+// claims served cold.
 func TestPoolGrowsUnderClaimsAndShrinksAfter(t *testing.T) {
+	for _, least := range []int32{1, 0} {
+		t.Run(fmt.Sprintf("from %d", least), func(t *testing.T) { growAndShrink(t, least) })
+	}
+}
+
+func growAndShrink(t *testing.T, least int32) {
 	readiness.SetDecision(func(sb *agentsv1beta1.Sandbox) framework.Readiness {
 		if time.Since(sb.CreationTimestamp.Time) < startup {
 			return framework.Pending
@@ -53,15 +61,12 @@ func TestPoolGrowsUnderClaimsAndShrinksAfter(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := framework.Context(t, 3*phaseTimeout)
 	framework.MustCreate(t, ctx, env.Client, builder.MakeTemplate("tpl", ns).Obj())
-	framework.MustCreate(t, ctx, env.Client, builder.MakeWarmPool("pool", ns, "tpl").Replicas(1).Autosize(1, 6, 1).Obj())
+	framework.MustCreate(t, ctx, env.Client, builder.MakeWarmPool("pool", ns, "tpl").Replicas(least).Autosize(int(least), 6, 1).Obj())
 	waitPoolCondition(t, ns, "pool", extensionsv1beta1.PoolConditionAutosizing, metav1.ConditionTrue, extensionsv1beta1.PoolReasonAutosizeActive)
 
 	stop := streamClaims(t, ctx, ns, "pool")
 	framework.EventuallyWithin(t, phaseTimeout, func(ctx context.Context) error {
-		if n := replicas(ctx, t, ns, "pool"); n < grown {
-			return fmt.Errorf("spec.replicas is %d under the stream, want at least %d", n, grown)
-		}
-		return nil
+		return poolReplicas(ctx, ns, "pool", func(n int32) bool { return n >= grown }, fmt.Sprintf("at least %d under the stream", grown))
 	})
 	stop()
 
@@ -73,23 +78,22 @@ func TestPoolGrowsUnderClaimsAndShrinksAfter(t *testing.T) {
 	if scale.Spec.Replicas < grown {
 		t.Errorf("scale subresource spec.replicas = %d, want the autosized %d or more", scale.Spec.Replicas, grown)
 	}
-	waitAutosizedEvent(t, ns, "pool", func(msg string) bool { return strings.HasPrefix(msg, "spec.replicas 1 -> ") })
+	waitAutosizedEvent(t, ns, "pool", func(msg string) bool { return strings.HasPrefix(msg, fmt.Sprintf("spec.replicas %d -> ", least)) })
 	if n := metricValue(t, reg, "paddock_warmpool_autosize_decisions_total", ns, "pool", "up"); n < 1 {
 		t.Errorf("paddock_warmpool_autosize_decisions_total{direction=up} = %v, want at least 1", n)
 	}
 
 	framework.EventuallyWithin(t, phaseTimeout, func(ctx context.Context) error {
-		if n := replicas(ctx, t, ns, "pool"); n != 1 {
-			return fmt.Errorf("spec.replicas is %d after the stream stopped, want the minimum 1", n)
-		}
-		return nil
+		return poolReplicas(ctx, ns, "pool", func(n int32) bool { return n == least }, fmt.Sprintf("the minimum %d after the stream stopped", least))
 	})
-	waitAutosizedEvent(t, ns, "pool", func(msg string) bool { return strings.Contains(msg, " -> 1: demand stayed at or below 1") })
+	waitAutosizedEvent(t, ns, "pool", func(msg string) bool {
+		return strings.Contains(msg, fmt.Sprintf(" -> %d: demand stayed at or below %d", least, least))
+	})
 	if n := metricValue(t, reg, "paddock_warmpool_autosize_decisions_total", ns, "pool", "down"); n < 1 {
 		t.Errorf("paddock_warmpool_autosize_decisions_total{direction=down} = %v, want at least 1", n)
 	}
-	if n := metricValue(t, reg, "paddock_warmpool_autosize_replicas", ns, "pool", ""); n != 1 {
-		t.Errorf("paddock_warmpool_autosize_replicas = %v, want 1", n)
+	if n := metricValue(t, reg, "paddock_warmpool_autosize_replicas", ns, "pool", ""); n != float64(least) {
+		t.Errorf("paddock_warmpool_autosize_replicas = %v, want %d", n, least)
 	}
 }
 
@@ -125,10 +129,7 @@ func TestBadAnnotationIsNamed(t *testing.T) {
 	}
 	waitPoolCondition(t, ns, "pool", extensionsv1beta1.PoolConditionAutosizing, metav1.ConditionTrue, extensionsv1beta1.PoolReasonAutosizeActive)
 	framework.EventuallyWithin(t, phaseTimeout, func(ctx context.Context) error {
-		if n := replicas(ctx, t, ns, "pool"); n != 3 {
-			return fmt.Errorf("spec.replicas is %d after the minimum became 3, want 3", n)
-		}
-		return nil
+		return poolReplicas(ctx, ns, "pool", func(n int32) bool { return n == 3 }, "3 after the minimum became 3")
 	})
 }
 
@@ -157,13 +158,16 @@ func streamClaims(t *testing.T, ctx context.Context, ns, pool string) (stop func
 	return func() { cancel(); wg.Wait() }
 }
 
-func replicas(ctx context.Context, t *testing.T, ns, name string) int32 {
-	t.Helper()
+// poolReplicas checks the pool's spec.replicas against want, saying what it is otherwise.
+func poolReplicas(ctx context.Context, ns, name string, want func(int32) bool, what string) error {
 	p := &extensionsv1beta1.SandboxWarmPool{}
 	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, p); err != nil {
-		t.Fatalf("reading pool %s/%s: %v", ns, name, err)
+		return err
 	}
-	return *p.Spec.Replicas
+	if n := *p.Spec.Replicas; !want(n) {
+		return fmt.Errorf("spec.replicas of pool %s/%s is %d, want %s", ns, name, n, what)
+	}
+	return nil
 }
 
 func findCondition(p *extensionsv1beta1.SandboxWarmPool, t string) metav1.Condition {

@@ -30,6 +30,11 @@ var (
 		Buckets: podReadyBuckets,
 	})
 
+	podRejections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "paddock_sandbox_pod_rejections_total",
+		Help: "Sandbox Pods a node's kubelet rejected at admission, deleted to be replaced, by the kubelet's reason (OutOfcpu, OutOfmemory, NodeAffinity, ...).",
+	}, []string{"reason"})
+
 	sandboxesDesc = prometheus.NewDesc("agent_sandboxes",
 		"Number of Sandboxes, by namespace, readiness, expiry, launch type, template, owner kind and creator.",
 		[]string{"namespace", "ready_condition", "expired", "launch_type", "sandbox_template", "owned_by", "created_by"}, nil)
@@ -44,6 +49,7 @@ func RegisterMetrics(reg prometheus.Registerer, reader client.Reader) error {
 	return errors.Join(
 		reg.Register(reconcileErrors),
 		reg.Register(podReadySeconds),
+		reg.Register(podRejections),
 		reg.Register(&sandboxCollector{reader: reader}),
 	)
 }

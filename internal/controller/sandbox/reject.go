@@ -79,6 +79,7 @@ func (r *Reconciler) replaceRejectedPod(ctx context.Context, sb *agentsv1beta1.S
 	obs.podRetryWait = time.Until(rej.retryAt)
 	if fresh {
 		obs.rejectedPod = pod
+		podRejections.WithLabelValues(pod.Status.Reason).Inc()
 		ctrl.LoggerFrom(ctx).V(2).Info("Deleted pod rejected at admission", "pod", klog.KObj(pod), "node", pod.Spec.NodeName,
 			"reason", pod.Status.Reason, "rejectionsInARow", rej.count, "retryAt", rej.retryAt)
 	}

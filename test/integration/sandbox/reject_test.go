@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	sandboxctrl "github.com/paddock-dev/paddock/internal/controller/sandbox"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
 )
@@ -52,6 +54,11 @@ func replacedPod(t testing.TB, sb *agentsv1beta1.Sandbox, old *corev1.Pod) *core
 // deleted, a Warning event says why, Ready says a new Pod follows, and the new Pod comes.
 func TestPodRejectedAtAdmissionIsReplaced(t *testing.T) {
 	ctx, ns := start(t)
+	reg := prometheus.NewRegistry()
+	if err := sandboxctrl.RegisterMetrics(reg, env.Client); err != nil {
+		t.Fatal(err)
+	}
+	before := rejections(t, reg)
 	sb := builder.MakeSandbox("bounced", ns).Obj()
 	create(t, ctx, sb)
 	first := waitPod(t, key(sb), nil)
@@ -115,6 +122,35 @@ func TestPodRejectedAtAdmissionIsReplaced(t *testing.T) {
 	if n := recorder.Count(ns, agentsv1beta1.SandboxReasonPodRejected); n != 2 {
 		t.Errorf("%d PodRejected events, want 2 (one per rejected Pod)", n)
 	}
+	after := rejections(t, reg)
+	for _, reason := range []string{"OutOfmemory", "NodeAffinity"} {
+		if n := after[reason] - before[reason]; n != 1 {
+			t.Errorf("paddock_sandbox_pod_rejections_total{reason=%q} rose by %v, want 1 (one rejected Pod)", reason, n)
+		}
+	}
+}
+
+// rejections reads paddock_sandbox_pod_rejections_total by reason.
+func rejections(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "paddock_sandbox_pod_rejections_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" {
+					got[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return got
 }
 
 // A Pod whose container ran and that then failed is the Sandbox's end, as upstream has it, even

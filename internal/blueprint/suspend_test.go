@@ -11,6 +11,7 @@ import (
 
 // TestSuspendModeStamped: the template's snapshots.paddock.dev/suspend reaches its pool members
 // and cold Sandboxes; a claim's overrides it, on a cold Sandbox and on an adopted member, "" too.
+// The value is carried as it is: rootfs and memory alike.
 func TestSuspendModeStamped(t *testing.T) {
 	const key = snapshotsv1alpha1.SuspendAnnotation
 	pool := &extensionsv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "pool-uid"}}
@@ -23,6 +24,8 @@ func TestSuspendModeStamped(t *testing.T) {
 		{name: "template", tpl: map[string]string{key: "rootfs"}, want: "rootfs"},
 		{name: "claim", claim: map[string]string{key: "rootfs"}, want: "rootfs"},
 		{name: "claim turns it off", tpl: map[string]string{key: "rootfs"}, claim: map[string]string{key: ""}, want: ""},
+		{name: "template keeps memory", tpl: map[string]string{key: "memory"}, want: "memory"},
+		{name: "claim asks for memory over the template's rootfs", tpl: map[string]string{key: "rootfs"}, claim: map[string]string{key: "memory"}, want: "memory"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tpl := template()

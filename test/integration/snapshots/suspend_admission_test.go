@@ -122,6 +122,16 @@ func TestSuspendRootfsNeedsSnapshotRights(t *testing.T) {
 		}
 		return nil
 	})
+	// suspend: memory keeps the sandbox's memory on the node: the same right, on claims and
+	// templates as on Sandboxes (memory_test.go).
+	for _, obj := range []client.Object{
+		builder.MakeClaim("memory-by-editor", ns, "pool").Annotation(snapshotsv1alpha1.SuspendAnnotation, snapshotsv1alpha1.SuspendMemory).Obj(),
+		builder.MakeTemplate("memory-by-editor", ns).Annotation(snapshotsv1alpha1.SuspendAnnotation, snapshotsv1alpha1.SuspendMemory).Obj(),
+	} {
+		if err := editor.Create(ctx, obj); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("creating %T with suspend: memory as the editor: %v, want refused naming the permission", obj, err)
+		}
+	}
 
 	// Patched in, or changed to rootfs, on the editor's own objects: refused too.
 	plain := builder.MakeSandbox("plain", ns).Annotation(snapshotsv1alpha1.SuspendAnnotation, "volumes").Obj()

@@ -172,7 +172,8 @@ func sandboxOptions(o *Options) sandbox.Options {
 	}
 	// The suspend that keeps memory runs its node Pods where capture Pods run, with their image.
 	if o.SnapshotCaptureImage != "" {
-		opts.Memory = sandbox.MemoryOptions{Namespace: cmp.Or(o.SnapshotCaptureNamespace, ownNamespace()), Image: o.SnapshotCaptureImage, Runsc: o.SnapshotRunsc}
+		opts.Memory = sandbox.MemoryOptions{Namespace: cmp.Or(o.SnapshotCaptureNamespace, ownNamespace()), Image: o.SnapshotCaptureImage, Runsc: o.SnapshotRunsc,
+			DefaultMaxBytes: o.SnapshotMemoryMaxBytes, CheckpointTimeout: o.SnapshotMemoryCheckpointTimeout, RestoreTimeout: o.SnapshotMemoryRestoreTimeout}
 	}
 	return opts
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/paddock-dev/paddock/api/sandboxd"
 	"github.com/paddock-dev/paddock/internal/blueprint"
 	"github.com/paddock-dev/paddock/internal/controller/sandbox"
@@ -97,6 +99,12 @@ type Options struct {
 	SnapshotRunsc string
 	// SnapshotCaptureNamespace is where capture Pods run; empty means the controller's own.
 	SnapshotCaptureNamespace string
+	// SnapshotMemoryMaxBytes caps the memory image of a Pod without memory limits on every
+	// container; SnapshotMemoryCheckpointTimeout bounds a checkpoint, and
+	// SnapshotMemoryRestoreTimeout a restoring Pod's way to Ready (suspend: memory).
+	SnapshotMemoryMaxBytes          int64
+	SnapshotMemoryCheckpointTimeout time.Duration
+	SnapshotMemoryRestoreTimeout    time.Duration
 
 	// RouterNamespace and RouterPodLabels are what the default NetworkPolicy of a template admits.
 	RouterNamespace string
@@ -192,6 +200,9 @@ func NewOptions() *Options {
 		SandboxCredentials:                   true,
 		MetricsSecure:                        true,
 		IdleController:                       true,
+		SnapshotMemoryMaxBytes:               sandbox.DefaultMemoryImageMaxBytes,
+		SnapshotMemoryCheckpointTimeout:      sandbox.DefaultCheckpointTimeout,
+		SnapshotMemoryRestoreTimeout:         sandbox.DefaultRestoreTimeout,
 	}
 }
 
@@ -310,6 +321,20 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.SnapshotInsecureRegistry, "snapshot-insecure-registry", o.SnapshotInsecureRegistry, "Push snapshots over plain HTTP (a dev registry).")
 	fs.StringVar(&o.SnapshotRunsc, "snapshot-runsc", o.SnapshotRunsc,
 		"Absolute path of runsc on the nodes, mounted into capture Pods to export what gVisor Sandboxes wrote (runsc tar rootfs-upper); empty makes snapshots of gVisor Sandboxes fail, naming this flag.")
+	fs.Func("snapshot-memory-max-size", fmt.Sprintf("Largest memory image (suspend: memory) of a Sandbox whose containers do not all have a memory limit, as a quantity such as 2Gi (default %s); with limits on every container the cap is their sum plus %s for gVisor's own state. A larger checkpoint fails and the Sandbox comes back cold.",
+		resource.NewQuantity(sandbox.DefaultMemoryImageMaxBytes, resource.BinarySI), resource.NewQuantity(sandbox.MemoryImageOverhead, resource.BinarySI)),
+		func(v string) error {
+			q, err := resource.ParseQuantity(v)
+			if err != nil || q.Sign() <= 0 {
+				return fmt.Errorf("%q is not a positive quantity; use for example 2Gi or 512Mi", v)
+			}
+			o.SnapshotMemoryMaxBytes = q.Value()
+			return nil
+		})
+	fs.DurationVar(&o.SnapshotMemoryCheckpointTimeout, "snapshot-memory-checkpoint-timeout", o.SnapshotMemoryCheckpointTimeout,
+		"How long the node Pod that checkpoints a suspending Sandbox's memory may run (its activeDeadlineSeconds); a checkpoint that takes longer fails and the Sandbox comes back cold.")
+	fs.DurationVar(&o.SnapshotMemoryRestoreTimeout, "snapshot-memory-restore-timeout", o.SnapshotMemoryRestoreTimeout,
+		"How long a Pod restoring a Sandbox's memory may take to be Ready before it is replaced by a cold one (a restore the node refuses leaves the Pod in ContainerCreating).")
 	fs.StringVar(&o.SnapshotContainerdSocket, "snapshot-containerd-socket", o.SnapshotContainerdSocket, "The nodes' containerd socket, as capture Pods see it; empty means /run/containerd/containerd.sock.")
 	fs.Func("snapshot-node-paths", "Comma-separated node directories capture Pods mount at the same path (containerd's socket directory and root); empty means /run/containerd,/var/lib/containerd.",
 		func(s string) error {
@@ -371,6 +396,8 @@ func (o *Options) Validate() error {
 		"sandbox-warm-pool-readiness-grace-period":         o.WarmPoolReadinessGracePeriod,
 		"sandbox-claim-resize-give-up":                     o.SandboxClaimResizeGiveUp,
 		"sandbox-warm-pool-unschedulable-recheck-interval": o.WarmPoolUnschedulableRecheckInterval,
+		"snapshot-memory-checkpoint-timeout":               o.SnapshotMemoryCheckpointTimeout,
+		"snapshot-memory-restore-timeout":                  o.SnapshotMemoryRestoreTimeout,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("--%s=%s: must be greater than 0", flagName, d))

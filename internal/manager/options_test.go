@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/paddock-dev/paddock/internal/controller/sandbox"
 	"github.com/paddock-dev/paddock/internal/controller/sandboxsnapshot"
 )
 
@@ -175,6 +176,39 @@ func TestSnapshotFlagsReachTheController(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "--snapshot-runsc=runsc: must be the absolute path") {
 		t.Errorf("relative runsc: error %v, want the flag named", err)
+	}
+}
+
+// TestMemoryFlagsReachTheController: the --snapshot-memory-* flags size and time the suspend that
+// keeps memory; the defaults are the controller's own, and bad values are refused, naming the flag.
+func TestMemoryFlagsReachTheController(t *testing.T) {
+	o, err := parse(t, "--snapshot-capture-image=reg.test:5000/snapshot:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sandbox.MemoryOptions{DefaultMaxBytes: sandbox.DefaultMemoryImageMaxBytes,
+		CheckpointTimeout: sandbox.DefaultCheckpointTimeout, RestoreTimeout: sandbox.DefaultRestoreTimeout}
+	if d := cmp.Diff(want, sandboxOptions(o).Memory, cmpopts.IgnoreFields(sandbox.MemoryOptions{}, "Namespace", "Image")); d != "" {
+		t.Errorf("default memory options (-want +got):\n%s", d)
+	}
+	o, err = parse(t, "--snapshot-capture-image=reg.test:5000/snapshot:v1", "--snapshot-memory-max-size=512Mi",
+		"--snapshot-memory-checkpoint-timeout=90s", "--snapshot-memory-restore-timeout=45s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = sandbox.MemoryOptions{DefaultMaxBytes: 512 << 20, CheckpointTimeout: 90 * time.Second, RestoreTimeout: 45 * time.Second}
+	if d := cmp.Diff(want, sandboxOptions(o).Memory, cmpopts.IgnoreFields(sandbox.MemoryOptions{}, "Namespace", "Image")); d != "" {
+		t.Errorf("memory options from flags (-want +got):\n%s", d)
+	}
+	for arg, msg := range map[string]string{
+		"--snapshot-memory-max-size=0":            "is not a positive quantity",
+		"--snapshot-memory-max-size=lots":         "is not a positive quantity",
+		"--snapshot-memory-checkpoint-timeout=0s": "--snapshot-memory-checkpoint-timeout=0s: must be greater than 0",
+		"--snapshot-memory-restore-timeout=-1m":   "--snapshot-memory-restore-timeout=-1m0s: must be greater than 0",
+	} {
+		if _, err := parse(t, arg); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%s: error %v, want it to say %q", arg, err, msg)
+		}
 	}
 }
 

@@ -66,13 +66,15 @@ func CodeInterpreterTemplate(image string, gvisor bool) *extensionsv1beta1.Sandb
 func e2bTemplate(name, image string, gvisor bool) *extensionsv1beta1.SandboxTemplate {
 	t := &extensionsv1beta1.SandboxTemplate{
 		// sandboxd runtime: members start locked and are bound with the claim's settings, so a
-		// create's envVars are served warm. Dev up configures snapshots, so pause keeps the
-		// root filesystem as E2B's does, not only the home volume (a cluster without them
-		// suspends as before and says so in the Sandbox's RootfsKept condition).
+		// create's envVars are served warm. Dev up configures snapshots, so pause keeps what
+		// E2B's keeps: under gVisor the running processes and their memory (a checkpoint, which
+		// holds gVisor's root filesystem overlay too), under runc the root filesystem; both keep
+		// the home volume. A cluster without them suspends with the volume only and says so in
+		// the Sandbox's MemoryKept or RootfsKept condition.
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e2bNamespace,
 			Annotations: map[string]string{
 				extensionsv1beta1.RuntimeAnnotation: extensionsv1beta1.RuntimeSandboxd,
-				snapshotsv1alpha1.SuspendAnnotation: snapshotsv1alpha1.SuspendRootfs,
+				snapshotsv1alpha1.SuspendAnnotation: E2BSuspendMode(gvisor),
 			}},
 		Spec: extensionsv1beta1.SandboxTemplateSpec{
 			EnvVarsInjectionPolicy: extensionsv1beta1.EnvVarsInjectionPolicyOverrides,
@@ -107,6 +109,15 @@ func e2bTemplate(name, image string, gvisor bool) *extensionsv1beta1.SandboxTemp
 		t.Spec.PodTemplate.Spec.RuntimeClassName = ptr.To(GVisorRuntimeClass)
 	}
 	return t
+}
+
+// E2BSuspendMode is what the E2B templates keep when a sandbox is paused: memory under gVisor,
+// which alone can checkpoint a running sandbox, the root filesystem under runc.
+func E2BSuspendMode(gvisor bool) string {
+	if gvisor {
+		return snapshotsv1alpha1.SuspendMemory
+	}
+	return snapshotsv1alpha1.SuspendRootfs
 }
 
 // E2BPool is the warm pool of E2BTemplate, under the SDK's default template name, sized from

@@ -28,8 +28,12 @@ func checkE2BTemplate(t *testing.T, tpl *extensionsv1beta1.SandboxTemplate, gvis
 	if got := tpl.Annotations[extensionsv1beta1.RuntimeAnnotation]; got != extensionsv1beta1.RuntimeSandboxd {
 		t.Errorf("%s gvisor=%v: annotation %s = %q, want %q", tpl.Name, gvisor, extensionsv1beta1.RuntimeAnnotation, got, extensionsv1beta1.RuntimeSandboxd)
 	}
-	if got := tpl.Annotations[snapshotsv1alpha1.SuspendAnnotation]; got != snapshotsv1alpha1.SuspendRootfs {
-		t.Errorf("%s gvisor=%v: annotation %s = %q, want %q: pause keeps the root filesystem", tpl.Name, gvisor, snapshotsv1alpha1.SuspendAnnotation, got, snapshotsv1alpha1.SuspendRootfs)
+	want := snapshotsv1alpha1.SuspendRootfs // runc: pause keeps the root filesystem
+	if gvisor {
+		want = snapshotsv1alpha1.SuspendMemory // gVisor: pause keeps the processes, as E2B's does
+	}
+	if got := tpl.Annotations[snapshotsv1alpha1.SuspendAnnotation]; got != want {
+		t.Errorf("%s gvisor=%v: annotation %s = %q, want %q", tpl.Name, gvisor, snapshotsv1alpha1.SuspendAnnotation, got, want)
 	}
 	declared := false
 	for _, p := range tpl.Spec.PodTemplate.Spec.Containers[0].Ports {

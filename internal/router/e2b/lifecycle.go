@@ -47,10 +47,12 @@ func (f *FrontDoor) setTimeout(w http.ResponseWriter, r *http.Request, ns string
 	})
 }
 
-// pause suspends the claim's Sandbox: its Pod goes, its volumes stay, memory is lost. A paused
-// sandbox does not expire, as in E2B; connect gives it a new timeout.
+// pause suspends the claim's Sandbox: its Pod goes, its volumes stay, and what else stays (memory
+// under gVisor, or the root filesystem) is what the Sandbox's snapshots.paddock.dev/suspend,
+// from its template, says. A paused sandbox does not expire, as in E2B; connect gives it a new
+// timeout.
 func (f *FrontDoor) pause(w http.ResponseWriter, r *http.Request, ns string) {
-	var req e2bapi.ConnectRequest // {"memory": bool}: accepted, no memory snapshots yet
+	var req e2bapi.ConnectRequest // {"memory": bool}: accepted; the template decides what is kept
 	if !readBody(w, r, &req) {
 		return
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
+	"github.com/paddock-dev/paddock/api/e2b"
+	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
 	"github.com/paddock-dev/paddock/test/builder"
 	"github.com/paddock-dev/paddock/test/framework"
@@ -43,6 +46,73 @@ func testSuspendMemory(t *testing.T) {
 		suspendKeepsMemory(t)
 	})
 	t.Run("runc comes back cold", suspendMemoryUnderRunc)
+	t.Run("e2b: pause and connect with the SDK", func(t *testing.T) {
+		requireGVisor(t)
+		testE2BPauseKeepsMemory(t)
+	})
+}
+
+// testE2BPauseKeepsMemory: the unmodified E2B SDK pauses a sandbox of dev up's `base` template,
+// which under gVisor carries snapshots.paddock.dev/suspend: memory, while a process of it holds a
+// secret in memory; once the checkpoint is made and the Pod gone, connect finds the same process
+// running on (its secret, its counter past the paused one) and the file it wrote outside its
+// home volume, and MemoryKept says Restored.
+func testE2BPauseKeepsMemory(t *testing.T) {
+	ns := namespace(t)
+	ctx := framework.Context(t, 15*time.Minute)
+	c := paddockClient(t)
+	copyE2BTemplate(t, ctx, c, ns, e2b.DefaultTemplate, true)
+	var tpl extensionsv1beta1.SandboxTemplate
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: e2b.DefaultTemplate}, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	if got := tpl.Annotations[snapshotsv1alpha1.SuspendAnnotation]; got != snapshotsv1alpha1.SuspendMemory {
+		t.Fatalf("dev up's gVisor E2B template has %s %q, want %q", snapshotsv1alpha1.SuspendAnnotation, got, snapshotsv1alpha1.SuspendMemory)
+	}
+	framework.MustCreate(t, ctx, c, poolOf(ns, e2b.DefaultTemplate, 1))
+	key, url := e2bAPIKey(t, ctx, c, ns), e2bURL(t, ctx, c)
+	dir := e2bClientDir(t)
+	env := append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key, "E2B_PKG="+e2bSDKs[0],
+		"E2B_TEMPLATE="+e2b.DefaultTemplate, "E2B_MEMORY_LOOP="+memoryLoop)
+	waitPoolReady(t, c, ns, e2b.DefaultTemplate, 1)
+
+	out, err := node(t, ctx, dir, append(env, "E2B_STEP=pause"), "pausememory.mjs")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var res struct {
+		SandboxID string `json:"sandboxId"`
+		Secret    string `json:"secret"`
+		Count     int    `json:"count"`
+	}
+	if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil || res.SandboxID == "" || res.Secret == "" {
+		t.Fatalf("pausememory.mjs pause: %v", err)
+	}
+	paused := time.Now()
+	claim := &extensionsv1beta1.SandboxClaim{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: res.SandboxID}, claim); err != nil {
+		t.Fatal(err)
+	}
+	var list agentsv1beta1.SandboxList
+	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{agentsv1beta1.ClaimUIDLabel: string(claim.UID)}); err != nil || len(list.Items) != 1 {
+		t.Fatalf("the Sandbox of claim %s: %d found (%v)", claim.Name, len(list.Items), err)
+	}
+	sb := &list.Items[0]
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpNamespace(t, ns)
+			dumpMemoryNodePods(t, sb.UID)
+		}
+	})
+	podName := cmp.Or(sb.Annotations[agentsv1beta1.PodNameAnnotation], sb.Name)
+	waitMemoryKept(t, c, sb, agentsv1beta1.SandboxReasonMemoryCheckpointed, agentsv1beta1.SandboxReasonMemoryCheckpointFailed)
+	framework.EventuallyWithin(t, 3*time.Minute, func(ctx context.Context) error { return podGone(ctx, c, ns, podName) })
+	t.Logf("E2B pause to Pod gone (checkpoint included): %v; %s", time.Since(paused).Round(time.Millisecond), memoryKept(sb).Message)
+
+	start := time.Now()
+	if out, err := node(t, ctx, dir, append(env, "E2B_STEP=connect", "E2B_SANDBOX_ID="+res.SandboxID,
+		"E2B_SECRET="+res.Secret, "E2B_COUNT="+strconv.Itoa(res.Count)), "pausememory.mjs"); err != nil || !strings.Contains(out, "checks passed") {
+		t.Fatalf("pausememory.mjs connect: %v", err)
+	}
+	t.Logf("E2B connect of the checkpointed sandbox and its checks: %v", time.Since(start).Round(time.Millisecond))
 }
 
 func suspendKeepsMemory(t *testing.T) {

@@ -200,15 +200,25 @@ func suspendWithoutRootfs(t *testing.T) {
 	}
 }
 
-// testE2BPauseKeepsRootfs: the unmodified E2B SDK pauses a sandbox of dev up's `base` template
-// (which carries snapshots.paddock.dev/suspend: rootfs) after writing outside its home volume;
-// once the capture is Ready and the Pod gone, connect finds the files with their modes, under
-// gVisor as dev up's template runs.
+// testE2BPauseKeepsRootfs: the unmodified E2B SDK pauses a sandbox of dev up's `base` template,
+// set to snapshots.paddock.dev/suspend: rootfs (as dev up makes it under runc; under gVisor it
+// keeps memory, testE2BPauseKeepsMemory), after writing outside its home volume; once the capture
+// is Ready and the Pod gone, connect finds the files with their modes, under gVisor as dev up's
+// template runs.
 func testE2BPauseKeepsRootfs(t *testing.T) {
 	ns := namespace(t)
 	ctx := framework.Context(t, 15*time.Minute)
 	c := paddockClient(t)
 	copyE2BTemplate(t, ctx, c, ns, e2b.DefaultTemplate, true)
+	var tpl extensionsv1beta1.SandboxTemplate
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: e2b.DefaultTemplate}, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	orig := tpl.DeepCopy()
+	tpl.Annotations[snapshotsv1alpha1.SuspendAnnotation] = snapshotsv1alpha1.SuspendRootfs
+	if err := c.Patch(ctx, &tpl, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
 	framework.MustCreate(t, ctx, c, poolOf(ns, e2b.DefaultTemplate, 1))
 	key, url := e2bAPIKey(t, ctx, c, ns), e2bURL(t, ctx, c)
 	dir := e2bClientDir(t)

@@ -347,3 +347,40 @@ func newReconciler(t *testing.T, c client.Client, opts Options) *Reconciler {
 	}
 	return r
 }
+
+// TestPoolNotYetCachedIsNotMissing: a pool created just before its claim (the E2B front door's
+// fork) may be absent from the cache on the claim's first pass. The pass asks the API server and
+// adopts a member, instead of telling the claim that its pool does not exist (which the front
+// door takes as final: CI, stop 37, "WarmPoolNotFound" on a fork). The fake client stands in for
+// a cache that has not seen the pool and template yet.
+func TestPoolNotYetCachedIsNotMissing(t *testing.T) {
+	_, _, objs := fixtures()
+	raw := newFake(t, objs, interceptor.Funcs{})
+	cached := interceptor.NewClient(raw, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			switch obj.(type) {
+			case *extensionsv1beta1.SandboxWarmPool:
+				return apierrors.NewNotFound(schema.GroupResource{Group: extensionsv1beta1.GroupVersion.Group, Resource: "sandboxwarmpools"}, key.Name)
+			case *extensionsv1beta1.SandboxTemplate:
+				return apierrors.NewNotFound(schema.GroupResource{Group: extensionsv1beta1.GroupVersion.Group, Resource: "sandboxtemplates"}, key.Name)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	r := newReconciler(t, cached, Options{APIReader: raw, Queue: queueOf("m1")})
+	if err := reconcileClaim(t, r); err != nil {
+		t.Fatal(err)
+	}
+	claim := &extensionsv1beta1.SandboxClaim{}
+	if err := raw.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "c"}, claim); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claim.Status.Conditions {
+		if c.Reason == extensionsv1beta1.ClaimReasonWarmPoolNotFound || c.Reason == extensionsv1beta1.ClaimReasonTemplateNotFound {
+			t.Errorf("claim condition %s %s: %s; the pool and template exist on the API server", c.Type, c.Reason, c.Message)
+		}
+	}
+	if got := controllerOf(t, raw, "m1"); got != "SandboxClaim/c" {
+		t.Errorf("m1 is controlled by %q, want SandboxClaim/c: the claim adopts though its cache lags", got)
+	}
+}

@@ -188,20 +188,32 @@ func controlledOne(items []agentsv1beta1.Sandbox, claim *extensionsv1beta1.Sandb
 // poolAndTemplate reads the claim's pool and the pool's template from the cache.
 func (r *Reconciler) poolAndTemplate(ctx context.Context, claim *extensionsv1beta1.SandboxClaim) (*extensionsv1beta1.SandboxWarmPool, *extensionsv1beta1.SandboxTemplate, error) {
 	pool := &extensionsv1beta1.SandboxWarmPool{}
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}, pool); err != nil {
+	if err := r.getConfirmed(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}, pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil, newError(errWarmPoolNotFound, "SandboxWarmPool %q not found", claim.Spec.WarmPoolRef.Name)
 		}
 		return nil, nil, fmt.Errorf("reading SandboxWarmPool %q: %w", claim.Spec.WarmPoolRef.Name, err)
 	}
 	tpl := &extensionsv1beta1.SandboxTemplate{}
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: pool.Spec.TemplateRef.Name}, tpl); err != nil {
+	if err := r.getConfirmed(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: pool.Spec.TemplateRef.Name}, tpl); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil, newError(errTemplateNotFound, "SandboxTemplate %q not found", pool.Spec.TemplateRef.Name)
 		}
 		return nil, nil, fmt.Errorf("reading SandboxTemplate %q: %w", pool.Spec.TemplateRef.Name, err)
 	}
 	return pool, tpl, nil
+}
+
+// getConfirmed reads key from the cache and, when the cache has no such object, from the API
+// server: a pool or template created just before its claim (the E2B front door's fork creates
+// the pool, then the claims) may not be in the cache yet, and a claim must not be told that
+// what it names does not exist. Only a miss costs the API call.
+func (r *Reconciler) getConfirmed(ctx context.Context, key types.NamespacedName, obj client.Object) error {
+	err := r.client.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		err = r.reader.Get(ctx, key, obj)
+	}
+	return err
 }
 
 // refreshMetadata carries template and claim metadata edits to a bound Sandbox's pod template,

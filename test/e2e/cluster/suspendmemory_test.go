@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/paddock-dev/paddock/api/agents/v1beta1"
-	"github.com/paddock-dev/paddock/api/e2b"
 	extensionsv1beta1 "github.com/paddock-dev/paddock/api/extensions/v1beta1"
 	snapshotsv1alpha1 "github.com/paddock-dev/paddock/api/snapshots/v1alpha1"
 	"github.com/paddock-dev/paddock/test/builder"
@@ -58,33 +57,18 @@ func testSuspendMemory(t *testing.T) {
 // running on (its secret, its counter past the paused one) and the file it wrote outside its
 // home volume, and MemoryKept says Restored.
 func testE2BPauseKeepsMemory(t *testing.T) {
-	ns := namespace(t)
-	ctx := framework.Context(t, 15*time.Minute)
-	c := paddockClient(t)
-	copyE2BTemplate(t, ctx, c, ns, e2b.DefaultTemplate, true)
-	var tpl extensionsv1beta1.SandboxTemplate
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: e2b.DefaultTemplate}, &tpl); err != nil {
-		t.Fatal(err)
+	p := pauseE2B(t, snapshotsv1alpha1.SuspendMemory, "pausememory.mjs", "E2B_MEMORY_LOOP="+memoryLoop)
+	ctx, c, ns, dir, env := p.ctx, p.c, p.ns, p.dir, p.env
+	if p.devTpl != snapshotsv1alpha1.SuspendMemory {
+		t.Errorf("dev up's gVisor E2B template has %s %q, want %q", snapshotsv1alpha1.SuspendAnnotation, p.devTpl, snapshotsv1alpha1.SuspendMemory)
 	}
-	if got := tpl.Annotations[snapshotsv1alpha1.SuspendAnnotation]; got != snapshotsv1alpha1.SuspendMemory {
-		t.Fatalf("dev up's gVisor E2B template has %s %q, want %q", snapshotsv1alpha1.SuspendAnnotation, got, snapshotsv1alpha1.SuspendMemory)
-	}
-	framework.MustCreate(t, ctx, c, poolOf(ns, e2b.DefaultTemplate, 1))
-	key, url := e2bAPIKey(t, ctx, c, ns), e2bURL(t, ctx, c)
-	dir := e2bClientDir(t)
-	env := append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key, "E2B_PKG="+e2bSDKs[0],
-		"E2B_TEMPLATE="+e2b.DefaultTemplate, "E2B_MEMORY_LOOP="+memoryLoop)
-	waitPoolReady(t, c, ns, e2b.DefaultTemplate, 1)
-
-	out, err := node(t, ctx, dir, append(env, "E2B_STEP=pause"), "pausememory.mjs")
-	lines := strings.Split(strings.TrimSpace(out), "\n")
 	var res struct {
 		SandboxID string `json:"sandboxId"`
 		Secret    string `json:"secret"`
 		Count     int    `json:"count"`
 	}
-	if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil || res.SandboxID == "" || res.Secret == "" {
-		t.Fatalf("pausememory.mjs pause: %v", err)
+	if err := json.Unmarshal(p.result, &res); err != nil || res.SandboxID == "" || res.Secret == "" {
+		t.Fatalf("pausememory.mjs pause printed %s: %v", p.result, err)
 	}
 	paused := time.Now()
 	claim := &extensionsv1beta1.SandboxClaim{}

@@ -206,32 +206,13 @@ func suspendWithoutRootfs(t *testing.T) {
 // is Ready and the Pod gone, connect finds the files with their modes, under gVisor as dev up's
 // template runs.
 func testE2BPauseKeepsRootfs(t *testing.T) {
-	ns := namespace(t)
-	ctx := framework.Context(t, 15*time.Minute)
-	c := paddockClient(t)
-	copyE2BTemplate(t, ctx, c, ns, e2b.DefaultTemplate, true)
-	var tpl extensionsv1beta1.SandboxTemplate
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: e2b.DefaultTemplate}, &tpl); err != nil {
-		t.Fatal(err)
-	}
-	orig := tpl.DeepCopy()
-	tpl.Annotations[snapshotsv1alpha1.SuspendAnnotation] = snapshotsv1alpha1.SuspendRootfs
-	if err := c.Patch(ctx, &tpl, client.MergeFrom(orig)); err != nil {
-		t.Fatal(err)
-	}
-	framework.MustCreate(t, ctx, c, poolOf(ns, e2b.DefaultTemplate, 1))
-	key, url := e2bAPIKey(t, ctx, c, ns), e2bURL(t, ctx, c)
-	dir := e2bClientDir(t)
-	env := append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key, "E2B_PKG="+e2bSDKs[0], "E2B_TEMPLATE="+e2b.DefaultTemplate)
-	waitPoolReady(t, c, ns, e2b.DefaultTemplate, 1)
-
-	out, err := node(t, ctx, dir, append(env, "E2B_STEP=pause"), "pauserootfs.mjs")
-	lines := strings.Split(strings.TrimSpace(out), "\n")
+	p := pauseE2B(t, snapshotsv1alpha1.SuspendRootfs, "pauserootfs.mjs")
+	ctx, c, ns, dir, env := p.ctx, p.c, p.ns, p.dir, p.env
 	var res struct {
 		SandboxID string `json:"sandboxId"`
 	}
-	if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil || res.SandboxID == "" {
-		t.Fatalf("pauserootfs.mjs pause: %v", err)
+	if err := json.Unmarshal(p.result, &res); err != nil || res.SandboxID == "" {
+		t.Fatalf("pauserootfs.mjs pause printed %s: %v", p.result, err)
 	}
 	paused := time.Now()
 	claim := &extensionsv1beta1.SandboxClaim{}
@@ -267,4 +248,50 @@ func testE2BPauseKeepsRootfs(t *testing.T) {
 		t.Fatalf("pauserootfs.mjs connect: %v", err)
 	}
 	t.Logf("E2B connect of the captured sandbox and one command: %v", time.Since(start).Round(time.Millisecond))
+}
+
+// e2bPause is a sandbox the unmodified E2B SDK created from a copy of dev up's `base` template in
+// a namespace of its own and paused: result is the last line the pause step of its script printed.
+type e2bPause struct {
+	ctx    context.Context
+	c      client.Client
+	ns     string
+	dir    string
+	env    []string
+	devTpl string // the template's snapshots.paddock.dev/suspend as dev up made it
+	result []byte
+}
+
+// pauseE2B copies dev up's `base` template, with its volume, and sets its
+// snapshots.paddock.dev/suspend to mode; starts a pool of one; and runs script's E2B_STEP=pause
+// with the unmodified SDK and extra env.
+func pauseE2B(t *testing.T, mode, script string, extra ...string) e2bPause {
+	t.Helper()
+	p := e2bPause{ns: namespace(t), ctx: framework.Context(t, 15*time.Minute), c: paddockClient(t)}
+	copyE2BTemplate(t, p.ctx, p.c, p.ns, e2b.DefaultTemplate, true)
+	var tpl extensionsv1beta1.SandboxTemplate
+	if err := p.c.Get(p.ctx, client.ObjectKey{Namespace: p.ns, Name: e2b.DefaultTemplate}, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	p.devTpl = tpl.Annotations[snapshotsv1alpha1.SuspendAnnotation]
+	if p.devTpl != mode {
+		orig := tpl.DeepCopy()
+		tpl.Annotations[snapshotsv1alpha1.SuspendAnnotation] = mode
+		if err := p.c.Patch(p.ctx, &tpl, client.MergeFrom(orig)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	framework.MustCreate(t, p.ctx, p.c, poolOf(p.ns, e2b.DefaultTemplate, 1))
+	key, url := e2bAPIKey(t, p.ctx, p.c, p.ns), e2bURL(t, p.ctx, p.c)
+	p.dir = e2bClientDir(t)
+	p.env = append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key, "E2B_PKG="+e2bSDKs[0], "E2B_TEMPLATE="+e2b.DefaultTemplate)
+	p.env = append(p.env, extra...)
+	waitPoolReady(t, p.c, p.ns, e2b.DefaultTemplate, 1)
+	out, err := node(t, p.ctx, p.dir, append(p.env, "E2B_STEP=pause"), script)
+	if err != nil {
+		t.Fatalf("%s pause: %v", script, err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	p.result = []byte(lines[len(lines)-1])
+	return p
 }

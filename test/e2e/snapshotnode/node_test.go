@@ -136,6 +136,29 @@ func (n *node) ctr(args ...string) string {
 	return out
 }
 
+// list runs the listing script in container id and returns what it printed. A listing is never
+// empty (it names at least the root it lists); ctr's exec now and then returns with an exit
+// status of 0 and none of the output (seen in CI, stop 37), so an empty answer is asked again,
+// under a new exec ID.
+func (n *node) list(id, script string) string {
+	n.t.Helper()
+	var out string
+	attempt := 0
+	framework.EventuallyWithin(n.t, 30*time.Second, func(context.Context) error {
+		attempt++
+		var err error
+		out, err = n.ctrOutput("task", "exec", "--exec-id", fmt.Sprintf("list-%d", attempt), id, "sh", "-c", script)
+		switch {
+		case err != nil:
+			return fmt.Errorf("ctr task exec %s: %v\n%s", id, err, out)
+		case strings.TrimSpace(out) == "":
+			return fmt.Errorf("ctr task exec %s printed nothing", id)
+		}
+		return nil
+	})
+	return out
+}
+
 // run starts container id from img running script, then sleeping; it returns once the script
 // has written /ready.
 func (n *node) run(id, img, script string) {
@@ -202,7 +225,7 @@ chmod 700 /usr`
 func TestCaptureRestoresTree(t *testing.T) {
 	n := startNode(t)
 	n.run("src", n.base, writes)
-	want := n.ctr("task", "exec", "--exec-id", "list", "src", "sh", "-c", treeScript)
+	want := n.list("src", treeScript)
 
 	img, size, paused, errMsg := n.capture("src", "1")
 	if errMsg != "" {
@@ -214,7 +237,7 @@ func TestCaptureRestoresTree(t *testing.T) {
 	}
 	n.ctr("image", "pull", "--plain-http", img)
 	n.run("fork", img, "true")
-	got := n.ctr("task", "exec", "--exec-id", "list", "fork", "sh", "-c", treeScript)
+	got := n.list("fork", treeScript)
 	if got != want {
 		t.Errorf("the tree of a container from the snapshot differs from the source's:\n%s", lineDiff(want, got))
 	}
@@ -332,7 +355,7 @@ func TestCaptureRestoresVolume(t *testing.T) {
 	bin := buildRestoreBinary(t)
 	srcVol, forkVol := t.TempDir(), t.TempDir()
 	n.runWithVolume("src", n.base, srcVol, volumeWrites)
-	want := n.ctr("task", "exec", "--exec-id", "list", "src", "sh", "-c", volumeTreeScript)
+	want := n.list("src", volumeTreeScript)
 	res := n.captureVolume("src", "vol", bin)
 	if res.Error != "" {
 		t.Fatalf("capture: %s", res.Error)
@@ -344,7 +367,7 @@ func TestCaptureRestoresVolume(t *testing.T) {
 	n.ctr("image", "pull", "--plain-http", res.Image)
 	restore := snapshot.RestoreBinaryPath + " restore --volume=data=/vol"
 	n.runWithVolume("fork", res.Image, forkVol, restore+" > /restored")
-	got := n.ctr("task", "exec", "--exec-id", "list", "fork", "sh", "-c", volumeTreeScript)
+	got := n.list("fork", volumeTreeScript)
 	if got != want {
 		t.Errorf("the restored volume differs from the source's:\n%s", lineDiff(want, got))
 	}
@@ -358,11 +381,11 @@ func TestCaptureRestoresVolume(t *testing.T) {
 	}
 	// The container changes its volume; a restore run again (a resumed Pod) keeps it.
 	n.ctr("task", "exec", "--exec-id", "change", "fork", "sh", "-c", "rm /vol/random && echo newer > /vol/a")
-	changed := n.ctr("task", "exec", "--exec-id", "list2", "fork", "sh", "-c", volumeTreeScript)
+	changed := n.list("fork", volumeTreeScript)
 	if out := n.ctr("task", "exec", "--exec-id", "again", "fork", "sh", "-c", restore); !strings.Contains(out, "volume data at /vol: kept") {
 		t.Errorf("second restore said %q, want kept", out)
 	}
-	if after := n.ctr("task", "exec", "--exec-id", "list3", "fork", "sh", "-c", volumeTreeScript); after != changed {
+	if after := n.list("fork", volumeTreeScript); after != changed {
 		t.Errorf("a second restore changed the volume:\n%s", lineDiff(changed, after))
 	}
 }

@@ -34,10 +34,10 @@ type Demand struct {
 	// followed holds members claimed before they were Ready: their start-up time still counts
 	// for the pool, or a pool whose members are all taken early would never learn it.
 	followed map[types.UID]follow
-	// claims holds the pool of each recent claim, by claim UID: a claim is counted once, and the
-	// start-up time of a cold Sandbox it gets counts for its pool, or a pool that ran dry (or
+	// claimPools holds the pool of each recent claim, by claim UID: a claim is counted once, and
+	// the start-up time of a cold Sandbox it gets counts for its pool, or a pool that ran dry (or
 	// waits at zero) would never learn it.
-	claims map[types.UID]follow
+	claimPools map[types.UID]follow
 }
 
 type observed struct {
@@ -57,7 +57,7 @@ type follow struct {
 // NewDemand returns a Demand with the given rate and stabilization windows.
 func NewDemand(rateWindow, window time.Duration) *Demand {
 	return &Demand{RateWindow: rateWindow, Window: window, pools: map[string]*observed{},
-		followed: map[types.UID]follow{}, claims: map[types.UID]follow{}}
+		followed: map[types.UID]follow{}, claimPools: map[types.UID]follow{}}
 }
 
 func (d *Demand) get(pool string) *observed {
@@ -74,7 +74,7 @@ func (d *Demand) get(pool string) *observed {
 func (d *Demand) Claim(pool string, claim types.UID, at, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, seen := d.claims[claim]; seen || !at.After(now.Add(-d.RateWindow)) {
+	if _, seen := d.claimPools[claim]; seen || !at.After(now.Add(-d.RateWindow)) {
 		return
 	}
 	o := d.get(pool)
@@ -84,7 +84,7 @@ func (d *Demand) Claim(pool string, claim types.UID, at, now time.Time) {
 	if len(o.claims) > maxClaims {
 		o.claims = o.claims[len(o.claims)-maxClaims:]
 	}
-	add(d.claims, claim, follow{pool: pool, created: at}, now)
+	add(d.claimPools, claim, follow{pool: pool, created: at}, now)
 }
 
 // MemberTaken records that a member of pool, created at created, left it for a claim at now,
@@ -141,12 +141,12 @@ func (d *Demand) ReadyAfterClaim(uid types.UID, now time.Time) {
 func (d *Demand) ColdReady(claim types.UID, created, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	f, ok := d.claims[claim]
+	f, ok := d.claimPools[claim]
 	if !ok || f.cold {
 		return
 	}
 	f.cold = true
-	d.claims[claim] = f
+	d.claimPools[claim] = f
 	if took := now.Sub(created); took <= followFor {
 		d.sample(f.pool, took)
 	}
@@ -157,7 +157,7 @@ func (d *Demand) Gone(uid types.UID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.followed, uid)
-	delete(d.claims, uid)
+	delete(d.claimPools, uid)
 }
 
 func (d *Demand) sample(pool string, took time.Duration) {
@@ -189,7 +189,7 @@ func (d *Demand) Forget(pool string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.pools, pool)
-	for _, m := range []map[types.UID]follow{d.followed, d.claims} {
+	for _, m := range []map[types.UID]follow{d.followed, d.claimPools} {
 		for id, f := range m {
 			if f.pool == pool {
 				delete(m, id)

@@ -93,7 +93,8 @@ e2bRow() {
       create: $s.e2b.create, first: $s.e2b.firstInstruction, writesPerClaim: $s.writesPerObject,
       loadStart: ($s.e2b.loadAtCreates // "" | split(" ")[0]), loadEnd: ($s.loadAverage // "" | split(" ")[0]),
       warmAfter10: ([$s.samples[] | select(.startSeconds >= 10)] | if length == 0 then null else ((map(select(.warm)) | length) / length) end),
-      problems: $s.e2b.problems, target: $target}' "$f")"
+      problems: $s.e2b.problems, target: $target,
+      cpuPerCreate: ($s.e2b.nodeCPU // null | if . == null then null else {busy: (.busyCoreSeconds / $s.count), components: (.components | map_values(. / $s.count))} end)}' "$f")"
 }
 
 # poolReady NS NAME WANT DEADLINE_S: poll until the pool has WANT Ready members; echo seconds waited.
@@ -144,7 +145,7 @@ rowA() {
     local n=$((A_RATE * A_SECONDS)) dir=$OUT/a-$rt
     log "row a $rt: $n creates at $A_RATE/s, pool $n filled first; load $(load1)"
     bounded 900 "$BENCH" --rate '' --e2b "$n" --e2b-rate "$A_RATE" --e2b-template "default/bench-warm-$rt" \
-      --e2b-settle-load "$SETTLE_LOAD" --timeout "$TIMEOUT" --out "$dir" >"$OUT/a-$rt.log" 2>&1 || log "row a $rt: paddock-bench failed, see a-$rt.log"
+      --e2b-settle-load "$SETTLE_LOAD" --e2b-node-cpu --timeout "$TIMEOUT" --out "$dir" >"$OUT/a-$rt.log" 2>&1 || log "row a $rt: paddock-bench failed, see a-$rt.log"
     e2bRow a "$rt" "$dir" "$([ "$rt" = gvisor ] && echo 'first command p50 <= 40 ms, p99 <= 150 ms' || echo '(none for runc)')"
   done
 }
@@ -172,7 +173,7 @@ rowB() {
     n=$(echo "$r * $B_SECONDS / 1" | bc)
     log "row b $rt: $n creates at $r/s against a pool of $B_FILL; load $(load1)"
     bounded 900 "$BENCH" --rate '' --e2b "$n" --e2b-rate "$r" --e2b-pool "$B_FILL" --e2b-kill-after-command --e2b-template "default/bench-warm-$rt" \
-      --e2b-settle-load "$SETTLE_LOAD" --timeout "$TIMEOUT" --out "$dir" >"$OUT/b-$rt.log" 2>&1 || log "row b $rt: paddock-bench failed, see b-$rt.log"
+      --e2b-settle-load "$SETTLE_LOAD" --e2b-node-cpu --timeout "$TIMEOUT" --out "$dir" >"$OUT/b-$rt.log" 2>&1 || log "row b $rt: paddock-bench failed, see b-$rt.log"
     e2bRow b-stream "$rt" "$dir" "100% warm after the first 10 s"
   done
 }
@@ -184,7 +185,7 @@ rowC() {
   before=$($K -n default get sandboxwarmpool base -o jsonpath='{.spec.replicas}/{.status.readyReplicas}')
   log "row c: $n creates at $C_RATE/s against default/base (replicas/ready $before); load $(load1)"
   bounded 900 "$BENCH" --rate '' --e2b "$n" --e2b-rate "$C_RATE" --e2b-existing-pool --e2b-template default/base \
-    --e2b-settle-load "$SETTLE_LOAD" --timeout "$TIMEOUT" --out "$dir" >"$OUT/c.log" 2>&1 || log "row c: paddock-bench failed, see c.log"
+    --e2b-settle-load "$SETTLE_LOAD" --e2b-node-cpu --timeout "$TIMEOUT" --out "$dir" >"$OUT/c.log" 2>&1 || log "row c: paddock-bench failed, see c.log"
   $K -n default get events --field-selector involvedObject.name=base,reason=Autosized -o custom-columns=TIME:.lastTimestamp,MESSAGE:.message >"$OUT/c-autosized.txt" 2>&1
   log "row c: base pool replicas/ready after: $($K -n default get sandboxwarmpool base -o jsonpath='{.spec.replicas}/{.status.readyReplicas}')"
   e2bRow c gvisor "$dir" "(none; before issue 30: p50 32.5 s, p99 45.9 s)"

@@ -22,12 +22,15 @@ jq -rs '
     elif .row == "e" then "\(.count) claims at 2/s"
     elif .count then "\(.count) creates at \(.rate)/s, pool \(.pool // "of default/base")"
     else "–" end;
+  def cpu:
+    if .cpuPerCreate == null then ""
+    else "; node CPU per create \(.cpuPerCreate.busy | ms) ms: " + ([.cpuPerCreate.components | to_entries | sort_by(-.value) | .[:4][] | "\(.key) \(.value | ms)"] | join(", ")) end;
   def other:
     if .error then .error
     elif .row == "b-fill" then "\(.perSecond) members/s (\(.perCore | num(2))/core), \(.members) Ready in \(.seconds | num(1)) s"
     elif .row == "d" then "PSS \(.pssMiBPerMember | num(1)) MiB, RSS \(.rssMiBPerMember | num(1)) MiB, CPU \(.cpuMillicoresPerMember | num(2)) m per member; requests cpu \(.requests.cpu | join(",")), memory \(.requests.memory | join(",")); filled in \(.fillSeconds | num(0)) s"
     elif .row == "e" then "refill \(if .refillComplete then "complete" else "NOT complete" end) after \(.refillSeconds | num(1)) s"
-    elif .created != null then "\(.created) of \(.count) answered\(if (.problems // []) | length > 0 then "; " + (.problems | join("; ")) else "" end)"
+    elif .created != null then "\(.created) of \(.count) answered\(if (.problems // []) | length > 0 then "; " + (.problems | join("; ")) else "" end)\(cpu)"
     else "" end;
   "| row | runtime | scale | create p50 / p99 (ms) | first command p50 / p99 (ms) | served warm | API writes per claim | load 1-min start / end | other | target | met? |",
   "|---|---|---|---|---|---|---|---|---|---|---|",

@@ -63,6 +63,10 @@ type E2BTarget struct {
 	// holds a bounded number of Pods (the kubelet's maxPods, 110 by default). Whether a pool
 	// member served the create is read from its claim before the kill.
 	KillAfterCommand bool
+	// NodeCPU reads /proc before the first create and after the last first command, and
+	// reports where the machine's CPU went (E2B.NodeCPU): meaningful when the harness runs on
+	// the cluster's only node.
+	NodeCPU bool
 }
 
 // DefaultE2BTarget is the front door and `base` template that `paddock dev up` installs.
@@ -117,6 +121,9 @@ type E2B struct {
 	// Created is how many creates answered 201; Warm how many of those a pool member served.
 	Created int `json:"created"`
 	Warm    int `json:"warm"`
+	// NodeCPU is where the harness machine's CPU went from just before the first create to the
+	// last first command's end, with --e2b-node-cpu.
+	NodeCPU *NodeCPU `json:"nodeCPU,omitempty"`
 	// Problems are the first failures, one per kind of message.
 	Problems []string `json:"problems,omitempty"`
 	// Steps split the warm creates further, from the front door's Server-Timing and the first
@@ -219,7 +226,21 @@ func (r *Runner) e2bScenario(ctx context.Context, ns string, s Scenario) (Result
 	if err != nil {
 		return Result{}, err
 	}
+	var cpuBefore cpuSnapshot
+	if t.NodeCPU {
+		if cpuBefore, err = readCPUSnapshot("/proc"); err != nil {
+			return Result{}, fmt.Errorf("--e2b-node-cpu: %w", err)
+		}
+	}
 	samples := r.e2bCreates(ctx, fd, ns, template, s)
+	var cpu *NodeCPU
+	if t.NodeCPU {
+		cpuAfter, err := readCPUSnapshot("/proc")
+		if err != nil {
+			return Result{}, fmt.Errorf("--e2b-node-cpu: %w", err)
+		}
+		cpu = nodeCPU(cpuBefore, cpuAfter)
+	}
 	after, err := r.Writes(ctx)
 	phases.fill(samples)
 	if err != nil {
@@ -231,6 +252,7 @@ func (r *Runner) e2bScenario(ctx context.Context, ns string, s Scenario) (Result
 	fd.killAll(ctx, samples)
 	res := e2bResult(s, url, samples)
 	res.E2B.LoadAtCreates = loadAtCreates
+	res.E2B.NodeCPU = cpu
 	res.Writes = after.Sub(before)
 	res.WritesPerClaim = res.Writes.Total() / float64(s.Count)
 	return res, nil
@@ -503,6 +525,7 @@ func e2bTable(results []Result) string {
 		}
 	}
 	writeStepsTable(&b, results)
+	writeNodeCPUTable(&b, results)
 	fmt.Fprintf(&b, "\nTargets at 20/s on 2 cores: create p50 ≤ %s and p99 ≤ %s; time to first instruction p50 ≤ %s.\n",
 		latency(1, e2bTargetCreateP50), latency(1, e2bTargetCreateP99), latency(1, e2bTargetFirstP50))
 	for _, s := range results {
@@ -529,6 +552,22 @@ func writeStepsTable(b *strings.Builder, results []Result) {
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %.2f | %s | %s | %s | %s |\n", s.Name, phase(st.RouterClaim), phase(st.RouterBound), phase(st.RouterDaemon),
 			st.RefusedProbes, phase(st.Probe), phase(st.ExecStarted), phase(st.ExecEnded), phase(st.SecondInstruction))
+	}
+}
+
+// writeNodeCPUTable renders where the node's CPU went, per create, for the scenarios that read it.
+func writeNodeCPUTable(b *strings.Builder, results []Result) {
+	header := false
+	for _, s := range results {
+		if s.E2B == nil || s.E2B.NodeCPU == nil {
+			continue
+		}
+		if !header {
+			b.WriteString("\n| e2b scenario | node CPU from the first create to the last first command, ms per create |\n|---|---|\n")
+			header = true
+		}
+		fmt.Fprintf(b, "| %s | %s (window %.1f s, %.2f cores busy) |\n", s.Name, s.E2B.NodeCPU.perUnit(s.Count),
+			s.E2B.NodeCPU.Seconds, s.E2B.NodeCPU.Busy/max(s.E2B.NodeCPU.Seconds, 1e-9))
 	}
 }
 

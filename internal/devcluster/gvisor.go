@@ -51,11 +51,19 @@ func (c Config) runscConfigPath() string { return c.path("containerd", "runsc.to
 // checkpoint (snapshots.paddock.dev/restore-from) goes into a new Pod, whose pause container's
 // spec differs from the checkpointed one by design (dev.gvisor.spec.cgroup-parent names the Pod's
 // UID), so runsc's restore-time spec check only warns instead of refusing.
+//
+// systrap's fast path is off: with it, a Sentry waiting for its stub threads (and a stub waiting
+// for the Sentry) spins on a CPU instead of sleeping, which pays on a machine with idle CPUs for
+// one sandbox. A node of Paddock's runs dozens of members on a few CPUs, and a claim wakes its
+// member while the others start or serve: on the 2-core dev node, 100 warm creates at 20/s cost
+// the members 57 ms of CPU per create with it off against 102 ms with it on, and at 0.5/s the
+// first command was no slower (docs/performance/results.md, "Where a warm create's CPU goes").
 func runscConfig(runsc string) string {
 	return fmt.Sprintf(`binary_name = %q
 
 [runsc_config]
   platform = "systrap"
+  systrap-disable-fast-path = "true"
   restore-spec-validation = "warning"
 `, runsc)
 }

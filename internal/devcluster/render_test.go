@@ -95,8 +95,8 @@ func TestContainerdConfigGVisor(t *testing.T) {
 		t.Errorf("RuntimeClass %s has handler %s; want %s with handler %s", rc.Name, rc.Handler, GVisorRuntimeClass, gvisorHandler)
 	}
 	if runsc := runscConfig("/cache/gvisor/runsc"); !strings.Contains(runsc, `binary_name = "/cache/gvisor/runsc"`) || !strings.Contains(runsc, `platform = "systrap"`) ||
-		!strings.Contains(runsc, `restore-spec-validation = "warning"`) {
-		t.Errorf("runsc.toml lacks the binary, the systrap platform or the restore spec policy:\n%s", runsc)
+		!strings.Contains(runsc, `restore-spec-validation = "warning"`) || !strings.Contains(runsc, `systrap-disable-fast-path = "true"`) {
+		t.Errorf("runsc.toml lacks the binary, the systrap platform, the fast path turned off or the restore spec policy:\n%s", runsc)
 	}
 }
 

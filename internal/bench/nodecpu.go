@@ -2,8 +2,10 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +27,9 @@ type NodeCPU struct {
 	// (runsc's, the CNI plugins, iptables) count with the process that ran them. What exited
 	// without a parent that stays (an orphan reaped by init) is only in Busy.
 	Components map[string]float64 `json:"components"`
+	// OtherCommands splits ComponentOther by command name (the harness itself, the dev
+	// cluster's scheduler, controller manager, registry, ...).
+	OtherCommands map[string]float64 `json:"otherCommands,omitempty"`
 }
 
 // The components NodeCPU reports. A process in a Pod's cgroup (the kubelet's kubepods) is
@@ -57,6 +62,7 @@ const clockTicks = 100
 type procCPU struct {
 	start        uint64 // start time in ticks since boot: a pid reused in the window is a new process
 	component    string
+	comm         string
 	self, reaped float64 // seconds: utime+stime, and cutime+cstime
 }
 
@@ -166,7 +172,7 @@ func readProcCPU(dir string) (procCPU, error) {
 	}
 	cgroup, _ := os.ReadFile(filepath.Join(dir, "cgroup"))
 	return procCPU{
-		start: start, component: component(strings.TrimSpace(string(comm)), cpuCgroup(string(cgroup))),
+		start: start, comm: strings.TrimSpace(string(comm)), component: component(strings.TrimSpace(string(comm)), cpuCgroup(string(cgroup))),
 		self: t[0] + t[1], reaped: t[2] + t[3],
 	}, nil
 }
@@ -221,9 +227,10 @@ func component(comm, cgroup string) string {
 // and its reaped children used since a; one that started in the window counts all of it.
 func nodeCPU(a, b cpuSnapshot) *NodeCPU {
 	out := &NodeCPU{
-		Seconds:    b.at.Sub(a.at).Seconds(),
-		Busy:       b.busy - a.busy,
-		Components: map[string]float64{},
+		Seconds:       b.at.Sub(a.at).Seconds(),
+		Busy:          b.busy - a.busy,
+		Components:    map[string]float64{},
+		OtherCommands: map[string]float64{},
 	}
 	for pid, p := range b.procs {
 		used := p.self + p.reaped
@@ -232,6 +239,9 @@ func nodeCPU(a, b cpuSnapshot) *NodeCPU {
 		}
 		if used > 0 {
 			out.Components[p.component] += used
+			if p.component == ComponentOther {
+				out.OtherCommands[p.comm] += used
+			}
 		}
 	}
 	return out
@@ -249,5 +259,20 @@ func (n *NodeCPU) perUnit(units int) string {
 			parts = append(parts, fmt.Sprintf("%s %.0f", c, v/float64(units)*1000))
 		}
 	}
-	return strings.Join(parts, ", ")
+	line := strings.Join(parts, ", ")
+	if top := topCommands(n.OtherCommands, 3); len(top) > 0 {
+		var names []string
+		for _, c := range top {
+			names = append(names, fmt.Sprintf("%s %.0f", c, n.OtherCommands[c]/float64(units)*1000))
+		}
+		line += " (other: " + strings.Join(names, ", ") + ")"
+	}
+	return line
+}
+
+// topCommands returns the k command names that used the most CPU, most first.
+func topCommands(m map[string]float64, k int) []string {
+	names := slices.Collect(maps.Keys(m))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(m[b], m[a]), strings.Compare(a, b)) })
+	return names[:min(k, len(names))]
 }

@@ -52,6 +52,7 @@ func TestNodeCPUAttributesByComponent(t *testing.T) {
 		12: {comm: "exe", cgroup: v1(pod), utime: 20, start: 9},
 		13: {comm: "paddock-router", cgroup: v1("/paddock-dev/kubepods/burstable/pod9/c1"), utime: 30, start: 9},
 		14: {comm: "kubelet", cgroup: v1("/"), utime: 5, start: 3},
+		16: {comm: "kube-scheduler", cgroup: v1("/"), utime: 5, start: 3},
 	}
 	writeFakeProc(t, root, "cpu  1000 0 500 9000 100 0 20 0 0 0", procs)
 	a, err := readCPUSnapshot(root)
@@ -65,6 +66,7 @@ func TestNodeCPUAttributesByComponent(t *testing.T) {
 	procs[11] = fakeProcess{comm: "containerd-shim", cgroup: v1("/"), utime: 30, cutime: 120, start: 7}
 	procs[12] = fakeProcess{comm: "exe", cgroup: v1(pod), utime: 70, start: 9}
 	procs[14] = fakeProcess{comm: "sandboxd", cgroup: v1(pod), utime: 30, start: 400}
+	procs[16] = fakeProcess{comm: "kube-scheduler", cgroup: v1("/"), utime: 25, start: 3}
 	procs[15] = fakeProcess{comm: "paddock-router", cgroup: "0::/kubepods.slice/kubepods-pod7.slice\n", utime: 10, start: 401}
 	writeFakeProc(t, root, "cpu  1300 0 600 9500 300 0 40 0 0 0", procs)
 	b, err := readCPUSnapshot(root)
@@ -77,6 +79,7 @@ func TestNodeCPUAttributesByComponent(t *testing.T) {
 		ComponentShims:     1.0,
 		ComponentMembers:   0.8,
 		ComponentPaddock:   0.1,
+		ComponentOther:     0.2,
 	}
 	if len(got.Components) != len(want) {
 		t.Errorf("components %v, want %v", got.Components, want)
@@ -91,7 +94,7 @@ func TestNodeCPUAttributesByComponent(t *testing.T) {
 		t.Errorf("busy %v core-seconds, want 4.2", got.Busy)
 	}
 	line := got.perUnit(2)
-	for _, part := range []string{"busy 2100", ComponentMembers + " 400", ComponentAPIServer + " 750", ComponentShims + " 500"} {
+	for _, part := range []string{"busy 2100", "(other: kube-scheduler 100)", ComponentMembers + " 400", ComponentAPIServer + " 750", ComponentShims + " 500"} {
 		if !strings.Contains(line, part) {
 			t.Errorf("per create %q lacks %q", line, part)
 		}

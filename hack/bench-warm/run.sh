@@ -13,6 +13,8 @@
 #   d  D_MEMBERS idle gVisor members: PSS/RSS and CPU read on the node, as dev up ships `base`
 #      (no requests) and with requests and the pool's idle requests
 #   e  API writes per warm claim, the pool's refill included (paddock-bench's warm scenario)
+# Rows a, b and c also report where the node's CPU went per create, by component
+# (paddock-bench --e2b-node-cpu: the script runs on the node).
 # ROWS picks rows (default "e a b d c": c, which leaves dev up's pool refilling, last), RUNTIMES
 # the runtimes of a and b (default "gvisor runc"). Before each row, and before the creates of a, b
 # and c once their pool is full, the run waits (at most SETTLE_SECONDS, default 240) for the

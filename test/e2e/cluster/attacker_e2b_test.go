@@ -92,6 +92,15 @@ func copyE2BTemplate(t *testing.T, ctx context.Context, c client.Client, ns, nam
 // into ns as name, with or without its volume.
 func copyDevTemplate(t *testing.T, ctx context.Context, c client.Client, source, ns, name string, volume bool) {
 	t.Helper()
+	copyDevTemplateWith(t, ctx, c, source, ns, name, volume, nil)
+}
+
+// copyDevTemplateWith is copyDevTemplate with edit applied to the copy before it is created. A
+// template changed right after its create may reach the pool controller's cache after the pool
+// that names it, whose first members then carry the template as created: a test that needs a
+// template unlike dev up's sets it here, not with a later patch.
+func copyDevTemplateWith(t *testing.T, ctx context.Context, c client.Client, source, ns, name string, volume bool, edit func(*extensionsv1beta1.SandboxTemplate)) {
+	t.Helper()
 	var dev extensionsv1beta1.SandboxTemplate
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: source}, &dev); err != nil {
 		t.Fatalf("the E2B template %s of paddock dev up: %v", source, err)
@@ -101,6 +110,9 @@ func copyDevTemplate(t *testing.T, ctx context.Context, c client.Client, source,
 	if !volume {
 		tpl.Spec.VolumeClaimTemplates = nil
 		tpl.Spec.PodTemplate.Spec.Containers[0].VolumeMounts = nil
+	}
+	if edit != nil {
+		edit(tpl)
 	}
 	framework.MustCreate(t, ctx, c, tpl)
 }

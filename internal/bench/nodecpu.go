@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"cmp"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/paddock-dev/paddock/internal/procstat"
 )
 
 // NodeCPU is where a machine's CPU went in a window, read from /proc at its start and end: the
@@ -25,7 +26,9 @@ type NodeCPU struct {
 	// Components are core-seconds by component (the Component* names): each process's own CPU
 	// time plus that of the children it reaped in the window, so that short-lived commands
 	// (runsc's, the CNI plugins, iptables) count with the process that ran them. What exited
-	// without a parent that stays (an orphan reaped by init) is only in Busy.
+	// without a parent that stays (an orphan reaped by init) is only in Busy; a child that
+	// started before the window and was reaped in it counts with all its CPU, so a component
+	// may be a little over its share of Busy.
 	Components map[string]float64 `json:"components"`
 	// OtherCommands splits ComponentOther by command name (the harness itself, the dev
 	// cluster's scheduler, controller manager, registry, ...).
@@ -53,10 +56,6 @@ var nodeCPUComponents = []string{
 	ComponentMembers, ComponentAPIServer, ComponentEtcd, ComponentPaddock, ComponentKubelet,
 	ComponentContainerd, ComponentShims, ComponentNetpol, ComponentOther,
 }
-
-// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every Linux architecture Go
-// supports.
-const clockTicks = 100
 
 // procCPU is one process in a snapshot.
 type procCPU struct {
@@ -91,8 +90,7 @@ func readCPUSnapshot(procRoot string) (cpuSnapshot, error) {
 		if err != nil {
 			continue
 		}
-		dir := filepath.Join(procRoot, e.Name())
-		p, err := readProcCPU(dir)
+		p, err := readProcCPU(procRoot, pid)
 		if err != nil {
 			continue
 		}
@@ -129,7 +127,7 @@ func readBusy(path string) (float64, error) {
 			}
 			total += n
 		}
-		return total / clockTicks, nil
+		return total / procstat.UserHZ, nil
 	}
 	if err := sc.Err(); err != nil {
 		return 0, err
@@ -138,42 +136,21 @@ func readBusy(path string) (float64, error) {
 }
 
 // readProcCPU reads one /proc/PID directory.
-func readProcCPU(dir string) (procCPU, error) {
-	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
+func readProcCPU(procRoot string, pid int) (procCPU, error) {
+	st, err := procstat.Read(procRoot, pid)
 	if err != nil {
 		return procCPU{}, err
 	}
-	// pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after the last ')'.
-	i := strings.LastIndexByte(string(stat), ')')
-	if i < 0 {
-		return procCPU{}, errors.New("malformed stat")
-	}
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 20 {
-		return procCPU{}, errors.New("short stat")
-	}
-	// Fields from the state on (stat field 3 is f[0]): utime 14, stime 15, cutime 16, cstime 17,
-	// starttime 22.
-	var t [4]float64
-	for k, idx := range []int{11, 12, 13, 14} {
-		n, err := strconv.ParseFloat(f[idx], 64)
-		if err != nil {
-			return procCPU{}, err
-		}
-		t[k] = n / clockTicks
-	}
-	start, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return procCPU{}, err
-	}
+	dir := filepath.Join(procRoot, strconv.Itoa(pid))
 	comm, err := os.ReadFile(filepath.Join(dir, "comm"))
 	if err != nil {
 		return procCPU{}, err
 	}
+	name := strings.TrimSpace(string(comm))
 	cgroup, _ := os.ReadFile(filepath.Join(dir, "cgroup"))
 	return procCPU{
-		start: start, comm: strings.TrimSpace(string(comm)), component: component(strings.TrimSpace(string(comm)), cpuCgroup(string(cgroup))),
-		self: t[0] + t[1], reaped: t[2] + t[3],
+		start: st.Start, comm: name, component: component(name, cpuCgroup(string(cgroup))),
+		self: st.CPU().Seconds(), reaped: st.Reaped().Seconds(),
 	}, nil
 }
 

@@ -1,17 +1,16 @@
 package devcluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/paddock-dev/paddock/internal/egressnode"
+	"github.com/paddock-dev/paddock/internal/procstat"
 	"github.com/paddock-dev/paddock/internal/standin"
 )
 
@@ -117,10 +116,6 @@ func StartEgress(ctx context.Context, cfg Config) (int, error) {
 	return cfg.process(compEgress).pid(), nil
 }
 
-// userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on every Linux ABI
-// the dev cluster runs on).
-const userHZ = 100
-
 // EgressCPU is the CPU time (user and system) the running paddock-egress has used so far, for
 // measuring its cost per request: read it before and after a load.
 func EgressCPU(cfg Config) (time.Duration, error) {
@@ -128,22 +123,9 @@ func EgressCPU(cfg Config) (time.Duration, error) {
 	if pid == 0 {
 		return 0, fmt.Errorf("paddock-egress of %s is not running", cfg.StateDir)
 	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procstat.Read("/proc", pid)
 	if err != nil {
 		return 0, err
 	}
-	// Fields after the command name, which may hold spaces: utime and stime are 14 and 15.
-	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	var ticks int64
-	for _, f := range fields[11:13] {
-		n, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / userHZ, nil
+	return st.CPU(), nil
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/paddock-dev/paddock/internal/procstat"
 )
 
 // A process is one component running in the background. Its pid file holds the pid and the
@@ -145,18 +147,12 @@ func tailFile(path string, n int) string {
 
 // startTime returns the start time of a live (not zombie) process, field 22 of /proc/PID/stat.
 func startTime(pid int) (uint64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procstat.Read("/proc", pid)
 	if err != nil {
 		return 0, err
 	}
-	// The command name (field 2) may hold spaces; fields after it follow the last ')'.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	fields := strings.Fields(string(data[i+1:]))
-	if len(fields) < 20 || fields[0] == "Z" || fields[0] == "X" {
+	if !st.Running() {
 		return 0, fmt.Errorf("process %d is not running", pid)
 	}
-	return strconv.ParseUint(fields[19], 10, 64)
+	return st.Start, nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -274,7 +273,6 @@ func pauseE2B(t *testing.T, mode, script string, extra ...string) e2bPause {
 	// kept memory, not the rootfs the test asked for).
 	copyDevTemplateWith(t, p.ctx, p.c, e2b.DefaultTemplate, p.ns, e2b.DefaultTemplate, true, func(tpl *extensionsv1beta1.SandboxTemplate) {
 		p.devTpl = tpl.Annotations[snapshotsv1alpha1.SuspendAnnotation]
-		tpl.Annotations = maps.Clone(tpl.Annotations)
 		if tpl.Annotations == nil {
 			tpl.Annotations = map[string]string{}
 		}
